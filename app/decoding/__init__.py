@@ -1,0 +1,9 @@
+"""Decoding: greedy and beam search with attention that follows the chosen hypothesis, and
+teacher-forced scoring of a given target. Knows nothing of training or the web."""
+
+from app.decoding.beam import beam_search
+from app.decoding.greedy import greedy_decode
+from app.decoding.output import DecodeOutput, Hypothesis
+from app.decoding.scoring import score_targets
+
+__all__ = ["DecodeOutput", "Hypothesis", "beam_search", "greedy_decode", "score_targets"]

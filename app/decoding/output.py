@@ -1,0 +1,70 @@
+"""The decoders' output: padded batch tensors in the one attention format, plus per-sentence views."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Hypothesis:
+    """One sentence's result, trimmed to its real lengths.
+
+    tokens: output ids (ends with EOS when the model produced it).
+    token_logprobs: log-probability of each output token.
+    encoder_self: (L, H, S, S); decoder_self: (L, H, T, T); cross: (L, H, T, S), or None.
+    Decoder self-attention keys are the decoder *inputs*: BOS then ``tokens[:-1]``.
+    """
+
+    tokens: list[int]
+    score: float
+    token_logprobs: list[float]
+    encoder_self: Tensor | None
+    decoder_self: Tensor | None
+    cross: Tensor | None
+
+
+@dataclass
+class DecodeOutput:
+    """Batched output. tokens: (B, T) padded with pad; lengths: (B,); scores: (B,);
+    token_logprobs: (B, T); attention fields (B, L, H, query, key), zero-padded, or None."""
+
+    tokens: Tensor
+    lengths: Tensor
+    source_lengths: Tensor
+    scores: Tensor
+    token_logprobs: Tensor
+    encoder_self: Tensor | None = None
+    decoder_self: Tensor | None = None
+    cross: Tensor | None = None
+
+    def hypotheses(self) -> list[Hypothesis]:
+        out = []
+        for b in range(self.tokens.size(0)):
+            t, s = int(self.lengths[b]), int(self.source_lengths[b])
+            out.append(
+                Hypothesis(
+                    tokens=self.tokens[b, :t].tolist(),
+                    score=float(self.scores[b]),
+                    token_logprobs=self.token_logprobs[b, :t].tolist(),
+                    encoder_self=None if self.encoder_self is None else self.encoder_self[b, :, :, :s, :s],
+                    decoder_self=None if self.decoder_self is None else self.decoder_self[b, :, :, :t, :t],
+                    cross=None if self.cross is None else self.cross[b, :, :, :t, :s],
+                )
+            )
+        return out
+
+
+def max_target_length(source_lengths: Tensor, ratio: float, offset: int, cap: int | None) -> int:
+    """The decoding budget: ``ratio * longest source + offset`` tokens, at most ``cap``."""
+    budget = math.ceil(float(source_lengths.max()) * ratio) + offset
+    return max(1, min(budget, cap) if cap is not None else budget)
+
+
+def stack_padded(rows: list[Tensor], length: int, pad_value: float = 0.0) -> Tensor:
+    """Stack tensors (..., k_i) right-padded on the last dim to ``length``."""
+    padded = [torch.nn.functional.pad(r, (0, length - r.size(-1)), value=pad_value) for r in rows]
+    return torch.stack(padded)

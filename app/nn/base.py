@@ -1,0 +1,66 @@
+"""The interface every sequence-to-sequence model implements, and its decoder state."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor, nn
+
+from app.nn.config import ModelConfig
+from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
+
+
+class DecoderState(Protocol):
+    """Everything a decoder carries between steps (RNN hidden state or key/value caches)."""
+
+    def reorder(self, indices: Tensor) -> DecoderState:
+        """A new state whose row ``i`` is this state's row ``indices[i]`` (indices: (N,))."""
+        ...
+
+
+def reorder_encoder(enc: EncoderOutput, indices: Tensor) -> EncoderOutput:
+    """Select rows of an encoder output (e.g. to expand each sentence into beams)."""
+    return EncoderOutput(
+        memory=enc.memory.index_select(0, indices),
+        mask=enc.mask.index_select(0, indices),
+        final=None if enc.final is None else enc.final.index_select(0, indices),
+        encoder_self=None if enc.encoder_self is None else enc.encoder_self.index_select(0, indices),
+    )
+
+
+class Seq2Seq(nn.Module):
+    """Base class. Subclasses implement :meth:`encode`, :meth:`init_state` and :meth:`step`;
+    :meth:`forward` is the teacher-forced pass over a whole target."""
+
+    config: ModelConfig
+
+    def source_mask(self, src: Tensor) -> Tensor:
+        """src: (B, S) token ids -> (B, S) True where the token is not padding."""
+        return src.ne(self.config.pad_id)
+
+    def encode(self, src: Tensor, need_weights: bool = False) -> EncoderOutput:
+        """src: (B, S) token ids, padded with ``pad_id``."""
+        raise NotImplementedError
+
+    def init_state(self, enc: EncoderOutput) -> DecoderState:
+        raise NotImplementedError
+
+    def step(
+        self, tokens: Tensor, state: DecoderState, enc: EncoderOutput, need_weights: bool = False
+    ) -> tuple[StepOutput, DecoderState]:
+        """tokens: (N,) the previous output token of each hypothesis."""
+        raise NotImplementedError
+
+    def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False) -> Seq2SeqOutput:
+        """src: (B, S); tgt_in: (B, T) decoder inputs (BOS + target). Returns logits (B, T, V)."""
+        raise NotImplementedError
+
+    @property
+    def num_parameters(self) -> int:
+        """Distinct parameters (tied weights counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device

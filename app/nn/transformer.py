@@ -1,0 +1,207 @@
+"""The Transformer (Vaswani et al. 2017): shared source/target vocabulary with tied embeddings,
+sinusoidal positions, pre- or post-norm layers, and incremental decoding with a key/value cache."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from app.nn.attention import MultiHeadAttention
+from app.nn.base import Seq2Seq
+from app.nn.config import ModelConfig
+from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
+
+
+def sinusoidal_positions(length: int, dim: int) -> Tensor:
+    """(length, dim) fixed sinusoidal position encodings."""
+    pos = torch.arange(length, dtype=torch.float32)[:, None]
+    freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)
+    return table
+
+
+class Residual(nn.Module):
+    """x + dropout(sublayer(norm(x))) for pre-norm, norm(x + dropout(sublayer(x))) for post-norm."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def forward(self, x: Tensor, sublayer) -> tuple[Tensor, Tensor | None]:  # type: ignore[no-untyped-def]
+        out, weights = sublayer(self.norm(x) if self.pre_norm else x)
+        x = x + self.dropout(out)
+        return (x if self.pre_norm else self.norm(x)), weights
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(d_model, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
+        )
+
+    def forward(self, x: Tensor) -> tuple[Tensor, None]:
+        return self.net(x), None
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, c: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.dropout)
+        self.ff = FeedForward(c.d_model, c.ff_dim, c.dropout)
+        self.res_attn = Residual(c.d_model, c.dropout, c.pre_norm)
+        self.res_ff = Residual(c.d_model, c.dropout, c.pre_norm)
+
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        """x: (B, S, D); mask: (B, 1, 1, S)."""
+        x, weights = self.res_attn(x, lambda y: self.self_attn(y, y, mask, need_weights=need_weights))
+        x, _ = self.res_ff(x, self.ff)
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: ModelConfig) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.dropout)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.heads, c.dropout)
+        self.ff = FeedForward(c.d_model, c.ff_dim, c.dropout)
+        self.res_self = Residual(c.d_model, c.dropout, c.pre_norm)
+        self.res_cross = Residual(c.d_model, c.dropout, c.pre_norm)
+        self.res_ff = Residual(c.d_model, c.dropout, c.pre_norm)
+
+    def forward(
+        self,
+        x: Tensor,
+        self_kv: tuple[Tensor, Tensor] | None,
+        self_mask: Tensor | None,
+        cross_kv: tuple[Tensor, Tensor],
+        cross_mask: Tensor,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, tuple[Tensor, Tensor]]:
+        """x: (B, T, D) new positions. ``self_kv`` holds the keys/values of earlier positions
+        (B, H, t, Dh) or None. Returns x, self weights, cross weights and the grown self cache."""
+        grown: tuple[Tensor, Tensor] = (x.new_empty(0), x.new_empty(0))
+
+        def self_block(y: Tensor) -> tuple[Tensor, Tensor | None]:
+            nonlocal grown
+            k, v = self.self_attn.project_kv(y)  # (B, H, T, Dh)
+            if self_kv is not None:
+                k, v = torch.cat([self_kv[0], k], dim=2), torch.cat([self_kv[1], v], dim=2)
+            grown = (k, v)
+            return self.self_attn(y, kv=grown, mask=self_mask, need_weights=need_weights)
+
+        x, self_w = self.res_self(x, self_block)
+        x, cross_w = self.res_cross(
+            x, lambda y: self.cross_attn(y, kv=cross_kv, mask=cross_mask, need_weights=need_weights)
+        )
+        x, _ = self.res_ff(x, self.ff)
+        return x, self_w, cross_w, grown
+
+
+@dataclass
+class TransformerState:
+    """Per-layer caches: self keys/values (N, H, t, Dh) grow by one position per step; cross
+    keys/values (N, H, S, Dh) are computed once from the encoder memory."""
+
+    self_kv: list[tuple[Tensor, Tensor]] | None
+    cross_kv: list[tuple[Tensor, Tensor]]
+    position: int = 0
+
+    def reorder(self, indices: Tensor) -> TransformerState:
+        def pick(pair: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+            return pair[0].index_select(0, indices), pair[1].index_select(0, indices)
+
+        return TransformerState(
+            self_kv=None if self.self_kv is None else [pick(p) for p in self.self_kv],
+            cross_kv=[pick(p) for p in self.cross_kv],
+            position=self.position,
+        )
+
+
+class Transformer(Seq2Seq):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.embed = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
+        nn.init.normal_(self.embed.weight, std=c.d_model**-0.5)
+        self.register_buffer("positions", sinusoidal_positions(c.max_positions, c.d_model), persistent=False)
+        self.dropout = nn.Dropout(c.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
+        self.encoder_norm = nn.LayerNorm(c.d_model) if c.pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(c.d_model) if c.pre_norm else nn.Identity()
+
+    def _embed(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        """tokens: (B, T) -> (B, T, D) scaled embeddings plus positions."""
+        length = tokens.size(1)
+        if offset + length > self.config.max_positions:
+            raise ValueError(f"sequence of {offset + length} tokens exceeds max_positions")
+        x = self.embed(tokens) * math.sqrt(self.config.d_model)
+        return self.dropout(x + self.positions[offset : offset + length])
+
+    def encode(self, src: Tensor, need_weights: bool = False) -> EncoderOutput:
+        mask = self.source_mask(src)
+        x = self._embed(src)
+        attn_mask = mask[:, None, None, :]  # (B, 1, 1, S)
+        rows = []
+        for layer in self.encoder_layers:
+            x, w = layer(x, attn_mask, need_weights)
+            rows.append(w)
+        enc_self = torch.stack(rows, dim=1) if need_weights else None  # (B, L, H, S, S)
+        return EncoderOutput(memory=self.encoder_norm(x), mask=mask, encoder_self=enc_self)
+
+    def init_state(self, enc: EncoderOutput) -> TransformerState:
+        cross = [layer.cross_attn.project_kv(enc.memory) for layer in self.decoder_layers]
+        return TransformerState(self_kv=None, cross_kv=cross)
+
+    def _decode(
+        self, x: Tensor, state: TransformerState, self_mask: Tensor | None, enc: EncoderOutput, need_weights: bool
+    ) -> tuple[Tensor, TransformerState, Tensor | None, Tensor | None]:
+        cross_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
+        self_rows, cross_rows, caches = [], [], []
+        for i, layer in enumerate(self.decoder_layers):
+            past = None if state.self_kv is None else state.self_kv[i]
+            x, sw, cw, kv = layer(x, past, self_mask, state.cross_kv[i], cross_mask, need_weights)
+            self_rows.append(sw)
+            cross_rows.append(cw)
+            caches.append(kv)
+        new_state = TransformerState(caches, state.cross_kv, state.position + x.size(1))
+        if not need_weights:
+            return self.decoder_norm(x), new_state, None, None
+        return self.decoder_norm(x), new_state, torch.stack(self_rows, 1), torch.stack(cross_rows, 1)
+
+    def step(
+        self, tokens: Tensor, state: TransformerState, enc: EncoderOutput, need_weights: bool = False
+    ) -> tuple[StepOutput, TransformerState]:  # type: ignore[override]
+        x = self._embed(tokens[:, None], offset=state.position)  # (N, 1, D)
+        y, state, self_w, cross_w = self._decode(x, state, None, enc, need_weights)
+        logits = nn.functional.linear(y[:, 0], self.embed.weight)  # tied (N, V)
+        return (
+            StepOutput(
+                torch.log_softmax(logits.float(), dim=-1),
+                cross=None if cross_w is None else cross_w[:, :, :, 0],  # (N, L, H, S)
+                decoder_self=None if self_w is None else self_w[:, :, :, 0],  # (N, L, H, t)
+            ),
+            state,
+        )
+
+    def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False) -> Seq2SeqOutput:
+        enc = self.encode(src, need_weights=need_weights)
+        length = tgt_in.size(1)
+        causal = torch.ones(length, length, dtype=torch.bool, device=src.device).tril()
+        y, _, self_w, cross_w = self._decode(
+            self._embed(tgt_in), self.init_state(enc), causal[None, None], enc, need_weights
+        )
+        return Seq2SeqOutput(
+            logits=nn.functional.linear(y, self.embed.weight),
+            encoder_self=enc.encoder_self,
+            decoder_self=self_w,
+            cross=cross_w,
+        )

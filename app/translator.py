@@ -1,0 +1,92 @@
+"""Text in, translations and attention out: tokenisation plus the decoders, for one loaded model.
+
+Used by evaluation and by the web service alike; knows nothing of either."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from app.decoding import DecodeOutput, Hypothesis, beam_search, greedy_decode, score_targets
+from app.nn.config import EOS_ID
+from app.repository import LoadedModel
+
+
+@dataclass
+class Translation:
+    """One sentence: ids (source ends with EOS), the detokenised output and the hypothesis with
+    its attention ``(L, H, query, key)`` per kind."""
+
+    source_ids: list[int]
+    target_ids: list[int]
+    text: str
+    hypothesis: Hypothesis
+
+
+class Translator:
+    def __init__(self, loaded: LoadedModel, max_source_tokens: int = 200) -> None:
+        self.loaded = loaded
+        self.max_source_tokens = max_source_tokens
+
+    @property
+    def device(self) -> torch.device:
+        return self.loaded.model.device
+
+    def source_ids(self, text: str) -> list[int]:
+        """Subword ids of ``text`` plus EOS; ValueError if empty or too long."""
+        ids = self.loaded.tokenizer.encode(text)
+        if not ids:
+            raise ValueError("text has no tokens")
+        if len(ids) > self.max_source_tokens:
+            raise ValueError(f"text has {len(ids)} tokens; the limit is {self.max_source_tokens}")
+        return ids + [EOS_ID]
+
+    def _pad(self, rows: list[list[int]]) -> Tensor:
+        """Right-pad id lists into a (B, S) tensor on the model's device."""
+        width = max(len(r) for r in rows)
+        pad = self.loaded.config.pad_id
+        return torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=self.device)
+
+    def _finish(self, sources: list[list[int]], out: DecodeOutput) -> list[Translation]:
+        tok = self.loaded.tokenizer
+        return [
+            Translation(src, hyp.tokens, tok.decode(hyp.tokens), hyp)
+            for src, hyp in zip(sources, out.hypotheses(), strict=True)
+        ]
+
+    @torch.inference_mode()
+    def translate(
+        self,
+        texts: list[str],
+        *,
+        beam_size: int = 5,
+        max_length: int | None = None,
+        need_weights: bool = True,
+        alpha: float = 0.6,
+    ) -> list[Translation]:
+        """Translate a batch; ``beam_size == 1`` is greedy decoding."""
+        sources = [self.source_ids(t) for t in texts]
+        src = self._pad(sources)
+        model = self.loaded.model
+        if beam_size == 1:
+            out = greedy_decode(model, src, need_weights=need_weights, max_length=max_length)
+        else:
+            out = beam_search(
+                model, src, beam_size=beam_size, alpha=alpha, need_weights=need_weights, max_length=max_length
+            )
+        return self._finish(sources, out)
+
+    @torch.inference_mode()
+    def align(self, texts: list[str], targets: list[str]) -> list[Translation]:
+        """Teacher-forced: score each given target (plus EOS) and return its attention."""
+        sources = [self.source_ids(t) for t in texts]
+        tgt_rows = []
+        for target in targets:
+            ids = self.loaded.tokenizer.encode(target)
+            if len(ids) > self.max_source_tokens:
+                raise ValueError(f"target has {len(ids)} tokens; the limit is {self.max_source_tokens}")
+            tgt_rows.append(ids + [EOS_ID])
+        out = score_targets(self.loaded.model, self._pad(sources), self._pad(tgt_rows))
+        return self._finish(sources, out)
