@@ -1,0 +1,1 @@
+"""The web layer: a thin FastAPI app over one service object."""

@@ -1,0 +1,78 @@
+"""Tiny, quickly built model folders for tests and demos (random weights, real tokenizer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from app.nn.config import ModelConfig
+from app.nn.factory import build_model
+from app.repository import save_model_folder
+from app.text.tokenizer import Tokenizer
+
+TINY_PAIRS: list[tuple[str, str]] = [
+    ("A man is riding a bicycle.", "Ein Mann fährt Fahrrad."),
+    ("Two dogs play in the snow.", "Zwei Hunde spielen im Schnee."),
+    ("A woman is reading a book.", "Eine Frau liest ein Buch."),
+    ("Children are playing football in the park.", "Kinder spielen Fußball im Park."),
+    ("A little girl climbs a tree.", "Ein kleines Mädchen klettert auf einen Baum."),
+    ("The man in the red shirt is cooking.", "Der Mann im roten Hemd kocht."),
+    ("A group of people stand outside a building.", "Eine Gruppe von Menschen steht vor einem Gebäude."),
+    ("A black dog runs across the grass.", "Ein schwarzer Hund rennt über das Gras."),
+    ("Two men are working on a roof.", "Zwei Männer arbeiten auf einem Dach."),
+    ("A boy jumps into the water.", "Ein Junge springt ins Wasser."),
+]
+
+# (folder suffix, architecture, score)
+TINY_KINDS: list[tuple[str, str, str]] = [
+    ("transformer", "transformer", "additive"),
+    ("rnn-additive", "rnn", "additive"),
+    ("rnn-none", "rnn", "none"),
+    ("self-attentive", "self_attentive_rnn", "additive"),
+]
+
+
+def tiny_tokenizer(vocab_size: int = 120) -> Tokenizer:
+    sentences = [s for pair in TINY_PAIRS for s in pair] * 3
+    return Tokenizer.train(sentences, vocab_size)
+
+
+def tiny_config(architecture: str, score: str, vocab_size: int) -> ModelConfig:
+    return ModelConfig(
+        architecture=architecture,  # type: ignore[arg-type]
+        score=score,
+        vocab_size=vocab_size,
+        emb_dim=16,
+        hidden_dim=16,
+        d_model=16,
+        heads=2,
+        ff_dim=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        dropout=0.0,
+    )
+
+
+def build_tiny_models(root: str | Path, pair: tuple[str, str] = ("en", "de"), seed: int = 0) -> list[Path]:
+    """Write one tiny random model folder per entry of :data:`TINY_KINDS` under ``root``."""
+    root = Path(root)
+    tokenizer = tiny_tokenizer()
+    folders = []
+    for suffix, architecture, score in TINY_KINDS:
+        torch.manual_seed(seed)
+        config = tiny_config(architecture, score, tokenizer.vocab_size)
+        model = build_model(config).eval()
+        folder = root / f"{pair[0]}-{pair[1]}-{suffix}"
+        card = {
+            "id": folder.name,
+            "architecture": architecture,
+            "score": None if architecture == "transformer" else score,
+            "parameters": model.num_parameters,
+            "note": "tiny random model for tests",
+        }
+        save_model_folder(
+            folder, model, tokenizer, source_lang=pair[0], target_lang=pair[1], card=card, dtype=torch.float32
+        )
+        folders.append(folder)
+    return folders
