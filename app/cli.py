@@ -1,14 +1,27 @@
-"""The ``attnscope`` command: train, evaluate, download data, serve."""
+"""The ``attnscope`` command: train, evaluate, download the corpus, serve."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import logging
 import sys
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="attnscope", description=__doc__)
+def _pair(text: str) -> tuple[str, str]:
+    parts = text.split("-")
+    if len(parts) != 2 or not all(parts):
+        raise argparse.ArgumentTypeError(f"language pair must look like en-de, got {text!r}")
+    return parts[0], parts[1]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnscope", description="Neural MT models and their attention.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="serve the models over HTTP (API and pages)")
@@ -17,14 +30,149 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--models-dir", default=None)
     serve.add_argument("--device", default=None, help="cpu, cuda, cuda:0 ... (default: cuda if available)")
 
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "serve":
-        from app.serving.server import run
+    from app.nn.config import SCORES
+    from app.training.presets import PRESETS
 
-        run(host=args.host, port=args.port, models_dir=args.models_dir, device=args.device)
-        return 0
-    parser.error(f"unknown command {args.command}")
+    train = sub.add_parser("train", help="train a model on Multi30k and write a model folder")
+    train.add_argument("--preset", choices=sorted(PRESETS), required=True)
+    train.add_argument("--pair", type=_pair, default=("en", "de"), help="e.g. en-de or en-fr")
+    train.add_argument("--out", required=True, help="model folder to write (e.g. models/en-de-transformer)")
+    train.add_argument("--score", choices=SCORES, help="alignment score function (RNN models)")
+    train.add_argument("--data-dir", default=None, help="Multi30k task 1 raw files")
+    train.add_argument("--run-dir", default=None, help="checkpoints for --resume (default runs/<out name>)")
+    train.add_argument("--resume", action="store_true", help="continue from the run dir's checkpoint")
+    train.add_argument("--tokenizer", default=None, help="reuse a SentencePiece model instead of training one")
+    train.add_argument("--device", default=None)
+    train.add_argument("--epochs", type=int, dest="max_epochs")
+    train.add_argument("--max-steps", type=int)
+    train.add_argument("--max-time", type=float, dest="max_time_s", help="training budget in seconds")
+    train.add_argument("--batch-tokens", type=int)
+    train.add_argument("--lr", type=float)
+    train.add_argument("--vocab-size", type=int)
+    train.add_argument("--seed", type=int)
+    train.add_argument("--no-test-eval", action="store_true", help="skip the test-set evaluation")
+    train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                       help="override a model config field, e.g. --set hidden_dim=512")
+    train.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    ev = sub.add_parser("evaluate", help="BLEU of a model folder on the test sets")
+    ev.add_argument("model", help="a model folder")
+    ev.add_argument("--data-dir", default=None)
+    ev.add_argument("--splits", nargs="+", default=None)
+    ev.add_argument("--beam", type=int, default=5)
+    ev.add_argument("--device", default=None)
+    ev.add_argument("--update-card", action="store_true", help="write the results into card.json")
+
+    dl = sub.add_parser("download", help="fetch Multi30k task 1 (en, de, fr) from its public repository")
+    dl.add_argument("--data-dir", default=None)
+
+    tok = sub.add_parser("tokenizer", help="train a joint SentencePiece model for a pair")
+    tok.add_argument("--pair", type=_pair, default=("en", "de"))
+    tok.add_argument("--vocab-size", type=int, default=8000)
+    tok.add_argument("--data-dir", default=None)
+    tok.add_argument("--out", required=True)
+    return parser
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from app.nn.config import ModelConfig
+    from app.training.data import default_data_dir
+    from app.training.presets import PRESETS, TrainConfig
+    from app.training.train import train
+
+    preset = PRESETS[args.preset]
+    model_fields: dict[str, Any] = dict(preset["model"])
+    if args.score:
+        model_fields["score"] = args.score
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects FIELD=VALUE, got {item!r}")
+        model_fields[key] = _parse_value(value)
+    train_fields = dict(preset["train"])
+    for name in ("max_epochs", "max_steps", "max_time_s", "batch_tokens", "lr", "vocab_size", "seed"):
+        if getattr(args, name) is not None:
+            train_fields[name] = getattr(args, name)
+    model_config = ModelConfig.from_dict({"vocab_size": 8000, **model_fields})
+    train_config = TrainConfig(**train_fields)
+    out = Path(args.out)
+    card = train(
+        model_config,
+        train_config,
+        data_dir=args.data_dir or default_data_dir(),
+        out_dir=out,
+        run_dir=args.run_dir or REPO_ROOT / "runs" / out.name,
+        source_lang=args.pair[0],
+        target_lang=args.pair[1],
+        tokenizer_path=args.tokenizer,
+        device=args.device,
+        resume=args.resume,
+        evaluate_test=not args.no_test_eval,
+        progress=not args.quiet,
+    )
+    logging.getLogger("attnscope").info("wrote %s: %s", out, json.dumps(card.get("bleu", {}), indent=None))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from app.repository import load_model_folder, write_card
+    from app.training.data import TEST_SPLITS, default_data_dir
+    from app.training.evaluate import evaluate
+    from app.training.train import pick_device
+    from app.translator import Translator
+
+    loaded = load_model_folder(args.model, pick_device(args.device))
+    result = evaluate(
+        Translator(loaded, max_source_tokens=10_000),
+        args.data_dir or default_data_dir(),
+        splits=args.splits or TEST_SPLITS,
+        beam_size=args.beam,
+    )
+    print(json.dumps(result, indent=2))  # noqa: T201 - the command's output
+    if args.update_card:
+        write_card(loaded.path, {**loaded.card, **result})
+    return 0
+
+
+def cmd_tokenizer(args: argparse.Namespace) -> int:
+    from app.text.tokenizer import Tokenizer
+    from app.training.data import default_data_dir, load_parallel
+
+    pairs = load_parallel(args.data_dir or default_data_dir(), "train", *args.pair)
+    Tokenizer.train([s for p in pairs for s in p], args.vocab_size).save(args.out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "serve":
+            from app.serving.server import run
+
+            run(host=args.host, port=args.port, models_dir=args.models_dir, device=args.device)
+            return 0
+        if args.command == "train":
+            return cmd_train(args)
+        if args.command == "evaluate":
+            return cmd_evaluate(args)
+        if args.command == "tokenizer":
+            return cmd_tokenizer(args)
+        if args.command == "download":
+            from app.training.data import default_data_dir, download
+
+            print(download(args.data_dir or default_data_dir()))  # noqa: T201
+            return 0
+    except (ValueError, FileNotFoundError, TypeError) as err:
+        print(f"attnscope {args.command}: error: {err}", file=sys.stderr)  # noqa: T201
+        return 2
     return 2
 
 

@@ -56,6 +56,9 @@ class RNNSeq2Seq(Seq2Seq):
         self.config = config
         e, h = config.emb_dim, config.hidden_dim
         self.embed = nn.Embedding(config.vocab_size, e, padding_idx=config.pad_id)
+        nn.init.normal_(self.embed.weight, std=e**-0.5)  # tied output: keep initial logits small
+        with torch.no_grad():
+            self.embed.weight[config.pad_id].zero_()
         self.encoder = encoder if encoder is not None else GRUEncoder(config)
         self.score = (
             None

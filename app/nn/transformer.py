@@ -131,6 +131,8 @@ class Transformer(Seq2Seq):
         self.config = c = config
         self.embed = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)
         nn.init.normal_(self.embed.weight, std=c.d_model**-0.5)
+        with torch.no_grad():
+            self.embed.weight[c.pad_id].zero_()
         self.register_buffer("positions", sinusoidal_positions(c.max_positions, c.d_model), persistent=False)
         self.dropout = nn.Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))

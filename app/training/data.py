@@ -1,0 +1,179 @@
+"""Multi30k task 1 on disk: finding it, downloading it, reading parallel splits, batching by tokens.
+
+Files are ``<split>.<lang>.gz`` (or uncompressed ``<split>.<lang>``), one caption per line, line i
+of each language the same caption, as in the dataset's public repository.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import random
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from app.nn.config import BOS_ID, EOS_ID, PAD_ID
+
+logger = logging.getLogger(__name__)
+
+# Our split names -> the dataset's file stems.
+SPLITS: dict[str, str] = {
+    "train": "train",
+    "val": "val",
+    "test2016": "test_2016_flickr",
+    "test2017": "test_2017_flickr",
+    "mscoco2017": "test_2017_mscoco",
+}
+TEST_SPLITS = ("test2016", "test2017", "mscoco2017")
+LANGUAGES = ("en", "de", "fr")
+DOWNLOAD_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{file}"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class DataError(ValueError):
+    """The corpus is missing or malformed; the message names the file and the problem."""
+
+
+def default_data_dir() -> Path:
+    """``$ATTNSCOPE_DATA_DIR``, else ``../shared/data/multi30k`` beside the checkout when present,
+    else ``~/.cache/attnscope/multi30k`` (where ``attnscope download`` puts it)."""
+    env = os.environ.get("ATTNSCOPE_DATA_DIR")
+    if env:
+        return Path(env)
+    shared = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+    if shared.is_dir():
+        return shared
+    return Path.home() / ".cache" / "attnscope" / "multi30k"
+
+
+def split_path(data_dir: Path, split: str, lang: str) -> Path:
+    if split not in SPLITS:
+        raise DataError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
+    stem = f"{SPLITS[split]}.{lang}"
+    for candidate in (data_dir / f"{stem}.gz", data_dir / stem):
+        if candidate.is_file():
+            return candidate
+    raise DataError(
+        f"missing {data_dir / (stem + '.gz')}: point --data-dir (or ATTNSCOPE_DATA_DIR) at the "
+        "Multi30k task 1 raw files, or fetch them with `attnscope download`"
+    )
+
+
+def read_lines(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+            lines = f.read().split("\n")
+    except (OSError, UnicodeDecodeError, EOFError) as err:
+        raise DataError(f"cannot read {path}: {err}") from err
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise DataError(f"{path}: line {number} is empty")
+    return [line.strip() for line in lines]
+
+
+def load_parallel(data_dir: str | Path, split: str, src: str, tgt: str) -> list[tuple[str, str]]:
+    """The ``split`` of the ``src``-``tgt`` pair as (source, target) caption pairs."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise DataError(
+            f"data folder {data_dir} does not exist: pass --data-dir, set ATTNSCOPE_DATA_DIR, "
+            "or run `attnscope download`"
+        )
+    src_path, tgt_path = split_path(data_dir, split, src), split_path(data_dir, split, tgt)
+    sources, targets = read_lines(src_path), read_lines(tgt_path)
+    if len(sources) != len(targets):
+        raise DataError(f"{src_path} has {len(sources)} lines but {tgt_path} has {len(targets)}")
+    if not sources:
+        raise DataError(f"{src_path} is empty")
+    return list(zip(sources, targets, strict=True))
+
+
+def download(data_dir: str | Path, langs: Sequence[str] = LANGUAGES, timeout: float = 60.0) -> Path:
+    """Fetch every split in ``langs`` from the dataset's public repository into ``data_dir``.
+    Existing files are kept; a file is written under a temporary name and renamed when complete."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for stem in SPLITS.values():
+        for lang in langs:
+            name = f"{stem}.{lang}.gz"
+            target = data_dir / name
+            if target.is_file():
+                continue
+            url = DOWNLOAD_URL.format(file=name)
+            logger.info("downloading %s", url)
+            partial = target.with_suffix(".gz.part")
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+                    partial.write_bytes(response.read())
+            except OSError as err:
+                partial.unlink(missing_ok=True)
+                raise DataError(f"could not download {url}: {err}") from err
+            partial.rename(target)
+    return data_dir
+
+
+@dataclass
+class Example:
+    src: list[int]  # ends with EOS
+    tgt: list[int]  # ends with EOS
+
+
+def encode_pairs(pairs: Sequence[tuple[str, str]], encode, max_tokens: int = 200) -> list[Example]:  # type: ignore[no-untyped-def]
+    """Tokenise pairs, append EOS, and drop pairs longer than ``max_tokens`` on either side."""
+    out = []
+    for src, tgt in pairs:
+        s, t = encode(src), encode(tgt)
+        if 0 < len(s) <= max_tokens and 0 < len(t) <= max_tokens:
+            out.append(Example(s + [EOS_ID], t + [EOS_ID]))
+    return out
+
+
+def token_batches(
+    examples: Sequence[Example], max_tokens: int, *, shuffle: bool, seed: int = 0
+) -> list[list[int]]:
+    """Indices of ``examples`` grouped into batches of at most ``max_tokens`` padded tokens
+    (counting the longer side), sorted by length so padding stays small."""
+    order = sorted(range(len(examples)), key=lambda i: (len(examples[i].src), len(examples[i].tgt)))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        length = max(len(examples[i].src), len(examples[i].tgt) + 1)
+        if current and max(longest, length) * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    if shuffle:
+        random.Random(seed).shuffle(batches)
+    return batches
+
+
+def collate(examples: Sequence[Example], device: torch.device | str = "cpu") -> tuple[Tensor, Tensor, Tensor]:
+    """-> src (B, S), decoder input BOS+tgt[:-1] (B, T), gold tgt (B, T); all padded with PAD."""
+    s_len = max(len(e.src) for e in examples)
+    t_len = max(len(e.tgt) for e in examples)
+    src = torch.full((len(examples), s_len), PAD_ID, dtype=torch.long)
+    tgt_in = torch.full((len(examples), t_len), PAD_ID, dtype=torch.long)
+    gold = torch.full((len(examples), t_len), PAD_ID, dtype=torch.long)
+    for i, e in enumerate(examples):
+        src[i, : len(e.src)] = torch.tensor(e.src)
+        gold[i, : len(e.tgt)] = torch.tensor(e.tgt)
+        tgt_in[i, : len(e.tgt)] = torch.tensor([BOS_ID] + e.tgt[:-1])
+    return src.to(device), tgt_in.to(device), gold.to(device)
+
+
+def iterate(examples: Sequence[Example], batches: list[list[int]], device: torch.device | str) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+    for batch in batches:
+        yield collate([examples[i] for i in batch], device)

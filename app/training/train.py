@@ -1,0 +1,243 @@
+"""The training loop: token-count batches, label smoothing, warm-up + inverse-sqrt schedule,
+gradient clipping, bf16 autocast on CUDA, validation BLEU each epoch, early stopping, the best
+checkpoint kept, resume after interruption, optional checkpoint averaging, and a finished model
+folder (fp16 safetensors, tokenizer, card with curves and test BLEU) at the end."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from app.nn.base import Seq2Seq
+from app.nn.config import PAD_ID, ModelConfig
+from app.nn.factory import build_model
+from app.repository import LoadedModel, save_model_folder, write_card
+from app.text.tokenizer import Tokenizer
+from app.training.data import encode_pairs, iterate, load_parallel, token_batches
+from app.training.evaluate import bleu_scores, evaluate, translate_corpus
+from app.training.presets import TrainConfig
+from app.translator import Translator
+
+logger = logging.getLogger(__name__)
+
+StateDict = dict[str, torch.Tensor]
+
+
+def pick_device(name: str | None = None) -> torch.device:
+    if name:
+        return torch.device(name)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def hardware_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"CPU ({torch.get_num_threads()} threads)"
+
+
+def inverse_sqrt(warmup: int):  # type: ignore[no-untyped-def]
+    """Linear warm-up to 1 over ``warmup`` steps, then ``sqrt(warmup / step)``."""
+    def factor(step: int) -> float:
+        step = max(step, 1)
+        return step / warmup if step < warmup else math.sqrt(warmup / step)
+    return factor
+
+
+def cpu_state(model: Seq2Seq) -> StateDict:
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def average_states(states: list[StateDict]) -> StateDict:
+    return {k: sum(s[k].float() for s in states) / len(states) for k in states[0]}  # type: ignore[misc]
+
+
+def fp16_round_trip(model: Seq2Seq) -> None:
+    """Round the weights through fp16 so every reported number is the shipped model's."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.half().float())
+
+
+@torch.no_grad()
+def validation_loss(model: Seq2Seq, examples, batches, device: torch.device) -> float:  # type: ignore[no-untyped-def]
+    model.eval()
+    total, count = 0.0, 0
+    for src, tgt_in, gold in iterate(examples, batches, device):
+        logits = model(src, tgt_in).logits.float()
+        total += F.cross_entropy(logits.view(-1, logits.size(-1)), gold.view(-1), ignore_index=PAD_ID, reduction="sum").item()
+        count += int(gold.ne(PAD_ID).sum())
+    return total / max(count, 1)
+
+
+def train(
+    model_config: ModelConfig,
+    config: TrainConfig,
+    *,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    run_dir: str | Path,
+    source_lang: str = "en",
+    target_lang: str = "de",
+    tokenizer_path: str | Path | None = None,
+    device: str | None = None,
+    resume: bool = False,
+    evaluate_test: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train, pick the best weights, evaluate and write the model folder ``out_dir``.
+    Returns the card. ``run_dir`` keeps the checkpoints that ``resume`` continues from."""
+    started = time.monotonic()
+    dev = pick_device(device)
+    run_dir, out_dir = Path(run_dir), Path(out_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.seed)
+    train_pairs = load_parallel(data_dir, "train", source_lang, target_lang)
+    val_pairs = load_parallel(data_dir, "val", source_lang, target_lang)
+
+    tok_file = run_dir / "tokenizer.model"
+    if tok_file.is_file() and resume:
+        tokenizer = Tokenizer.load(tok_file)
+    elif tokenizer_path:
+        tokenizer = Tokenizer.load(tokenizer_path)
+    else:
+        logger.info("training a %d-piece SentencePiece model on %d pairs", config.vocab_size, len(train_pairs))
+        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size, seed=config.seed)
+    tokenizer.save(tok_file)
+    model_config = dataclasses.replace(model_config, vocab_size=tokenizer.vocab_size)
+
+    train_ex = encode_pairs(train_pairs, tokenizer.encode, config.max_train_tokens)
+    val_ex = encode_pairs(val_pairs, tokenizer.encode, 10_000)
+    val_batches = token_batches(val_ex, config.batch_tokens, shuffle=False)
+    model = build_model(model_config).to(dev)
+    loaded = LoadedModel(out_dir.name, out_dir, model_config, model, tokenizer, source_lang, target_lang)
+    translator = Translator(loaded, max_source_tokens=10_000)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(config.warmup_steps))
+    state: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "best_bleu": -1.0, "best_epoch": 0, "bad": 0, "train_s": 0.0}
+    best: StateDict = cpu_state(model)
+    recent: deque[StateDict] = deque(maxlen=max(config.average_last, 1))
+    ckpt = run_dir / "checkpoint.pt"
+    if resume and ckpt.is_file():
+        saved = torch.load(ckpt, map_location="cpu", weights_only=True)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        state, best = saved["state"], saved["best"]
+        recent.extend(saved["recent"])
+        logger.info("resumed from %s at epoch %d, step %d", ckpt, state["epoch"], state["step"])
+
+    n_params = model.num_parameters
+    logger.info(
+        "%s: %s parameters on %s; %d training pairs, %d batches an epoch",
+        out_dir.name, f"{n_params:,}", hardware_name(dev), len(train_ex),
+        len(token_batches(train_ex, config.batch_tokens, shuffle=False)),
+    )
+    amp = dev.type == "cuda"
+    out_of_time = False
+    while state["epoch"] < config.max_epochs and not out_of_time:
+        epoch_start = time.monotonic()
+        model.train()
+        batches = token_batches(train_ex, config.batch_tokens, shuffle=True, seed=config.seed + state["epoch"])
+        bar = tqdm(total=len(batches), desc=f"epoch {state['epoch'] + 1}", disable=not progress, leave=False)
+        loss_sum, tokens_seen = 0.0, 0
+        for src, tgt_in, gold in iterate(train_ex, batches, dev):
+            with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
+                logits = model(src, tgt_in).logits
+            loss = F.cross_entropy(
+                logits.float().view(-1, logits.size(-1)), gold.view(-1),
+                ignore_index=PAD_ID, label_smoothing=config.label_smoothing,
+            )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
+            optimizer.step()
+            scheduler.step()
+            state["step"] += 1
+            n_tok = int(gold.ne(PAD_ID).sum())
+            loss_sum += loss.item() * n_tok
+            tokens_seen += n_tok
+            elapsed = time.monotonic() - epoch_start
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens_seen / max(elapsed, 1e-6):,.0f}")
+            total_train = state["train_s"] + elapsed
+            if (config.max_steps and state["step"] >= config.max_steps) or (
+                config.max_time_s and total_train >= config.max_time_s
+            ):
+                out_of_time = True
+                break
+        bar.close()
+        state["train_s"] += time.monotonic() - epoch_start
+        state["epoch"] += 1
+        val_loss = validation_loss(model, val_ex, val_batches, dev)
+        hyps = translate_corpus(translator, [s for s, _ in val_pairs], beam_size=1, batch_size=256, progress=False)
+        val_bleu = bleu_scores(hyps, [t for _, t in val_pairs])["lowercase_13a"]
+        state["curve"].append({
+            "epoch": state["epoch"], "step": state["step"], "train_loss": round(loss_sum / max(tokens_seen, 1), 4),
+            "val_loss": round(val_loss, 4), "val_bleu": val_bleu, "lr": scheduler.get_last_lr()[0],
+            "time_s": round(time.monotonic() - started, 1),
+        })
+        logger.info(
+            "%s epoch %d: train loss %.3f, val loss %.3f, val BLEU %.2f (greedy, lowercased), %.0f s",
+            out_dir.name, state["epoch"], loss_sum / max(tokens_seen, 1), val_loss, val_bleu, time.monotonic() - epoch_start,
+        )
+        recent.append(cpu_state(model))
+        if val_bleu > state["best_bleu"]:
+            state.update(best_bleu=val_bleu, best_epoch=state["epoch"], bad=0)
+            best = cpu_state(model)
+        else:
+            state["bad"] += 1
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "state": state, "best": best, "recent": list(recent)}, ckpt)
+        if state["bad"] >= config.patience:
+            logger.info("early stop: no better validation BLEU for %d epochs", config.patience)
+            break
+
+    chosen = f"best epoch {state['best_epoch']}"
+    model.load_state_dict(best)
+    if config.average_last > 1 and len(recent) > 1:
+        model.load_state_dict(average_states(list(recent)))
+        model.eval()
+        hyps = translate_corpus(translator, [s for s, _ in val_pairs], beam_size=1, batch_size=256, progress=False)
+        avg_bleu = bleu_scores(hyps, [t for _, t in val_pairs])["lowercase_13a"]
+        logger.info("average of last %d checkpoints: val BLEU %.2f (best single %.2f)", len(recent), avg_bleu, state["best_bleu"])
+        if avg_bleu > state["best_bleu"]:
+            chosen = f"average of the last {len(recent)} epochs"
+        else:
+            model.load_state_dict(best)
+    model.eval()
+    fp16_round_trip(model)
+
+    card: dict[str, Any] = {
+        "id": out_dir.name,
+        "architecture": model_config.architecture,
+        "score": None if model_config.architecture == "transformer" else model_config.score,
+        "source_lang": source_lang,
+        "target_lang": target_lang,
+        "parameters": n_params,
+        "hyperparameters": {"model": model_config.to_dict(), "training": dataclasses.asdict(config)},
+        "training": {
+            "time_s": round(state["train_s"], 1), "hardware": hardware_name(dev), "epochs": state["epoch"],
+            "steps": state["step"], "selected": chosen, "best_val_bleu": state["best_bleu"],
+            "train_pairs": len(train_ex), "stopped_by_time_budget": out_of_time,
+        },
+        "curve": state["curve"],
+        "val_bleu_convention": "greedy decoding, sacreBLEU lowercased 13a",
+    }
+    save_model_folder(out_dir, model, tokenizer, source_lang=source_lang, target_lang=target_lang, card=card)
+    if evaluate_test:
+        card.update(evaluate(translator, data_dir, beam_size=config.eval_beam, progress=progress))
+        write_card(out_dir, card)
+    card["total_time_s"] = round(time.monotonic() - started, 1)
+    write_card(out_dir, card)
+    return card
