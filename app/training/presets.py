@@ -31,7 +31,7 @@ class TrainConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     "transformer": {
         "model": dict(
-            architecture="transformer", d_model=256, heads=4, ff_dim=1024,
+            architecture="transformer", d_model=256, heads=8, ff_dim=1024,
             encoder_layers=3, decoder_layers=3, dropout=0.25, pre_norm=True,
         ),
         "train": dict(lr=1e-3, warmup_steps=800, max_epochs=60, patience=10),
