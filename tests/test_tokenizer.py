@@ -1,0 +1,86 @@
+"""The SentencePiece wrapper: fixed special ids, lossless text round trips, and subword -> word
+grouping for the word-level view."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import sentencepiece as spm
+
+from app.nn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from app.testing import TINY_PAIRS
+from app.text import EOS_PIECE, Tokenizer, group_words
+
+SENTENCES = [s for pair in TINY_PAIRS for s in pair]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_models_dir: Path) -> Tokenizer:
+    return Tokenizer.load(tiny_models_dir / "en-de-transformer" / "tokenizer.model")
+
+
+def test_special_ids_are_pad_unk_bos_eos(tokenizer: Tokenizer) -> None:
+    sp = tokenizer.sp
+    assert (PAD_ID, UNK_ID, BOS_ID, EOS_ID) == (0, 1, 2, 3)
+    assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (0, 1, 2, 3)
+    assert tokenizer.pieces([BOS_ID, EOS_ID]) == ["<s>", EOS_PIECE]
+    assert EOS_PIECE == "</s>"
+
+
+@pytest.mark.parametrize("text", SENTENCES[:6] + ["Zwei Mädchen spielen Fußball im Wasser."])
+def test_encode_decode_round_trip(tokenizer: Tokenizer, text: str) -> None:
+    ids = tokenizer.encode(text)
+    assert ids and all(EOS_ID < i < tokenizer.vocab_size for i in ids if i != UNK_ID)
+    assert tokenizer.decode(ids) == text
+    # special ids are dropped on the way back
+    assert tokenizer.decode([BOS_ID, *ids, EOS_ID, PAD_ID, PAD_ID]) == text
+
+
+def test_pieces_match_ids_and_mark_word_starts(tokenizer: Tokenizer) -> None:
+    ids = tokenizer.encode("A man is riding a bicycle.")
+    pieces = tokenizer.pieces(ids + [EOS_ID])
+    assert len(pieces) == len(ids) + 1 and pieces[-1] == EOS_PIECE
+    assert "".join(pieces[:-1]).replace("\u2581", " ").strip() == "A man is riding a bicycle."
+
+
+def test_save_and_load(tmp_path: Path, tokenizer: Tokenizer) -> None:
+    tokenizer.save(tmp_path / "t.model")
+    again = Tokenizer.load(tmp_path / "t.model")
+    assert again.vocab_size == tokenizer.vocab_size
+    assert all(again.encode(s) == tokenizer.encode(s) for s in SENTENCES)
+
+
+def test_other_special_ids_are_refused() -> None:
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(  # SentencePiece's defaults: unk 0, bos 1, eos 2, no pad
+        sentence_iterator=iter(SENTENCES * 3),
+        model_writer=buffer,
+        vocab_size=60,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
+    with pytest.raises(ValueError, match="expected pad/unk/bos/eos = 0/1/2/3"):
+        Tokenizer(buffer.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("pieces", "words"),
+    [
+        (
+            ["\u2581A", "\u2581man", "\u2581rid", "ing", "\u2581a", "\u2581bi", "cy", "cle", "."],
+            [[0], [1], [2, 3], [4], [5, 6, 7, 8]],
+        ),
+        (["\u2581Ein", "\u2581Hund", "</s>"], [[0], [1], [2]]),
+        (
+            ["<s>", "ing", "s", "\u2581x"],
+            [[0], [1, 2], [3]],
+        ),  # a piece after a special opens a word
+        (["ab", "c", "\u2581d"], [[0, 1], [2]]),  # a leading continuation still makes a word
+        (["\u2581a", "</s>", "</s>"], [[0], [1], [2]]),
+        ([], []),
+    ],
+)
+def test_group_words(pieces: list[str], words: list[list[int]]) -> None:
+    assert group_words(pieces) == words
