@@ -1,0 +1,215 @@
+// The Compare page: one sentence through two models, each with its own explorer; the kind and
+// the view options stay in step between the two. State lives in the URL.
+import { postJSON } from "./api.js";
+import { $, el, role, setBusy, setChildren, showError } from "./dom.js";
+import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
+import { describeArchitecture, examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
+
+const form = $("#compare-form");
+const textBox = $("#text");
+const beamInput = $("#beam");
+const button = $("#compare-btn");
+const errorBox = $("#error");
+const selects = { a: $("#model-a"), b: $("#model-b") };
+const SHARED = ["kind", "merge", "hideEos", "stretch"];
+
+let models = [];
+let current = null;
+let requestId = 0;
+let syncing = false;
+
+const panels = {};
+for (const side of ["a", "b"]) {
+  const root = $(`#panel-${side}`);
+  panels[side] = {
+    root,
+    explorer: new Explorer($(`#explorer-${side}`), {
+      name: `attnscope-${side}`,
+      onChange: (state) => follow(side, state),
+    }),
+  };
+}
+
+/** Keep the other panel's kind and view options in step with the one just changed. */
+function follow(side, state) {
+  if (syncing) return;
+  const other = panels[side === "a" ? "b" : "a"].explorer;
+  const shared = Object.fromEntries(SHARED.map((key) => [key, state[key]]));
+  if (other.response && SHARED.some((key) => other.state[key] !== shared[key])) {
+    syncing = true;
+    other.update(shared);
+    syncing = false;
+  }
+  writeUrl();
+}
+
+const modelById = (id) => models.find((m) => m.id === id) || null;
+
+function beamSize() {
+  const beam = Math.round(Number(beamInput.value));
+  return Number.isFinite(beam) ? Math.min(16, Math.max(1, beam)) : 5;
+}
+
+function writeUrl() {
+  const params = new URLSearchParams();
+  for (const side of ["a", "b"]) if (selects[side].value) params.set(side, selects[side].value);
+  const text = current ? current.text : textBox.value;
+  if (text) params.set("text", text);
+  params.set("beam", String(beamSize()));
+  if (current) viewToParams(panels.a.explorer.state, params);
+  for (const key of ["layer", "head"]) params.delete(key);
+  history.replaceState(null, "", `${location.pathname}?${params}`);
+}
+
+/** Suggested pairs among the models this server has, e.g. RNN additive vs Transformer. */
+function renderPresets() {
+  const find = (test) => models.find(test);
+  const rnnAttn = find((m) => m.architecture === "rnn" && m.score && m.score !== "none");
+  const rnnNone = find((m) => m.architecture === "rnn" && m.score === "none");
+  const transformer = find((m) => m.architecture === "transformer");
+  const selfAttn = find((m) => m.architecture === "self_attentive_rnn");
+  const presets = [
+    [rnnAttn, transformer, "RNN attention vs Transformer"],
+    [rnnAttn, rnnNone, "attention vs no attention"],
+    [rnnAttn, selfAttn, "RNN vs self-attentive RNN"],
+  ].filter(([a, b]) => a && b && a.source_lang === b.source_lang);
+  setChildren(
+    $("#presets"),
+    presets.map(([a, b, label]) =>
+      el("button", {
+        type: "button",
+        class: "chip",
+        title: `${a.id} vs ${b.id}`,
+        onclick: () => {
+          selects.a.value = a.id;
+          selects.b.value = b.id;
+          onModelChange();
+          if (textBox.value.trim()) compare();
+        },
+      }, label),
+    ),
+  );
+  if (!presets.length) $("#presets").append(el("span", { class: "muted" }, "pick any two models"));
+}
+
+function renderExamples() {
+  const model = modelById(selects.a.value);
+  setChildren(
+    $("#examples"),
+    examplesFor(model ? model.source_lang : "en").map((sentence) =>
+      el("button", { type: "button", class: "chip", onclick: () => { textBox.value = sentence; compare(); } }, sentence),
+    ),
+  );
+}
+
+function onModelChange() {
+  for (const side of ["a", "b"]) {
+    const model = modelById(selects[side].value);
+    role(panels[side].root, "model-name").textContent = model ? describeArchitecture(model) : "";
+    role(panels[side].root, "model-info").textContent = model ? `${model.id} · ${infoLine(model).split(" · ").slice(1).join(" · ")}` : "";
+  }
+  renderExamples();
+  writeUrl();
+}
+
+async function compare({ view = null } = {}) {
+  const text = textBox.value.trim();
+  if (!text) return showError(errorBox, "Type a sentence to translate first.");
+  const chosen = { a: modelById(selects.a.value), b: modelById(selects.b.value) };
+  if (!chosen.a || !chosen.b) return showError(errorBox, "Choose two models first.");
+  const beam = beamSize();
+  beamInput.value = String(beam);
+  const id = ++requestId;
+  showError(errorBox, "");
+  setBusy(button, true);
+  button.querySelector(".btn-label").textContent = "Translating…";
+  try {
+    const results = await Promise.allSettled(
+      ["a", "b"].map((side) => postJSON("/api/translate", { model: chosen[side].id, text, beam_size: beam })),
+    );
+    if (id !== requestId) return;
+    current = { text, beam };
+    $("#compare-grid").hidden = false;
+    syncing = true;
+    try {
+      await Promise.all(
+        ["a", "b"].map((side, i) => showPanel(side, chosen[side], results[i], view)),
+      );
+    } finally {
+      syncing = false;
+    }
+    writeUrl();
+  } finally {
+    if (id === requestId) {
+      setBusy(button, false);
+      button.querySelector(".btn-label").textContent = "Compare";
+    }
+  }
+}
+
+async function showPanel(side, model, result, view) {
+  const { root, explorer } = panels[side];
+  const errorBox_ = role(root, "panel-error");
+  const resultBox = role(root, "panel-result");
+  if (result.status === "rejected") {
+    showError(errorBox_, result.reason.message);
+    resultBox.hidden = true;
+    explorer.root.hidden = true;
+    return;
+  }
+  const response = result.value;
+  showError(errorBox_, "");
+  resultBox.hidden = false;
+  const translation = role(root, "translation");
+  translation.textContent = response.translation || "(empty translation)";
+  translation.lang = model.target_lang || "";
+  role(root, "meta").textContent = [
+    typeof response.logprob === "number" ? `log-probability ${response.logprob.toFixed(2)}` : null,
+    `${response.target_tokens.length} target tokens`,
+    response.finished === false ? "cut off at the length limit" : null,
+    typeof response.timing_ms === "number" ? `${Math.round(response.timing_ms)} ms` : null,
+  ].filter(Boolean).join(" · ");
+  const shared = view ? Object.fromEntries(SHARED.filter((k) => k in view).map((k) => [k, view[k]])) : {};
+  explorer.state.layer = null;
+  Object.assign(explorer.state, shared);
+  await explorer.setResponse(response, model);
+}
+
+async function init() {
+  showHealth();
+  const params = new URLSearchParams(location.search);
+  textBox.value = params.get("text") || "";
+  if (params.get("beam")) beamInput.value = params.get("beam");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    compare();
+  });
+  textBox.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  for (const side of ["a", "b"]) selects[side].addEventListener("change", onModelChange);
+  try {
+    models = await loadModels();
+  } catch (err) {
+    showError(errorBox, `Could not load the model list: ${err.message}`);
+    document.body.dataset.ready = "true";
+    return;
+  }
+  fillModelSelect(selects.a, models, params.get("a"));
+  fillModelSelect(selects.b, models, params.get("b"));
+  if (!params.get("a") || !params.get("b")) {
+    const attn = models.find((m) => m.architecture === "rnn" && m.score !== "none") || models[0];
+    const transformer = models.find((m) => m.architecture === "transformer" && m.id !== attn?.id) || models[1] || models[0];
+    if (!params.get("a") && attn) selects.a.value = attn.id;
+    if (!params.get("b") && transformer) selects.b.value = transformer.id;
+  }
+  renderPresets();
+  onModelChange();
+  if (textBox.value.trim()) await compare({ view: viewFromParams(params) });
+  document.body.dataset.ready = "true";
+}
+
+init();

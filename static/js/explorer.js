@@ -1,0 +1,337 @@
+// The attention explorer: controls, the large heatmap (and the teacher-forced one beside it),
+// the layer × head small multiples with per-head entropy. Markup: templates/_explorer.html.
+import { download, el, role, setChildren } from "./dom.js";
+import { downloadPng, drawHeatmap, drawThumbnail, purge } from "./heatmap.js";
+import { KIND_HELP, KIND_LABELS, kindsOf, maxOf, meanEntropy, shapeOf, viewOf } from "./matrix.js";
+
+const THUMB = 88; // px, the longer side of a thumbnail
+
+export const DEFAULT_VIEW = { kind: "cross", layer: null, head: 0, avg: false, merge: false, hideEos: false, stretch: false };
+
+export class Explorer {
+  /** options: {onChange(state), name: used in file names} */
+  constructor(root, { onChange = () => {}, name = "attnscope" } = {}) {
+    this.root = root;
+    this.onChange = onChange;
+    this.name = name;
+    this.response = null;
+    this.aligned = null;
+    this.model = null;
+    this.state = { ...DEFAULT_VIEW };
+    this.c = Object.fromEntries(
+      ["kind", "layer", "head", "avg", "merge", "eos", "stretch", "png", "json", "note", "empty", "grid",
+        "sharpest", "plot-main", "plot-aligned", "aligned-card", "caption-main", "caption-aligned",
+        "empty-aligned", "grid-section", "uniform-keys", "uniform-bits", "png-aligned", "axes-main", "axes-aligned"].map((r) => [r, role(root, r)]),
+    );
+    this.c.layer.addEventListener("change", () => this.update({ layer: Number(this.c.layer.value) }));
+    this.c.head.addEventListener("change", () => this.update({ head: Number(this.c.head.value) }));
+    this.c.avg.addEventListener("change", () => this.update({ avg: this.c.avg.checked }));
+    this.c.merge.addEventListener("change", () => this.update({ merge: this.c.merge.checked }));
+    this.c.eos.addEventListener("change", () => this.update({ hideEos: this.c.eos.checked }));
+    this.c.stretch.addEventListener("change", () => this.update({ stretch: this.c.stretch.checked }));
+    this.c.png.addEventListener("click", () => downloadPng(this.c["plot-main"], this.filename()));
+    this.c["png-aligned"]?.addEventListener("click", () => downloadPng(this.c["plot-aligned"], `${this.filename()}-target`));
+    this.c.json.addEventListener("click", () => {
+      const data = this.aligned ? { translation: this.response, aligned: this.aligned } : this.response;
+      download(`${this.name}-${this.response.model}.json`, data);
+    });
+  }
+
+  filename() {
+    const s = this.state;
+    const head = s.avg ? "avg" : `h${s.head + 1}`;
+    return `${this.name}-${this.response.model}-${s.kind}-l${s.layer + 1}-${head}`;
+  }
+
+  /** Show a new translation (drops any teacher-forced result). */
+  setResponse(response, model) {
+    this.response = response;
+    this.model = model;
+    this.aligned = null;
+    this.root.hidden = false;
+    return this.update({});
+  }
+
+  /** Show (or with null, remove) a teacher-forced result beside the model's own. */
+  setAligned(response) {
+    this.aligned = response;
+    return this.update({});
+  }
+
+  /** Change the view (partial state) and redraw. */
+  update(partial) {
+    Object.assign(this.state, partial);
+    if (!this.response) return Promise.resolve();
+    this.normalise();
+    const done = this.render();
+    this.onChange({ ...this.state });
+    return done;
+  }
+
+  normalise() {
+    const s = this.state;
+    const kinds = kindsOf(this.response);
+    if (!kinds.includes(s.kind)) s.kind = kinds[0] ?? null;
+    if (!s.kind) return;
+    const { layers, heads } = shapeOf(this.response, s.kind);
+    if (s.layer === null || !(s.layer >= 0 && s.layer < layers)) s.layer = layers - 1;
+    if (!(s.head >= 0 && s.head < heads)) s.head = 0;
+    if (heads === 1) s.avg = false;
+  }
+
+  head() {
+    return this.state.avg ? "avg" : this.state.head;
+  }
+
+  where(layer, head) {
+    const { layers, heads } = shapeOf(this.response, this.state.kind);
+    const parts = [KIND_LABELS[this.state.kind]];
+    if (layers > 1 || heads > 1) parts.push(`layer ${layer + 1}`);
+    if (heads > 1) parts.push(head === "avg" ? `average of ${heads} heads` : `head ${head + 1}`);
+    return parts.join(" · ");
+  }
+
+  async render() {
+    const s = this.state;
+    const kinds = kindsOf(this.response);
+    this.renderKinds(kinds);
+    this.renderNote();
+    const has = kinds.length > 0;
+    this.root.querySelector(".controls").hidden = !has;
+    this.c.png.disabled = !has;
+    if (!has) {
+      this.showEmpty("This model has no attention: its decoder sees only the encoder's final state, so there is no matrix to show.");
+      if (this.c["grid-section"]) this.c["grid-section"].hidden = true;
+      return;
+    }
+    const { layers, heads } = shapeOf(this.response, s.kind);
+    fillSelect(this.c.layer, layers, "Layer", s.layer);
+    fillSelect(this.c.head, heads, "Head", s.head);
+    // A 1-layer, 1-head model (the RNNs) has nothing to choose: hide those controls.
+    this.c.layer.closest(".control").hidden = layers === 1;
+    this.c.head.closest(".control").hidden = heads === 1;
+    this.c.avg.closest(".check").hidden = heads === 1;
+    this.c.head.disabled = s.avg;
+    this.c.avg.checked = s.avg;
+    this.c.merge.checked = s.merge;
+    this.c.eos.checked = s.hideEos;
+    this.c.stretch.checked = s.stretch;
+    const eos = this.response.eos_token || "</s>";
+    this.c.eos.disabled = !this.keyTokens().includes(eos);
+    const options = { layer: s.layer, head: this.head(), merge: s.merge, hideEos: s.hideEos };
+    const jobs = [this.drawOne(this.response, "main", options)];
+    const alignedCard = this.c["aligned-card"];
+    if (alignedCard) {
+      alignedCard.hidden = !this.aligned;
+      this.root.querySelector(".plots").classList.toggle("two", Boolean(this.aligned));
+      if (this.aligned) jobs.push(this.drawOne(this.aligned, "aligned", options));
+      else purge(this.c["plot-aligned"]);
+    }
+    this.renderGrid();
+    await Promise.all(jobs);
+  }
+
+  keyTokens() {
+    const s = this.state;
+    if (s.kind === "decoder_self") return this.response.decoder_input_tokens || [];
+    return this.response.source_tokens;
+  }
+
+  renderKinds(kinds) {
+    const box = this.c.kind;
+    setChildren(
+      box,
+      kinds.map((kind) =>
+        el(
+          "button",
+          {
+            type: "button",
+            role: "radio",
+            class: `seg kind-${kind}`,
+            "aria-checked": kind === this.state.kind ? "true" : "false",
+            title: KIND_HELP[kind],
+            dataset: { kind },
+            onclick: () => this.update({ kind }),
+          },
+          KIND_LABELS[kind],
+        ),
+      ),
+    );
+    if (!kinds.length) box.append(el("span", { class: "muted" }, "none"));
+  }
+
+  renderNote() {
+    const score = this.response.score ?? this.model?.score;
+    const note = this.c.note;
+    if (score === "concat" && this.state.kind === "cross") {
+      note.textContent =
+        "This model scores with concat attention, which is linear in [decoder state; source state]: the decoder state's term is the same for every source position and cancels in the softmax, so every target row has the same weights.";
+      note.hidden = false;
+    } else if (score === "location" && this.state.kind === "cross") {
+      note.textContent = "Location attention predicts weights over source positions from the decoder state alone, without looking at the source tokens' content.";
+      note.hidden = false;
+    } else {
+      note.hidden = true;
+    }
+  }
+
+  showEmpty(message) {
+    purge(this.c["plot-main"]);
+    this.c["plot-main"].hidden = true;
+    this.c.empty.textContent = message;
+    this.c.empty.hidden = false;
+    this.c["caption-main"].textContent = "Model translation";
+    if (this.c["aligned-card"]) this.c["aligned-card"].hidden = true;
+    this.root.querySelector(".plots").classList.remove("two");
+  }
+
+  async drawOne(response, which, options) {
+    const gd = this.c[`plot-${which}`];
+    const empty = this.c[which === "main" ? "empty" : "empty-aligned"];
+    const caption = this.c[`caption-${which}`];
+    const title = which === "main" ? "Model translation" : "Your target (teacher-forced)";
+    let view;
+    try {
+      view = viewOf(response, this.state.kind, options);
+    } catch (err) {
+      purge(gd);
+      gd.hidden = true;
+      empty.textContent = err.message;
+      empty.hidden = false;
+      return;
+    }
+    gd.hidden = false;
+    empty.hidden = true;
+    const entropy = meanEntropy(view.z);
+    caption.textContent = `${title} — ${this.where(options.layer, options.head)} · mean entropy ${entropy.toFixed(2)} bits`;
+    this.c[`axes-${which}`].textContent =
+      `rows: ${view.rowTitle} ${options.merge ? "words" : "tokens"} (${view.z.length}) · columns: ${view.colTitle} ${options.merge ? "words" : "tokens"} (${view.colLabels.length})` +
+      (view.hiddenEos ? " · </s> hidden, rows renormalised" : "");
+    const plots = this.root.querySelector(".plots");
+    const fitWidth = Math.max(260, (plots.clientWidth || 900) / (this.aligned ? 2 : 1) - 200);
+    gd.dataset.kind = this.state.kind;
+    await drawHeatmap(gd, view, {
+      where: this.where(options.layer, options.head),
+      zmax: this.state.stretch ? Math.max(maxOf(view.z), 1e-6) : 1,
+      filename: which === "main" ? this.filename() : `${this.filename()}-target`,
+      fitWidth,
+    });
+  }
+
+  renderGrid() {
+    const section = this.c["grid-section"];
+    if (!section) return;
+    const s = this.state;
+    const { layers, heads } = shapeOf(this.response, s.kind);
+    section.hidden = layers * heads === 1;
+    if (section.hidden) return;
+    const options = { merge: s.merge, hideEos: s.hideEos };
+    const entries = [];
+    const grid = this.c.grid;
+    grid.style.setProperty("--heads", String(heads + (heads > 1 ? 1 : 0)));
+    const cells = [];
+    let maxBits = 0;
+    let keys = 0;
+    for (let layer = 0; layer < layers; layer++) {
+      cells.push(el("div", { class: "grid-layer" }, `Layer ${layer + 1}`));
+      const heads_ = heads > 1 ? [...Array(heads).keys(), "avg"] : [0];
+      for (const head of heads_) {
+        const view = viewOf(this.response, s.kind, { ...options, layer, head });
+        const bits = meanEntropy(view.z);
+        keys = view.colLabels.length;
+        maxBits = Math.max(maxBits, Math.log2(Math.max(keys, 2)));
+        if (head !== "avg") entries.push({ layer, head, bits });
+        const selected = layer === s.layer && (head === "avg" ? s.avg : !s.avg && head === s.head);
+        const canvas = el("canvas", { "aria-hidden": "true" });
+        drawThumbnail(canvas, view.z, s.stretch ? Math.max(maxOf(view.z), 1e-6) : 1);
+        const rows = view.z.length;
+        const cols = view.colLabels.length;
+        const scale = THUMB / Math.max(rows, cols, 1);
+        canvas.style.width = `${Math.max(8, Math.round(cols * scale))}px`;
+        canvas.style.height = `${Math.max(8, Math.round(rows * scale))}px`;
+        const label = head === "avg" ? "avg" : `H${head + 1}`;
+        cells.push(
+          el(
+            "button",
+            {
+              type: "button",
+              class: `thumb${selected ? " selected" : ""}${head === "avg" ? " avg" : ""}`,
+              title: `${this.where(layer, head)} — mean entropy ${bits.toFixed(2)} bits`,
+              "aria-pressed": selected ? "true" : "false",
+              dataset: { layer: String(layer), head: String(head), entropy: bits.toFixed(4) },
+              onclick: () => this.open(layer, head),
+            },
+            el("span", { class: "thumb-img" }, canvas),
+            el("span", { class: "thumb-label" }, label, el("span", { class: "bits" }, bits.toFixed(2))),
+            el("span", { class: "entropy-bar" }, el("span", { dataset: { bits: String(bits) } })),
+          ),
+        );
+      }
+    }
+    setChildren(grid, cells);
+    for (const bar of grid.querySelectorAll(".entropy-bar > span")) {
+      bar.style.width = `${Math.min(100, (100 * Number(bar.dataset.bits)) / (maxBits || 1))}%`;
+    }
+    this.c["uniform-keys"].textContent = String(keys);
+    this.c["uniform-bits"].textContent = Math.log2(Math.max(keys, 1)).toFixed(2);
+    entries.sort((a, b) => a.bits - b.bits);
+    setChildren(
+      this.c.sharpest,
+      entries.slice(0, 6).map((e) =>
+        el(
+          "li",
+          {},
+          el(
+            "button",
+            { type: "button", class: "linklike", onclick: () => this.open(e.layer, e.head) },
+            `Layer ${e.layer + 1} · head ${e.head + 1}`,
+          ),
+          el("span", { class: "bits" }, `${e.bits.toFixed(2)} bits`),
+        ),
+      ),
+    );
+  }
+
+  /** Open one thumbnail large. */
+  open(layer, head) {
+    const done = this.update(head === "avg" ? { layer, avg: true } : { layer, head, avg: false });
+    this.c["plot-main"].closest(".plot-card").scrollIntoView({ behavior: "smooth", block: "nearest" });
+    return done;
+  }
+}
+
+function fillSelect(select, count, word, selected) {
+  if (select.options.length !== count) {
+    setChildren(
+      select,
+      Array.from({ length: count }, (_, i) => el("option", { value: String(i) }, `${word} ${i + 1}`)),
+    );
+  }
+  select.value = String(selected);
+}
+
+/** View state <-> query-string parameters (1-based layer and head, as people count). */
+export function viewToParams(state, params) {
+  params.set("kind", state.kind ?? "");
+  if (state.layer !== null && state.layer !== undefined) params.set("layer", String(state.layer + 1));
+  params.set("head", state.avg ? "avg" : String(state.head + 1));
+  for (const [key, on] of [["merge", state.merge], ["eos", state.hideEos], ["stretch", state.stretch]]) {
+    if (on) params.set(key, "1");
+    else params.delete(key);
+  }
+  if (!state.kind) params.delete("kind");
+}
+
+export function viewFromParams(params) {
+  const view = {};
+  if (params.get("kind")) view.kind = params.get("kind");
+  const layer = parseInt(params.get("layer"), 10);
+  if (layer >= 1) view.layer = layer - 1;
+  const head = params.get("head");
+  if (head === "avg") view.avg = true;
+  else if (parseInt(head, 10) >= 1) view.head = parseInt(head, 10) - 1;
+  view.merge = params.get("merge") === "1";
+  view.hideEos = params.get("eos") === "1";
+  view.stretch = params.get("stretch") === "1";
+  return view;
+}

@@ -1,0 +1,111 @@
+// The model list from /api/models: names, grouping by language pair, the model picker.
+import { getJSON } from "./api.js";
+import { el, formatCount, setChildren } from "./dom.js";
+
+export const ARCHITECTURES = { rnn: "RNN", self_attentive_rnn: "Self-attentive RNN", transformer: "Transformer" };
+export const SCORES = {
+  additive: "additive", dot: "dot", scaled_dot: "scaled dot", general: "general", query_key: "query–key",
+  concat: "concat", cosine: "cosine", location: "location", none: "no attention",
+};
+
+export const pairOf = (m) => `${m.source_lang} → ${m.target_lang}`;
+
+/** A BLEU object of a card ({test2016: {cased, ...}, ...}): test2016 cased first, else the first set. */
+function headlineOf(bleu) {
+  if (!bleu || typeof bleu !== "object") return null;
+  if (typeof bleu.cased === "number") return { value: bleu.cased, set: "" };
+  const sets = Object.keys(bleu).sort((a, b) => (b === "test2016") - (a === "test2016"));
+  for (const set of sets) {
+    const scores = bleu[set];
+    if (typeof scores === "number") return { value: scores, set };
+    if (scores && typeof scores.cased === "number") return { value: scores.cased, set };
+  }
+  return null;
+}
+
+/** A model's headline BLEU: the API's number, else the one in its card (rendered into the page). */
+export function bleuOf(model) {
+  if (!model) return null;
+  if (typeof model.bleu === "number") return { value: model.bleu, set: "" };
+  return headlineOf(model.bleu) || headlineOf(model.card_bleu);
+}
+
+export function describeArchitecture(model) {
+  const arch = ARCHITECTURES[model.architecture] || model.architecture;
+  if (model.architecture === "transformer") return arch;
+  if (model.score === "none") return `${arch}, no attention`;
+  return model.score ? `${arch}, ${SCORES[model.score] || model.score} attention` : arch;
+}
+
+export function optionLabel(model) {
+  const bleu = bleuOf(model);
+  return `${describeArchitecture(model)} · ${bleu ? `BLEU ${bleu.value.toFixed(1)}` : "no BLEU yet"} (${model.id})`;
+}
+
+export function infoLine(model) {
+  const bleu = bleuOf(model);
+  const parts = [
+    describeArchitecture(model),
+    model.layers > 1 || model.heads > 1 ? `${model.layers} layers × ${model.heads} heads` : null,
+    `${formatCount(model.parameters)} parameters`,
+    bleu ? `BLEU ${bleu.value.toFixed(1)}${bleu.set ? ` on ${bleu.set}` : ""}` : "BLEU not measured",
+    model.device ? `on ${model.device}` : null,
+  ];
+  return parts.filter(Boolean).join(" · ");
+}
+
+/** The models' cards, as the server rendered them into the page. */
+export function pageCards() {
+  const node = document.getElementById("cards-data");
+  return node ? JSON.parse(node.textContent) : [];
+}
+
+export async function loadModels() {
+  const data = await getJSON("/api/models");
+  const cards = new Map(pageCards().map((card) => [card.id, card]));
+  return (data.models || []).map((m) => ({ ...m, card_bleu: cards.get(m.id)?.bleu ?? null }));
+}
+
+/** Fill a <select> with the models, one <optgroup> per language pair. */
+export function fillModelSelect(select, models, selected) {
+  const pairs = new Map();
+  for (const model of models) {
+    if (!pairs.has(pairOf(model))) pairs.set(pairOf(model), []);
+    pairs.get(pairOf(model)).push(model);
+  }
+  const order = { transformer: 0, self_attentive_rnn: 1, rnn: 2 };
+  const groups = [...pairs.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([pair, list]) =>
+    el(
+      "optgroup",
+      { label: pair },
+      list
+        .sort((a, b) => (order[a.architecture] ?? 9) - (order[b.architecture] ?? 9) || a.id.localeCompare(b.id))
+        .map((m) => el("option", { value: m.id }, optionLabel(m))),
+    ),
+  );
+  setChildren(select, groups);
+  if (!models.length) setChildren(select, el("option", { value: "" }, "no models found"));
+  if (selected && models.some((m) => m.id === selected)) select.value = selected;
+}
+
+/** Fill the header's server status. */
+export async function showHealth() {
+  const box = document.getElementById("health");
+  if (!box) return;
+  try {
+    const health = await getJSON("/api/health");
+    box.textContent = `${health.status} · ${health.device} · ${health.models} model${health.models === 1 ? "" : "s"}`;
+    box.classList.add("ok");
+  } catch (err) {
+    box.textContent = "server unreachable";
+    box.title = err.message;
+    box.classList.add("bad");
+  }
+}
+
+/** Example sentences for a source language (from the page's JSON). */
+export function examplesFor(lang) {
+  const node = document.getElementById("examples-data");
+  const all = node ? JSON.parse(node.textContent) : {};
+  return all[lang] || all.en || [];
+}

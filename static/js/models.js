@@ -1,0 +1,232 @@
+// The Models page: each model's card (rendered into the page as JSON by the server), its learning
+// curve, and per language pair the BLEU-by-sentence-length and validation-BLEU plots of all its models.
+import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
+import { plotlyText } from "./heatmap.js";
+import { describeArchitecture, pageCards, showHealth } from "./models-api.js";
+
+const PALETTE = ["#1f5ba8", "#e07a1f", "#0f8a6a", "#a3468c", "#c0392b", "#5b6b7f", "#8a6d1f", "#2b8fb8"];
+const SETS = { test2016: "test 2016", test2017: "test 2017", mscoco2017: "MSCOCO 2017" };
+const SET_ORDER = Object.keys(SETS);
+const ARCH_ORDER = { transformer: 0, self_attentive_rnn: 1, rnn: 2 };
+
+/** Known test sets first, in their usual order (the page's JSON arrives with sorted keys). */
+const bySet = ([a], [b]) => {
+  const rank = (s) => (SET_ORDER.includes(s) ? SET_ORDER.indexOf(s) : SET_ORDER.length);
+  return rank(a) - rank(b) || a.localeCompare(b);
+};
+const byModel = (a, b) =>
+  (ARCH_ORDER[a.architecture] ?? 9) - (ARCH_ORDER[b.architecture] ?? 9) ||
+  (a.score === "none") - (b.score === "none") ||
+  a.id.localeCompare(b.id);
+const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"] };
+const BASE_LAYOUT = {
+  margin: { l: 52, r: 16, t: 10, b: 44 },
+  paper_bgcolor: "rgba(0,0,0,0)",
+  plot_bgcolor: "#ffffff",
+  font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: "#1e293b" },
+  legend: { orientation: "h", y: -0.22, x: 0 },
+  hovermode: "x unified",
+};
+
+const cards = pageCards();
+cards.sort(byModel);
+const colorOf = new Map(cards.map((card, i) => [card.id, PALETTE[i % PALETTE.length]]));
+const name = (card) => plotlyText(card.id);
+const num = (x, digits = 1) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–");
+
+function pairKey(card) {
+  return card.source_lang && card.target_lang ? `${card.source_lang} → ${card.target_lang}` : "other";
+}
+
+function factsList(card) {
+  const training = card.training || {};
+  const rows = [
+    ["Architecture", describeArchitecture(card)],
+    ["Parameters", card.parameters ? `${formatCount(card.parameters)} (${card.parameters.toLocaleString("en")})` : null],
+    ["Training time", training.time_s !== undefined ? formatDuration(training.time_s) : null],
+    ["Hardware", training.hardware],
+    ["Epochs / steps", training.epochs !== undefined || training.steps !== undefined ? `${training.epochs ?? "–"} / ${training.steps?.toLocaleString("en") ?? "–"}` : null],
+    ["Beam size", card.beam_size],
+    ["Note", card.note],
+  ].filter(([, value]) => value !== null && value !== undefined && value !== "");
+  return el("dl", { class: "facts" }, rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
+}
+
+function bleuTable(card) {
+  const bleu = card.bleu;
+  if (!bleu || typeof bleu !== "object" || !Object.keys(bleu).length) {
+    return el("p", { class: "hint" }, "No BLEU in this model's card yet.");
+  }
+  return el(
+    "table",
+    { class: "bleu-table" },
+    el("thead", {}, el("tr", {}, el("th", {}, "BLEU"), el("th", {}, "cased"), el("th", {}, "lowercase"))),
+    el(
+      "tbody",
+      {},
+      Object.entries(bleu).sort(bySet).map(([set, s]) =>
+        el(
+          "tr",
+          {},
+          el("td", {}, SETS[set] || set),
+          el("td", { title: s?.signature_cased || "" }, num(s?.cased)),
+          el("td", { title: s?.signature_lowercase || "" }, num(s?.lowercase_13a)),
+        ),
+      ),
+    ),
+  );
+}
+
+async function drawCurve(div, card) {
+  const Plotly = await plotlyReady();
+  const curve = card.curve;
+  const x = curve.map((p) => p.epoch ?? p.step);
+  const xTitle = curve[0].epoch !== undefined ? "epoch" : "step";
+  const line = (key, label, extra) => ({
+    type: "scatter", mode: "lines+markers", name: label, x, y: curve.map((p) => p[key] ?? null), marker: { size: 5 }, ...extra,
+  });
+  const traces = [
+    line("train_loss", "train loss", { line: { color: "#94a3b8" } }),
+    line("val_loss", "val loss", { line: { color: "#1f5ba8" } }),
+  ];
+  if (curve.some((p) => typeof p.val_bleu === "number")) {
+    traces.push(line("val_bleu", "val BLEU", { yaxis: "y2", line: { color: "#e07a1f", dash: "dot" } }));
+  }
+  await Plotly.newPlot(div, traces, {
+    ...BASE_LAYOUT,
+    height: 250,
+    margin: { l: 48, r: 52, t: 8, b: 64 },
+    xaxis: { title: { text: xTitle, standoff: 4 }, zeroline: false },
+    yaxis: { title: { text: "loss" }, zeroline: false, gridcolor: "#eef2f7", nticks: 5 },
+    yaxis2: { title: { text: "BLEU" }, overlaying: "y", side: "right", showgrid: false, zeroline: false, tickformat: ".0f", nticks: 5, rangemode: "tozero" },
+    legend: { orientation: "h", y: -0.32, x: 0 },
+  }, PLOT_CONFIG);
+}
+
+function modelCard(card) {
+  const hasCurve = Array.isArray(card.curve) && card.curve.length > 0;
+  const curveDiv = el("div", { class: "mini-chart chart", dataset: { chart: "curve" } });
+  const node = el(
+    "article",
+    { class: "card model-card", id: `model-${card.id}` },
+    el(
+      "header",
+      {},
+      el("h3", {}, card.id),
+      el("span", { class: "badge", style: { background: `${colorOf.get(card.id)}22`, color: colorOf.get(card.id) } }, describeArchitecture(card).split(",")[0]),
+    ),
+    card.error ? el("p", { class: "error" }, card.error) : null,
+    factsList(card),
+    bleuTable(card),
+    el("h4", {}, "Learning curve"),
+    hasCurve ? curveDiv : el("p", { class: "hint" }, "No learning curve in this model's card."),
+    card.hyperparameters && Object.keys(card.hyperparameters).length
+      ? el("details", {}, el("summary", {}, "Hyperparameters"), el("pre", {}, JSON.stringify(card.hyperparameters, null, 2)))
+      : null,
+  );
+  return { node, draw: hasCurve ? () => drawCurve(curveDiv, card) : null };
+}
+
+async function drawBleuByLength(div, list, set) {
+  const Plotly = await plotlyReady();
+  const traces = list
+    .filter((card) => card.bleu_by_length && Array.isArray(card.bleu_by_length[set]))
+    .map((card) => {
+      const rows = card.bleu_by_length[set];
+      return {
+        type: "scatter",
+        mode: "lines+markers",
+        name: name(card),
+        x: rows.map((r) => plotlyText(r.bucket)),
+        y: rows.map((r) => r.bleu),
+        customdata: rows.map((r) => r.sentences),
+        hovertemplate: `${name(card)}: %{y:.1f} BLEU (%{customdata} sentences)<extra></extra>`,
+        line: { color: colorOf.get(card.id), width: 2.5 },
+        marker: { size: 7 },
+      };
+    });
+  await Plotly.newPlot(div, traces, {
+    ...BASE_LAYOUT,
+    height: 320,
+    xaxis: { title: { text: "source length (words)" }, type: "category" },
+    yaxis: { title: { text: "BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7" },
+  }, PLOT_CONFIG);
+}
+
+async function drawValBleu(div, list) {
+  const Plotly = await plotlyReady();
+  const traces = list
+    .filter((card) => Array.isArray(card.curve) && card.curve.some((p) => typeof p.val_bleu === "number"))
+    .map((card) => ({
+      type: "scatter",
+      mode: "lines+markers",
+      name: name(card),
+      x: card.curve.map((p) => p.epoch ?? p.step),
+      y: card.curve.map((p) => p.val_bleu ?? null),
+      line: { color: colorOf.get(card.id), width: 2.5 },
+      marker: { size: 6 },
+      hovertemplate: `${name(card)}: %{y:.1f}<extra></extra>`,
+    }));
+  await Plotly.newPlot(div, traces, {
+    ...BASE_LAYOUT,
+    height: 320,
+    xaxis: { title: { text: "epoch" } },
+    yaxis: { title: { text: "validation BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7" },
+  }, PLOT_CONFIG);
+}
+
+function pairSection(pair, list) {
+  const draws = [];
+  const sets = [...new Set(list.flatMap((c) => Object.keys(c.bleu_by_length || {})))].map((s) => [s]).sort(bySet).map(([s]) => s);
+  const lengthDiv = el("div", { class: "chart", dataset: { chart: "bleu-by-length" } });
+  const valDiv = el("div", { class: "chart", dataset: { chart: "val-bleu" } });
+  const hasVal = list.some((c) => Array.isArray(c.curve) && c.curve.some((p) => typeof p.val_bleu === "number"));
+  let setPicker = null;
+  if (sets.length) {
+    const initial = sets.includes("test2016") ? "test2016" : sets[0];
+    setPicker = el("select", { "aria-label": "Test set", onchange: (e) => drawBleuByLength(lengthDiv, list, e.target.value) },
+      sets.map((s) => el("option", { value: s }, SETS[s] || s)));
+    setPicker.value = initial;
+    draws.push(() => drawBleuByLength(lengthDiv, list, initial));
+  }
+  if (hasVal) draws.push(() => drawValBleu(valDiv, list));
+  const cardsOut = list.map(modelCard);
+  for (const c of cardsOut) if (c.draw) draws.push(c.draw);
+  const section = el(
+    "section",
+    { class: "pair-section", "aria-label": pair },
+    el("h2", {}, pair),
+    el(
+      "div",
+      { class: "pair-charts" },
+      el("div", { class: "card chart-card" },
+        el("div", { class: "grid-head" }, el("h3", {}, "BLEU by sentence length"), setPicker),
+        sets.length ? lengthDiv : el("p", { class: "hint" }, "No model of this pair has BLEU by sentence length in its card yet.")),
+      el("div", { class: "card chart-card" },
+        el("h3", {}, "Validation BLEU during training"),
+        hasVal ? valDiv : el("p", { class: "hint" }, "No model of this pair has a learning curve in its card yet.")),
+    ),
+    el("div", { class: "model-cards" }, cardsOut.map((c) => c.node)),
+  );
+  return { section, draws };
+}
+
+async function init() {
+  showHealth();
+  const pairs = new Map();
+  for (const card of cards) {
+    if (!pairs.has(pairKey(card))) pairs.set(pairKey(card), []);
+    pairs.get(pairKey(card)).push(card);
+  }
+  document.getElementById("no-models").hidden = cards.length > 0;
+  const sections = [...pairs.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([pair, list]) => pairSection(pair, list));
+  setChildren(document.getElementById("pairs"), sections.map((s) => s.section));
+  try {
+    await Promise.all(sections.flatMap((s) => s.draws.map((draw) => draw())));
+  } catch (err) {
+    showError(document.getElementById("error"), `Could not draw the plots: ${err.message}`);
+  }
+  document.body.dataset.ready = "true";
+}
+
+init();

@@ -1,0 +1,230 @@
+// The Translate page: text in, translation and the attention explorer out; state in the URL.
+import { postJSON } from "./api.js";
+import { $, el, role, setBusy, setChildren, showError } from "./dom.js";
+import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
+import { examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
+
+const form = $("#translate-form");
+const textBox = $("#text");
+const modelSelect = $("#model");
+const beamInput = $("#beam");
+const button = $("#translate-btn");
+const errorBox = $("#error");
+const resultCard = $("#result");
+const alignForm = $("#align-form");
+const targetInput = $("#target");
+const alignButton = $("#align-btn");
+const alignClear = $("#align-clear");
+const probs = $("#probs");
+
+let models = [];
+let current = null; // {response, model, text, beam}
+let requestId = 0;
+
+const explorer = new Explorer($("#explorer"), { onChange: () => writeUrl(), name: "attnscope" });
+
+function modelById(id) {
+  return models.find((m) => m.id === id) || null;
+}
+
+function beamSize() {
+  const beam = Math.round(Number(beamInput.value));
+  return Number.isFinite(beam) ? Math.min(16, Math.max(1, beam)) : 5;
+}
+
+function writeUrl() {
+  const params = new URLSearchParams();
+  if (modelSelect.value) params.set("model", modelSelect.value);
+  const text = current ? current.text : textBox.value;
+  if (text) params.set("text", text);
+  params.set("beam", String(current ? current.beam : beamSize()));
+  if (explorer.aligned && targetInput.value) params.set("target", targetInput.value);
+  if (current) viewToParams(explorer.state, params);
+  history.replaceState(null, "", `${location.pathname}?${params}`);
+}
+
+function renderExamples() {
+  const model = modelById(modelSelect.value);
+  const sentences = examplesFor(model ? model.source_lang : "en");
+  setChildren(
+    $("#examples"),
+    sentences.map((sentence) =>
+      el("button", { type: "button", class: "chip", onclick: () => { textBox.value = sentence; translate(); } }, sentence),
+    ),
+  );
+}
+
+function renderModelInfo() {
+  const model = modelById(modelSelect.value);
+  $("#model-info").textContent = model ? infoLine(model) : "";
+}
+
+async function translate({ view = null, target = null } = {}) {
+  const text = textBox.value.trim();
+  const model = modelById(modelSelect.value);
+  if (!model) return showError(errorBox, "Choose a model first (no models were found on the server?).");
+  if (!text) return showError(errorBox, "Type a sentence to translate first.");
+  const beam = beamSize();
+  beamInput.value = String(beam);
+  const id = ++requestId;
+  showError(errorBox, "");
+  setBusy(button, true);
+  button.querySelector(".btn-label").textContent = "Translating…";
+  try {
+    const response = await postJSON("/api/translate", { model: model.id, text, beam_size: beam });
+    if (id !== requestId) return;
+    current = { response, model, text, beam };
+    renderResult();
+    await explorer.setResponse(response, model);
+    if (view) await explorer.update(view);
+    if (target) {
+      targetInput.value = target;
+      await align();
+    }
+    writeUrl();
+  } catch (err) {
+    if (id === requestId) showError(errorBox, err.message);
+  } finally {
+    if (id === requestId) {
+      setBusy(button, false);
+      button.querySelector(".btn-label").textContent = "Translate";
+    }
+  }
+}
+
+function renderResult() {
+  const { response, model, beam } = current;
+  resultCard.hidden = false;
+  $("#explorer-card").hidden = false;
+  const translation = $("#translation");
+  translation.textContent = response.translation || "(empty translation)";
+  translation.lang = model.target_lang || "";
+  translation.classList.toggle("muted", !response.translation);
+  const parts = [
+    `${response.model}`,
+    beam === 1 ? "greedy" : `beam ${beam}`,
+    typeof response.logprob === "number" ? `log-probability ${response.logprob.toFixed(2)}` : null,
+    `${response.source_tokens.length} source → ${response.target_tokens.length} target tokens`,
+    response.finished === false ? "cut off at the length limit (no </s>)" : null,
+    typeof response.timing_ms === "number" ? `${Math.round(response.timing_ms)} ms` : null,
+  ];
+  $("#result-meta").textContent = parts.filter(Boolean).join(" · ");
+  targetInput.placeholder = response.translation ? `e.g. ${response.translation}` : "a reference translation";
+  clearAlignment(false);
+}
+
+function clearAlignment(redraw = true) {
+  probs.hidden = true;
+  alignClear.hidden = true;
+  if (redraw && explorer.aligned) explorer.setAligned(null);
+}
+
+function probabilityChips(tokens, logprobs) {
+  return tokens.map((token, i) => {
+    const lp = logprobs[i];
+    const p = Math.exp(lp);
+    return el(
+      "span",
+      { class: "prob", title: `${token}: p = ${p.toFixed(4)}, log p = ${lp.toFixed(3)}`, style: { "--p": p.toFixed(3) } },
+      el("span", { class: "prob-token" }, token),
+      el("span", { class: "prob-value" }, p >= 0.995 ? "1.00" : p.toFixed(2)),
+    );
+  });
+}
+
+async function align() {
+  if (!current) return;
+  const target = targetInput.value.trim();
+  if (!target) return showError(errorBox, "Type your own target translation first.");
+  const { model, text, response } = current;
+  const id = requestId;
+  showError(errorBox, "");
+  setBusy(alignButton, true);
+  try {
+    const own = response.translation
+      ? postJSON("/api/align", { model: model.id, text, target: response.translation }).catch(() => null)
+      : Promise.resolve(null);
+    const [aligned, ownAligned] = await Promise.all([postJSON("/api/align", { model: model.id, text, target }), own]);
+    if (id !== requestId) return;
+    const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+    setChildren(
+      role(probs, "model-probs"),
+      ownAligned ? probabilityChips(ownAligned.target_tokens, ownAligned.target_logprobs) : el("span", { class: "muted" }, "—"),
+    );
+    setChildren(role(probs, "target-probs"), probabilityChips(aligned.target_tokens, aligned.target_logprobs));
+    role(probs, "logprob-summary").textContent =
+      `model's translation ${ownAligned ? sum(ownAligned.target_logprobs).toFixed(2) : "—"}, your target ${sum(aligned.target_logprobs).toFixed(2)}`;
+    probs.hidden = false;
+    alignClear.hidden = false;
+    await explorer.setAligned(aligned);
+    writeUrl();
+  } catch (err) {
+    showError(errorBox, err.message);
+  } finally {
+    setBusy(alignButton, false);
+  }
+}
+
+async function copyLink() {
+  writeUrl();
+  const link = $("#copy-link");
+  try {
+    await navigator.clipboard.writeText(location.href);
+    link.textContent = "Link copied";
+  } catch {
+    window.prompt("Copy this link:", location.href);
+  }
+  setTimeout(() => (link.textContent = "Copy link"), 1500);
+}
+
+async function init() {
+  showHealth();
+  const params = new URLSearchParams(location.search);
+  textBox.value = params.get("text") || "";
+  if (params.get("beam")) beamInput.value = params.get("beam");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    translate();
+  });
+  textBox.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  alignForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    align();
+  });
+  alignClear.addEventListener("click", () => {
+    targetInput.value = "";
+    clearAlignment();
+    writeUrl();
+  });
+  $("#copy-link").addEventListener("click", copyLink);
+  modelSelect.addEventListener("change", () => {
+    renderModelInfo();
+    renderExamples();
+    writeUrl();
+  });
+  try {
+    models = await loadModels();
+  } catch (err) {
+    setChildren(modelSelect, el("option", { value: "" }, "models unavailable"));
+    showError(errorBox, `Could not load the model list: ${err.message}`);
+    document.body.dataset.ready = "true";
+    return;
+  }
+  fillModelSelect(modelSelect, models, params.get("model"));
+  if (params.get("model") && !modelById(params.get("model"))) {
+    showError(errorBox, `The link names a model this server does not have (${params.get("model")}); showing ${modelSelect.value} instead.`);
+  }
+  renderModelInfo();
+  renderExamples();
+  if (textBox.value.trim() && modelSelect.value) {
+    await translate({ view: viewFromParams(params), target: params.get("target") });
+  }
+  document.body.dataset.ready = "true";
+}
+
+init();

@@ -1,0 +1,236 @@
+"""Fixtures for the end-to-end tests: the real server on a free localhost port, serving tiny
+models whose cards carry BLEU and learning curves, and Debian's Chromium driven by Playwright.
+
+These tests are never skipped: without Chromium they fail with a message saying how to get it
+(``make test`` installs it where it can). Set ``ATTNSCOPE_SHOTS`` to a folder to get a copy of
+the screenshots there as well as in each test's ``tmp_path``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+SERVER_START_TIMEOUT_S = 90
+MARKUP = "</script><script>alert(1)</script><img src=x onerror=alert(1)>"
+
+
+def chromium_path() -> str:
+    """Debian's Chromium (or ``$ATTNSCOPE_CHROMIUM``); fails, never skips, when there is none."""
+    candidates = [
+        os.environ.get("ATTNSCOPE_CHROMIUM"),
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+    ]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    pytest.fail(
+        "the browser tests need Chromium: run `make chromium` (or `apt-get install chromium`) "
+        "or set ATTNSCOPE_CHROMIUM to a Chromium binary",
+        pytrace=False,
+    )
+
+
+def enrich_cards(models_dir: Path) -> None:
+    """Give the tiny models what trained ones have in their cards (BLEU, curves, timings), except
+    the no-attention RNN, which keeps its partial card so the page's fallbacks are exercised."""
+    for rank, folder in enumerate(sorted(p for p in models_dir.iterdir() if p.is_dir())):
+        if folder.name.endswith("rnn-none"):
+            continue
+        card_path = folder / "card.json"
+        card = json.loads(card_path.read_text())
+        base = 20.0 + 4 * rank
+        card.update(
+            training={
+                "time_s": 600 + 300 * rank,
+                "hardware": "2 CPU cores",
+                "epochs": 4,
+                "steps": 400,
+            },
+            hyperparameters={"lr": 1e-3, "batch_size": 64},
+            curve=[
+                {
+                    "epoch": e,
+                    "step": 100 * e,
+                    "train_loss": 5 / math.sqrt(e),
+                    "val_loss": 5.5 / math.sqrt(e),
+                    "val_bleu": base * (1 - math.exp(-e / 2)),
+                }
+                for e in range(1, 5)
+            ],
+            bleu={
+                name: {
+                    "cased": base - drop,
+                    "lowercase_13a": base - drop + 1,
+                    "signature_cased": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.2",
+                    "signature_lowercase": "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:2.4.2",
+                }
+                for name, drop in (("test2016", 0), ("test2017", 3), ("mscoco2017", 6))
+            },
+            bleu_by_length={
+                "test2016": [
+                    {"bucket": bucket, "sentences": 100, "bleu": base + 3 - 2 * i}
+                    for i, bucket in enumerate(["1-8", "9-12", "13-16", "17+"])
+                ]
+            },
+            beam_size=5,
+            note=f"trained by {MARKUP}",  # card text is shown as text too
+        )
+        card_path.write_text(json.dumps(card, indent=2) + "\n")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for_health(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"the server exited with {process.returncode}:\n{log.read_text()[-4000:]}"
+            )
+        try:
+            with urllib.request.urlopen(f"{url}/api/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(
+        f"the server did not answer /api/health in {SERVER_START_TIMEOUT_S} s:\n{log.read_text()[-4000:]}"
+    )
+
+
+@pytest.fixture(scope="session")
+def card_markup() -> str:
+    """Markup put into a model card's note: the Models page must show it as text."""
+    return MARKUP
+
+
+@pytest.fixture(scope="session")
+def browser_models_dir(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("browser") / "models"
+    shutil.copytree(tiny_models_dir, root)
+    enrich_cards(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def server_url(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`attnscope serve` on a free port, as a user would start it; stopped at the end."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    command = [
+        sys.executable, "-m", "app.cli", "serve",
+        "--models-dir", str(browser_models_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, env=env
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(url, process, log)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def playwright_instance() -> Iterator[Playwright]:
+    with sync_playwright() as playwright:
+        yield playwright
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_instance: Playwright) -> Iterator[Browser]:
+    browser = playwright_instance.chromium.launch(
+        executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS
+    )
+    yield browser
+    browser.close()
+
+
+class PageWatch:
+    """What a page did that it should not: uncaught script errors, dialogs, requests to other hosts."""
+
+    def __init__(self, page: Page, origin: str) -> None:
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.foreign: list[str] = []
+        page.on("pageerror", lambda err: self.errors.append(str(err)))
+        page.on("dialog", self._dialog)
+        page.on(
+            "request",
+            lambda req: (
+                None
+                if req.url.startswith((origin, "data:", "blob:"))
+                else self.foreign.append(req.url)
+            ),
+        )
+
+    def _dialog(self, dialog) -> None:  # type: ignore[no-untyped-def]
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+
+@pytest.fixture
+def page(browser: Browser, server_url: str) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    watch = PageWatch(page, server_url)
+    page.watch = watch  # type: ignore[attr-defined]
+    yield page
+    context.close()
+    assert not watch.errors, f"the page raised: {watch.errors}"
+    assert not watch.dialogs, f"a dialog opened: {watch.dialogs}"
+    assert not watch.foreign, f"the page fetched from elsewhere: {watch.foreign}"
+
+
+@pytest.fixture
+def shoot(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """shoot(page, name): a full-page screenshot in tmp_path (and in $ATTNSCOPE_SHOTS if set)."""
+
+    def take(page: Page, name: str) -> Path:
+        path = tmp_path / f"{name}.png"
+        page.mouse.move(0, 0)
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=str(path), full_page=True)
+        extra = os.environ.get("ATTNSCOPE_SHOTS")
+        if extra:
+            Path(extra).mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, Path(extra) / path.name)
+        return path
+
+    return take
