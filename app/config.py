@@ -1,0 +1,57 @@
+"""Settings for the server and the tools, read from ``ATTNSCOPE_*`` environment variables.
+
+Every field can be set as ``ATTNSCOPE_<FIELD>`` (e.g. ``ATTNSCOPE_MODELS_DIR=/srv/models``,
+``ATTNSCOPE_MAX_CHARS=2000``); command-line flags, where a command has them, win over the
+environment. Empty variables count as unset."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_data_dir() -> Path | None:
+    """``../shared/data/multi30k`` beside the repository, when that folder exists."""
+    path = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+    return path if path.is_dir() else None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ATTNSCOPE_", env_ignore_empty=True, extra="ignore")
+
+    models_dir: Path = Field(
+        default=REPO_ROOT / "models",
+        description="The model repository: one folder per model, each loaded at start-up.",
+    )
+    data_dir: Path | None = Field(
+        default_factory=default_data_dir,
+        description="The Multi30k data (training and evaluation); None when not present.",
+    )
+    device: str | None = Field(
+        default=None,
+        description="Torch device for inference (cpu, cuda, cuda:1 ...); None picks cuda when available.",
+    )
+    host: str = Field(default="127.0.0.1", description="Address the server binds.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port the server listens on.")
+    max_chars: int = Field(default=1000, ge=1, description="Longest accepted input text, in characters.")
+    max_tokens: int = Field(default=200, ge=1, description="Longest accepted input text, in subword tokens.")
+    max_batch: int = Field(default=32, ge=1, description="Most texts in one batch request.")
+    torch_threads: int | None = Field(
+        default=1,
+        ge=1,
+        description=(
+            "Torch intra-op threads while serving. Requests already run in parallel worker threads, "
+            "so 1 keeps them from oversubscribing the cores; None leaves torch's default."
+        ),
+    )
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment once."""
+    return Settings()

@@ -1,0 +1,100 @@
+"""The JSON API under ``/api``: health, models, translate, align and batch translate.
+
+Thin: each route validates its body (schemas), asks the service, and returns the answer. Large
+answers (attention matrices) are serialised to JSON in a worker thread, off the event loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from pydantic import TypeAdapter
+
+from app.serving.schemas import (
+    AlignRequest,
+    BatchTranslateRequest,
+    ErrorResponse,
+    HealthResponse,
+    ModelsResponse,
+    TranslateRequest,
+    TranslationResponse,
+)
+from app.serving.service import ServiceDep, to_thread
+
+router = APIRouter(prefix="/api", tags=["api"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "Unknown model; `available` lists the ids."},
+    422: {"model": ErrorResponse, "description": "Invalid input; `errors` names each field."},
+    500: {"model": ErrorResponse, "description": "Unexpected failure (logged on the server)."},
+}
+_ONE = TypeAdapter(TranslationResponse)
+_BATCH = TypeAdapter(list[TranslationResponse])
+
+
+class JSONBytes(Response):
+    media_type = "application/json"
+
+
+async def _json(value: TranslationResponse | list[TranslationResponse]) -> JSONBytes:
+    """Serialise in a worker thread: a Transformer's answer holds many thousands of floats."""
+    if isinstance(value, list):
+        body = await to_thread(lambda: _BATCH.dump_json(value))
+    else:
+        body = await to_thread(lambda: _ONE.dump_json(value))
+    return JSONBytes(body)
+
+
+@router.get("/health", response_model=HealthResponse, summary="Liveness and what is loaded")
+async def health(service: ServiceDep) -> HealthResponse:
+    return HealthResponse(status="ok", device=str(service.device), models=len(service.ids))
+
+
+@router.get("/models", response_model=ModelsResponse, summary="The loaded models")
+async def models(service: ServiceDep) -> ModelsResponse:
+    return ModelsResponse(models=service.describe())
+
+
+@router.post(
+    "/translate",
+    response_model=TranslationResponse,
+    responses=_ERRORS,
+    summary="Translate one text and return every attention matrix",
+)
+async def translate(body: TranslateRequest, service: ServiceDep) -> Response:
+    """Beam search (``beam_size`` 1 is greedy decoding). ``attention`` holds each kind the model
+    has as ``[layer][head][query][key]``; the token lists include ``</s>``, so each matrix's
+    dimensions equal the lengths of the token lists it pairs."""
+    (answer,) = await service.translate(
+        body.model, [body.text], beam_size=body.beam_size, max_length=body.max_length, batch=False
+    )
+    return await _json(answer)
+
+
+@router.post(
+    "/align",
+    response_model=TranslationResponse,
+    responses=_ERRORS,
+    summary="Teacher-force the model on your own translation",
+)
+async def align(body: AlignRequest, service: ServiceDep) -> Response:
+    """The model scores ``target`` (plus ``</s>``) token by token: the same fields as translate,
+    with ``target_logprobs`` telling how likely the model finds each of your tokens."""
+    answer = await service.align(body.model, body.text, body.target)
+    return await _json(answer)
+
+
+@router.post(
+    "/translate/batch",
+    response_model=list[TranslationResponse],
+    responses=_ERRORS,
+    summary="Translate several texts as one batch",
+)
+async def translate_batch(body: BatchTranslateRequest, service: ServiceDep) -> Response:
+    """One answer per text, in order, decoded together; each ``timing_ms`` is the whole batch's.
+    Without ``max_length`` the output budget follows the longest text of the batch."""
+    answers = await service.translate(
+        body.model, body.texts, beam_size=body.beam_size, max_length=body.max_length, batch=True
+    )
+    return await _json(answers)

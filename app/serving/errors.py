@@ -1,0 +1,108 @@
+"""Errors the service raises and the handlers that turn every failure into a JSON answer.
+
+Bodies always have a readable ``detail`` string: 422 adds ``errors`` (one entry per invalid
+field), 404 for a model adds ``available``; anything unexpected is a logged 500, never a trace."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+logger = logging.getLogger(__name__)
+
+Loc = tuple[str | int, ...]
+_UNPARSEABLE_BODY = "There was an error parsing the body"
+
+
+class UnknownModel(LookupError):
+    def __init__(self, model_id: str, available: Sequence[str]) -> None:
+        self.model_id = model_id
+        self.available = list(available)
+        names = ", ".join(self.available) or "none are loaded"
+        super().__init__(f"unknown model {model_id!r}; available: {names}")
+
+
+class InvalidInput(ValueError):
+    """A request that passed the schema but breaks a configured limit; ``loc`` as pydantic's."""
+
+    def __init__(self, loc: Loc, message: str, kind: str = "value_error") -> None:
+        self.loc = loc
+        self.message = message
+        self.kind = kind
+        super().__init__(f"{field_name(loc)}: {message}")
+
+
+def field_name(loc: Sequence[Any]) -> str:
+    """``("body", "texts", 2)`` -> ``texts[2]``; the bare body is ``body``."""
+    parts = list(loc[1:] if len(loc) > 1 and loc[0] in ("body", "query", "path") else loc)
+    name = ""
+    for part in parts:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name or "body"
+
+
+def _entry(loc: Sequence[Any], msg: str, kind: str) -> dict[str, Any]:
+    return {"field": field_name(loc), "loc": list(loc), "msg": msg, "type": kind}
+
+
+def _validation_entry(err: dict[str, Any]) -> dict[str, Any]:
+    loc, msg, kind = tuple(err.get("loc", ())), str(err.get("msg", "invalid")), str(err.get("type", ""))
+    if kind == "json_invalid":  # FastAPI puts the character position into loc
+        reason = (err.get("ctx") or {}).get("error", "")
+        where = f" at character {loc[1]}" if len(loc) > 1 else ""
+        return {"field": "body", "loc": ["body"], "msg": f"malformed JSON{where}: {reason}".rstrip(": "), "type": kind}
+    if loc == ("body",) and kind in ("model_attributes_type", "dict_type", "model_type"):
+        msg = "must be a JSON object, sent with Content-Type: application/json"
+    return _entry(loc, msg, kind)
+
+
+def _unprocessable(entries: list[dict[str, Any]]) -> JSONResponse:
+    detail = "; ".join(f"{e['field']}: {e['msg']}" for e in entries) or "invalid request"
+    return JSONResponse(status_code=422, content={"detail": detail, "errors": entries})
+
+
+async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return _unprocessable([_validation_entry(e) for e in exc.errors()])
+
+
+async def _on_invalid_input(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, InvalidInput)
+    return _unprocessable([_entry(exc.loc, exc.message, exc.kind)])
+
+
+async def _on_unknown_model(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, UnknownModel)
+    return JSONResponse(status_code=404, content={"detail": str(exc), "available": exc.available})
+
+
+async def _on_http(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == _UNPARSEABLE_BODY:
+        # FastAPI's 400 for a body it cannot even decode (bytes that are not UTF-8): malformed JSON
+        entry = {"field": "body", "loc": ["body"], "msg": "malformed JSON: the body is not valid UTF-8", "type": "json_invalid"}
+        return _unprocessable([entry])
+    return JSONResponse(
+        status_code=exc.status_code, content={"detail": str(exc.detail)}, headers=getattr(exc, "headers", None)
+    )
+
+
+async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logger.error("%s %s failed: %r", request.method, request.url.path, exc, exc_info=exc)
+    return JSONResponse(
+        status_code=500, content={"detail": f"internal server error ({type(exc).__name__}); see the server log"}
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _on_validation)
+    app.add_exception_handler(InvalidInput, _on_invalid_input)
+    app.add_exception_handler(UnknownModel, _on_unknown_model)
+    app.add_exception_handler(StarletteHTTPException, _on_http)
+    app.add_exception_handler(Exception, _on_unexpected)

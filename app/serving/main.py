@@ -1,0 +1,47 @@
+"""``create_app()``: the FastAPI application (API, pages, static files) with its lifespan.
+
+Run it with ``attnscope serve`` or ``uvicorn --factory app.serving.main:create_app``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import torch
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from app import __version__
+from app.config import REPO_ROOT, Settings, get_settings
+from app.serving import api, pages
+from app.serving.errors import install_error_handlers
+from app.serving.service import ModelService, to_thread
+
+STATIC_DIR = REPO_ROOT / "static"
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.torch_threads is not None:
+            torch.set_num_threads(settings.torch_threads)  # process-wide, like the server itself
+        service = ModelService(settings)  # load once per process, never at import time
+        await to_thread(service.load_all)
+        app.state.service = service
+        yield
+
+    app = FastAPI(
+        title="attnscope",
+        version=__version__,
+        summary="Translate with RNN and Transformer NMT models and inspect every attention matrix.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.include_router(api.router)
+    app.include_router(pages.router)
+    if STATIC_DIR.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    return app

@@ -1,0 +1,217 @@
+"""Request and response bodies of the JSON API (pydantic), with the examples shown at ``/docs``.
+
+Requests are strict: unknown fields, wrong JSON types (``"5"`` for a number) and text that is
+empty, whitespace only or not valid Unicode are rejected with 422 naming the field. Limits that
+come from the settings (characters, tokens, batch size) are checked by the service."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+AttentionKind = Literal["cross", "encoder_self", "decoder_self"]
+Matrix = list[list[list[list[float]]]]  # [layer][head][query][key]
+
+MAX_BEAM = 16
+MAX_DECODE_LENGTH = 512  # a model with a shorter positional range caps it further
+
+
+def check_unicode(value: str) -> str:
+    """Reject lone surrogates (JSON's "\\ud800" escapes): they cannot be encoded as UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise PydanticCustomError(
+            "invalid_unicode", "is not valid Unicode: lone surrogate at position {pos}", {"pos": err.start}
+        ) from None
+    return value
+
+
+def check_text(value: str) -> str:
+    """Reject text with nothing but whitespace, or that is not valid Unicode."""
+    if not value.strip():
+        raise PydanticCustomError("empty_text", "must not be empty or whitespace only")
+    return check_unicode(value)
+
+
+Text = Annotated[str, AfterValidator(check_text)]
+Target = Annotated[str, AfterValidator(check_unicode)]
+ModelId = Annotated[str, Field(min_length=1, max_length=200, description="A model id from /api/models.")]
+BeamSize = Annotated[
+    int, Field(ge=1, le=MAX_BEAM, description="Beam width; 1 is greedy decoding.")
+]
+MaxLength = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=MAX_DECODE_LENGTH,
+        description="Most output tokens (EOS included). Default: 1.5 × source tokens + 10.",
+    ),
+]
+
+_EXAMPLE_MODEL = "en-de-transformer"
+
+
+class StrictRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TranslateRequest(StrictRequest):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"model": _EXAMPLE_MODEL, "text": "A man is riding a bicycle.", "beam_size": 5},
+                {"model": _EXAMPLE_MODEL, "text": "Two dogs play in the snow.", "beam_size": 1, "max_length": 30},
+            ]
+        }
+    )
+
+    model: ModelId
+    text: Text = Field(description="Source text (limits: see the server's max_chars and max_tokens).")
+    beam_size: BeamSize = 5
+    max_length: MaxLength = None
+
+
+class BatchTranslateRequest(StrictRequest):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": _EXAMPLE_MODEL,
+                    "texts": ["A man is riding a bicycle.", "Two dogs play in the snow."],
+                    "beam_size": 5,
+                }
+            ]
+        }
+    )
+
+    model: ModelId
+    texts: list[Text] = Field(min_length=1, description="Source texts, decoded as one batch (at most max_batch).")
+    beam_size: BeamSize = 5
+    max_length: MaxLength = None
+
+
+class AlignRequest(StrictRequest):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"model": _EXAMPLE_MODEL, "text": "A man is riding a bicycle.", "target": "Ein Mann fährt Fahrrad."}
+            ]
+        }
+    )
+
+    model: ModelId
+    text: Text = Field(description="Source text.")
+    target: Target = Field(
+        description="Your translation; the model is teacher-forced on it (may be empty: then only </s> is scored)."
+    )
+
+
+class Word(BaseModel):
+    text: str = Field(description="The word: its pieces joined, without SentencePiece's ▁ marker.")
+    tokens: list[int] = Field(description="Indices into the token list that make up this word.")
+
+
+class TranslationResponse(BaseModel):
+    """One translated (or aligned) sentence and every attention matrix of the model."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "en-de-rnn-additive",
+                    "translation": "Hallo",
+                    "source_tokens": ["▁Hello", "</s>"],
+                    "target_tokens": ["▁Hallo", "</s>"],
+                    "decoder_input_tokens": ["<s>", "▁Hallo"],
+                    "eos_token": "</s>",
+                    "finished": True,
+                    "source_words": [{"text": "Hello", "tokens": [0]}, {"text": "</s>", "tokens": [1]}],
+                    "target_words": [{"text": "Hallo", "tokens": [0]}, {"text": "</s>", "tokens": [1]}],
+                    "attention": {"cross": [[[[0.93, 0.07], [0.4, 0.6]]]]},
+                    "score": "additive",
+                    "logprob": -0.31,
+                    "target_logprobs": [-0.2, -0.11],
+                    "timing_ms": 12.5,
+                }
+            ]
+        }
+    )
+
+    model: str
+    translation: str = Field(description="The output text (for /api/align: the given target).")
+    source_tokens: list[str] = Field(description="Source pieces; the last is eos_token.")
+    target_tokens: list[str] = Field(
+        description="Output pieces; ends with eos_token when the model produced it (see finished)."
+    )
+    decoder_input_tokens: list[str] = Field(
+        description="The decoder's inputs, ['<s>'] + target_tokens[:-1]: the keys of decoder_self."
+    )
+    eos_token: str = Field(description="The end-of-sentence piece included in the token lists.")
+    finished: bool = Field(description="True when the output ends with eos_token; false when cut off by max_length.")
+    source_words: list[Word] = Field(description="Source token indices grouped into words (eos is its own word).")
+    target_words: list[Word] = Field(description="Target token indices grouped into words.")
+    attention: dict[AttentionKind, Matrix] = Field(
+        description=(
+            "Each attention kind the model has, as [layer][head][query][key] (rounded to 6 decimals; "
+            "each row sums to 1). cross: target_tokens × source_tokens; encoder_self: source_tokens × "
+            "source_tokens; decoder_self: target_tokens (queries) × decoder_input_tokens (keys). "
+            "RNN models have 1 layer × 1 head; a model without attention returns {}."
+        )
+    )
+    score: str | None = Field(description="The alignment score function (RNN models), or null for the Transformer.")
+    logprob: float = Field(description="Log-probability of the whole output under the model.")
+    target_logprobs: list[float] = Field(description="Log-probability of each target token.")
+    timing_ms: float = Field(description="Server-side time for tokenising, decoding and building this answer.")
+
+
+class ModelInfo(BaseModel):
+    id: str
+    architecture: str = Field(description="rnn, self_attentive_rnn or transformer.")
+    score: str | None = Field(description="The alignment score function, or null for the Transformer.")
+    source_lang: str
+    target_lang: str
+    layers: int = Field(description="Decoder layers in the attention matrices (1 for RNN models).")
+    encoder_layers: int = Field(description="Encoder layers in encoder_self (1 for RNN models).")
+    heads: int = Field(description="Heads per layer (1 for RNN models).")
+    parameters: int
+    attention: list[AttentionKind] = Field(description="The attention kinds the model returns.")
+    bleu: dict[str, Any] | float | None = Field(
+        description=(
+            "BLEU from the model's card, as the card has it: per test split "
+            '({"test2016": {"cased": 35.1, "lowercase_13a": 36.4, ...}, ...}), a number, or null.'
+        )
+    )
+    device: str
+    card: dict[str, Any] = Field(description="The scalar fields of the model's card.json.")
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+
+
+class HealthResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok", "device": "cpu", "models": 4}]})
+
+    status: Literal["ok"]
+    device: str = Field(description="Where inference runs: cpu or cuda:N.")
+    models: int = Field(description="How many models are loaded.")
+
+
+class FieldError(BaseModel):
+    field: str = Field(description="The offending field, e.g. text or texts[2].")
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class ErrorResponse(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"detail": "text: must not be empty or whitespace only"}]}
+    )
+
+    detail: str = Field(description="A readable message naming the problem.")
+    errors: list[FieldError] | None = Field(default=None, description="422 only: every invalid field.")
+    available: list[str] | None = Field(default=None, description="404 for a model: the ids there are.")

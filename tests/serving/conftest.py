@@ -1,0 +1,171 @@
+"""Fixtures for the API tests: the app under TestClient, the real server over HTTP, and tiny
+models with a word-level tokenizer (whose outputs survive detokenise -> tokenise, so a model's
+own translation can be fed back to /api/align)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+from app.config import REPO_ROOT, Settings
+from app.nn.config import EOS_ID
+from app.nn.factory import build_model
+from app.repository import LoadedModel, load_model_folder, save_model_folder
+from app.serving.main import create_app
+from app.testing import TINY_KINDS, TINY_PAIRS, tiny_config
+from app.text.tokenizer import Tokenizer
+from app.translator import Translator
+
+SERVER_START_TIMEOUT_S = 60
+
+
+def make_client(models_dir: Path, **overrides: Any) -> TestClient:
+    """A TestClient for an app over ``models_dir``; use it as a context manager (lifespan)."""
+    settings = Settings(models_dir=models_dir, device="cpu", data_dir=None, **overrides)
+    return TestClient(create_app(settings), raise_server_exceptions=False)
+
+
+@pytest.fixture(scope="session")
+def client(tiny_models_dir: Path) -> Iterator[TestClient]:
+    with make_client(tiny_models_dir) as test_client:
+        yield test_client
+
+
+def speaks_in_words(loaded: LoadedModel) -> bool:
+    """Whether the model's first output pieces (greedy and beam) are words: random weights can
+    put <s>, <pad> or <unk> on top, and nothing stops the decoders from emitting them."""
+    translator = Translator(loaded)
+    for beam_size in (1, 5):
+        (out,) = translator.translate([TINY_PAIRS[0][0]], beam_size=beam_size, max_length=4)
+        if len(out.target_ids) < 4 or min(out.target_ids) <= EOS_ID:
+            return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def word_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """en-de-{transformer, rnn-additive, rnn-none, self-attentive} with a word-level tokenizer,
+    each from the first seed whose outputs are plain words."""
+    root = tmp_path_factory.mktemp("word-models")
+    tokenizer = Tokenizer.train([s for pair in TINY_PAIRS for s in pair] * 3, 80, model_type="word")
+    for suffix, architecture, score in TINY_KINDS:
+        for seed in range(20):
+            torch.manual_seed(seed)
+            model = build_model(tiny_config(architecture, score, tokenizer.vocab_size)).eval()
+            folder = save_model_folder(
+                root / f"en-de-{suffix}", model, tokenizer, source_lang="en", target_lang="de", dtype=torch.float32
+            )
+            if speaks_in_words(load_model_folder(folder)):
+                break
+        else:
+            raise RuntimeError(f"no seed gives a {suffix} model that outputs plain words")
+    return root
+
+
+@pytest.fixture(scope="session")
+def word_client(word_models_dir: Path) -> Iterator[TestClient]:
+    with make_client(word_models_dir) as test_client:
+        yield test_client
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def server(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`attnscope serve` in its own process on a free localhost port; its base URL."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("api-server") / "server.log"
+    command = [
+        sys.executable, "-m", "app.cli", "serve",
+        "--host", "127.0.0.1", "--port", str(port), "--models-dir", str(tiny_models_dir), "--device", "cpu",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the server exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+            try:
+                if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no answer from {url} in {SERVER_START_TIMEOUT_S} s:\n{log.read_text()[-4000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="session")
+def http(server: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server, timeout=30) as session:
+        yield session
+
+
+def check_answer(answer: dict[str, Any], info: dict[str, Any]) -> None:
+    """The invariants every translate/align answer keeps, for a model described by ``info``."""
+    src, tgt, dec_in = answer["source_tokens"], answer["target_tokens"], answer["decoder_input_tokens"]
+    eos = answer["eos_token"]
+    assert eos == "</s>" and src[-1] == eos
+    assert answer["finished"] == (tgt[-1] == eos)
+    assert dec_in == ["<s>", *tgt[:-1]]
+    assert set(answer["attention"]) == set(info["attention"])
+    assert answer["score"] == info["score"]
+    assert len(answer["target_logprobs"]) == len(tgt)
+    assert sum(answer["target_logprobs"]) == pytest.approx(answer["logprob"], abs=1e-3)
+    for words, tokens in ((answer["source_words"], src), (answer["target_words"], tgt)):
+        assert [i for w in words for i in w["tokens"]] == list(range(len(tokens)))
+        for w in words:
+            assert w["text"] == "".join(tokens[i] for i in w["tokens"]).replace("\u2581", "")
+    shapes = {
+        "cross": (info["layers"], info["heads"], len(tgt), len(src)),
+        "encoder_self": (info["encoder_layers"], info["heads"], len(src), len(src)),
+        "decoder_self": (info["layers"], info["heads"], len(tgt), len(dec_in)),
+    }
+    for kind, weights in answer["attention"].items():
+        t = torch.tensor(weights, dtype=torch.float64)
+        assert tuple(t.shape) == shapes[kind], kind
+        assert float((t.sum(-1) - 1).abs().max()) < 1e-4, kind
+        assert bool((t >= 0).all())
+
+
+@pytest.fixture(scope="session")
+def model_info(client: TestClient) -> dict[str, dict[str, Any]]:
+    return {m["id"]: m for m in client.get("/api/models").json()["models"]}
+
+
+@pytest.fixture(scope="session")
+def check() -> Any:
+    """``check(answer, info)``: assert the invariants of one translate/align answer."""
+    return check_answer
+
+
+@pytest.fixture(scope="session")
+def client_for() -> Any:
+    """``client_for(models_dir, **settings)``: a TestClient (use ``with``) for another models dir."""
+    return make_client

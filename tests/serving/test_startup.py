@@ -1,0 +1,89 @@
+"""Start-up: models found and loaded, broken folders logged and left out, device choice, and
+`attnscope serve` wiring its flags into the settings."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from app.config import Settings
+from app.serving import server
+from app.serving.service import ModelService, resolve_device
+
+
+def test_broken_folders_are_logged_and_left_out(
+    tmp_path: Path, tiny_models_dir: Path, client_for: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    shutil.copytree(tiny_models_dir / "en-de-transformer", tmp_path / "en-de-transformer")
+    shutil.copytree(tiny_models_dir / "en-de-rnn-none", tmp_path / "no-weights")
+    (tmp_path / "no-weights" / "model.safetensors").unlink()
+    (tmp_path / "bad-json").mkdir()
+    (tmp_path / "bad-json" / "config.json").write_text("{not json")
+    shutil.copytree(tiny_models_dir / "en-de-rnn-none", tmp_path / "wrong-weights")
+    shutil.copy(tiny_models_dir / "en-de-transformer" / "model.safetensors", tmp_path / "wrong-weights")
+    (tmp_path / "not-a-model").mkdir()  # no config.json: not even discovered
+    with caplog.at_level(logging.INFO, logger="app.serving.service"), client_for(tmp_path) as c:
+        assert c.get("/api/health").json()["models"] == 1
+        assert [m["id"] for m in c.get("/api/models").json()["models"]] == ["en-de-transformer"]
+        assert c.post("/api/translate", json={"model": "no-weights", "text": "Hi"}).status_code == 404
+    skipped = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(skipped) == 3
+    assert any("no-weights" in m and "model.safetensors" in m for m in skipped)
+    assert any("bad-json" in m for m in skipped)
+    assert any("wrong-weights" in m and "do not match" in m for m in skipped)
+
+
+def test_missing_models_dir_still_starts(tmp_path: Path, client_for: Any) -> None:
+    with client_for(tmp_path / "nowhere") as c:
+        assert c.get("/api/health").json() == {"status": "ok", "device": "cpu", "models": 0}
+        assert c.get("/api/models").json() == {"models": []}
+        r = c.post("/api/translate", json={"model": "any", "text": "Hi"})
+        assert r.status_code == 404 and "none are loaded" in r.json()["detail"]
+
+
+def test_resolve_device() -> None:
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(None) == torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="unknown device"):
+        resolve_device("tpu-please")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            resolve_device("cuda")
+
+
+def test_service_puts_models_on_its_device(tiny_models_dir: Path) -> None:
+    service = ModelService(Settings(models_dir=tiny_models_dir, device="cpu"))
+    service.load_all()
+    assert sorted(service.ids) == sorted(p.name for p in tiny_models_dir.iterdir())
+    for model_id in service.ids:
+        assert service.get(model_id).loaded.model.device == torch.device("cpu")
+        assert not service.get(model_id).loaded.model.training
+
+
+def test_serve_passes_flags_over_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(server.uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
+    monkeypatch.setenv("ATTNSCOPE_PORT", "9001")
+    monkeypatch.setenv("ATTNSCOPE_MAX_CHARS", "50")
+    server.run(host="127.0.0.1", port=None, models_dir=str(tmp_path), device="cpu")
+    assert (seen["host"], seen["port"]) == ("127.0.0.1", 9001)
+    settings = seen["app"].state.settings
+    assert (settings.models_dir, settings.device, settings.max_chars) == (tmp_path, "cpu", 50)
+
+
+def test_serve_refuses_an_unknown_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server.uvicorn, "run", lambda *a, **k: pytest.fail("must not start"))
+    with pytest.raises(SystemExit, match="unknown device"):
+        server.run(device="quantum")
+
+
+def test_static_files_are_mounted_when_the_folder_exists(client: Any) -> None:
+    from app.serving.main import STATIC_DIR
+
+    routes = {getattr(route, "path", None) for route in client.app.routes}
+    assert ("/static" in routes) == STATIC_DIR.is_dir()
