@@ -32,6 +32,8 @@ const cards = pageCards();
 cards.sort(byModel);
 const colorOf = new Map(cards.map((card, i) => [card.id, PALETTE[i % PALETTE.length]]));
 const name = (card) => plotlyText(card.id);
+/** Whole-number ticks on an epoch axis (no "1.5 epochs"). */
+const epochAxis = (xs) => ({ tick0: 0, dtick: Math.max(1, Math.ceil(Math.max(1, ...xs.filter(Number.isFinite)) / 10)) });
 const num = (x, digits = 1) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–");
 
 function pairKey(card) {
@@ -96,7 +98,7 @@ async function drawCurve(div, card) {
     ...BASE_LAYOUT,
     height: 250,
     margin: { l: 48, r: 52, t: 8, b: 64 },
-    xaxis: { title: { text: xTitle, standoff: 4 }, zeroline: false },
+    xaxis: { title: { text: xTitle, standoff: 4 }, zeroline: false, ...(xTitle === "epoch" ? epochAxis(x) : {}) },
     yaxis: { title: { text: "loss" }, zeroline: false, gridcolor: "#eef2f7", nticks: 5 },
     yaxis2: { title: { text: "BLEU" }, overlaying: "y", side: "right", showgrid: false, zeroline: false, tickformat: ".0f", nticks: 5, rangemode: "tozero" },
     legend: { orientation: "h", y: -0.32, x: 0 },
@@ -148,6 +150,7 @@ async function drawBleuByLength(div, list, set) {
   await Plotly.newPlot(div, traces, {
     ...BASE_LAYOUT,
     height: 320,
+    showlegend: true,
     xaxis: { title: { text: "source length (words)" }, type: "category" },
     yaxis: { title: { text: "BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7" },
   }, PLOT_CONFIG);
@@ -170,7 +173,8 @@ async function drawValBleu(div, list) {
   await Plotly.newPlot(div, traces, {
     ...BASE_LAYOUT,
     height: 320,
-    xaxis: { title: { text: "epoch" } },
+    showlegend: true,
+    xaxis: { title: { text: "epoch" }, ...epochAxis(traces.flatMap((t) => t.x)) },
     yaxis: { title: { text: "validation BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7" },
   }, PLOT_CONFIG);
 }
