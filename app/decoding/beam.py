@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from app.decoding.output import DecodeOutput, max_target_length, stack_padded
+from app.decoding.output import DecodeOutput, max_target_length, never_emit, stack_padded
 from app.nn.base import Seq2Seq, reorder_encoder
 
 
@@ -67,7 +67,7 @@ def beam_search(
 
     for t in range(limit):
         step, state = model.step(tokens, state, enc_k, need_weights=need_weights)
-        log_probs = step.log_probs  # (N, V)
+        log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id)  # (N, V)
         vocab = log_probs.size(-1)
         ext_tokens = hist_tokens
         if step.cross is not None:

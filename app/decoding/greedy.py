@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from app.decoding.output import DecodeOutput, max_target_length
+from app.decoding.output import DecodeOutput, max_target_length, never_emit
 from app.nn.base import Seq2Seq
 
 
@@ -33,7 +33,7 @@ def greedy_decode(
     out_tokens, out_lp, cross_rows, self_rows = [], [], [], []
     for t in range(limit):
         step, state = model.step(tokens, state, enc, need_weights=need_weights)
-        logp, tokens = step.log_probs.max(dim=-1)  # (B,)
+        logp, tokens = never_emit(step.log_probs, c.pad_id, c.bos_id).max(dim=-1)  # (B,)
         tokens = tokens.masked_fill(done, c.pad_id)
         out_tokens.append(tokens)
         out_lp.append(logp.masked_fill(done, 0.0))

@@ -58,6 +58,14 @@ class DecodeOutput:
         return out
 
 
+def never_emit(log_probs: Tensor, pad_id: int, bos_id: int) -> Tensor:
+    """log_probs: (N, V) -> a copy where padding and BOS can never be chosen. The other entries
+    keep the model's own log-probabilities, so teacher-forced scoring reproduces them."""
+    out = log_probs.clone()
+    out[:, [pad_id, bos_id]] = float("-inf")
+    return out
+
+
 def max_target_length(source_lengths: Tensor, ratio: float, offset: int, cap: int | None) -> int:
     """The decoding budget: ``ratio * longest source + offset`` tokens, at most ``cap``."""
     budget = math.ceil(float(source_lengths.max()) * ratio) + offset

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from app.decoding import DecodeOutput, greedy_decode, score_targets
+from app.decoding import DecodeOutput, beam_search, greedy_decode, score_targets
 from app.nn.base import Seq2Seq
 from app.nn.config import EOS_ID
 
@@ -45,6 +45,7 @@ def test_each_token_is_the_most_likely_one(model: Seq2Seq, src: Tensor) -> None:
     tgt = out.tokens
     bos = torch.full_like(tgt[:, :1], model.config.bos_id)
     logits = model(src, torch.cat([bos, tgt[:, :-1]], 1)).logits
+    logits[..., [model.config.pad_id, model.config.bos_id]] = float("-inf")  # never emitted
     real = torch.arange(tgt.size(1))[None, :] < out.lengths[:, None]
     assert torch.equal(logits.argmax(-1)[real], tgt[real])
 
@@ -96,3 +97,13 @@ def test_default_budget_is_ratio_times_longest_source_plus_offset(
     src = torch.tensor([[7, 7, 3], [7, 3, 0]])
     assert greedy_decode(never_ends, src, max_len_ratio=2.0, max_len_offset=1).tokens.size(1) == 7
     assert greedy_decode(never_ends, src, max_len_ratio=1.5, max_len_offset=0).tokens.size(1) == 5
+
+
+def test_padding_and_bos_are_never_emitted(model: Seq2Seq, src: Tensor) -> None:
+    with torch.no_grad():  # make <s> and <pad> the most likely tokens everywhere
+        model.embed.weight[model.config.bos_id] *= 50
+        model.embed.weight[model.config.pad_id] = model.embed.weight[model.config.bos_id]
+    for out in (greedy_decode(model, src, max_length=8), beam_search(model, src, beam_size=3, max_length=8)):
+        emitted = out.tokens[torch.arange(out.tokens.size(1))[None, :] < out.lengths[:, None]]
+        assert not emitted.eq(model.config.bos_id).any()
+        assert not emitted.eq(model.config.pad_id).any()
