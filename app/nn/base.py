@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -47,9 +47,10 @@ class Seq2Seq(nn.Module):
         raise NotImplementedError
 
     def step(
-        self, tokens: Tensor, state: DecoderState, enc: EncoderOutput, need_weights: bool = False
+        self, tokens: Tensor, state: Any, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, DecoderState]:
-        """tokens: (N,) the previous output token of each hypothesis."""
+        """tokens: (N,) the previous output token of each hypothesis; ``state`` is the
+        :class:`DecoderState` of this model's own kind (from :meth:`init_state` or ``step``)."""
         raise NotImplementedError
 
     def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False) -> Seq2SeqOutput:

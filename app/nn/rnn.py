@@ -79,7 +79,7 @@ class RNNSeq2Seq(Seq2Seq):
 
     def step(
         self, tokens: Tensor, state: RNNState, enc: EncoderOutput, need_weights: bool = False
-    ) -> tuple[StepOutput, RNNState]:  # type: ignore[override]
+    ) -> tuple[StepOutput, RNNState]:
         logits, hidden, weights = self._step(tokens, state.hidden, enc)
         cross = weights[:, None, None, :] if (need_weights and weights is not None) else None
         return StepOutput(torch.log_softmax(logits.float(), dim=-1), cross=cross), RNNState(hidden)

@@ -4,7 +4,9 @@ sinusoidal positions, pre- or post-norm layers, and incremental decoding with a 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -13,6 +15,8 @@ from app.nn.attention import MultiHeadAttention
 from app.nn.base import Seq2Seq
 from app.nn.config import ModelConfig
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
+
+Sublayer = Callable[[Tensor], tuple[Tensor, Tensor | None]]
 
 
 def sinusoidal_positions(length: int, dim: int) -> Tensor:
@@ -34,7 +38,7 @@ class Residual(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
-    def forward(self, x: Tensor, sublayer) -> tuple[Tensor, Tensor | None]:  # type: ignore[no-untyped-def]
+    def forward(self, x: Tensor, sublayer: Sublayer) -> tuple[Tensor, Tensor | None]:
         out, weights = sublayer(self.norm(x) if self.pre_norm else x)
         x = x + self.dropout(out)
         return (x if self.pre_norm else self.norm(x)), weights
@@ -126,6 +130,8 @@ class TransformerState:
 
 
 class Transformer(Seq2Seq):
+    positions: Tensor
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = c = config
@@ -160,7 +166,7 @@ class Transformer(Seq2Seq):
         return EncoderOutput(memory=self.encoder_norm(x), mask=mask, encoder_self=enc_self)
 
     def init_state(self, enc: EncoderOutput) -> TransformerState:
-        cross = [layer.cross_attn.project_kv(enc.memory) for layer in self.decoder_layers]
+        cross = [cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory) for layer in self.decoder_layers]
         return TransformerState(self_kv=None, cross_kv=cross)
 
     def _decode(
@@ -181,7 +187,7 @@ class Transformer(Seq2Seq):
 
     def step(
         self, tokens: Tensor, state: TransformerState, enc: EncoderOutput, need_weights: bool = False
-    ) -> tuple[StepOutput, TransformerState]:  # type: ignore[override]
+    ) -> tuple[StepOutput, TransformerState]:
         x = self._embed(tokens[:, None], offset=state.position)  # (N, 1, D)
         y, state, self_w, cross_w = self._decode(x, state, None, enc, need_weights)
         logits = nn.functional.linear(y[:, 0], self.embed.weight)  # tied (N, V)

@@ -7,11 +7,12 @@ of each language the same caption, as in the dataset's public repository.
 from __future__ import annotations
 
 import gzip
+import http.client
 import logging
 import os
 import random
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,7 +69,7 @@ def split_path(data_dir: Path, split: str, lang: str) -> Path:
 def read_lines(path: Path) -> list[str]:
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        with opener(path, "rt", encoding="utf-8") as f:
             lines = f.read().split("\n")
     except (OSError, UnicodeDecodeError, EOFError) as err:
         raise DataError(f"cannot read {path}: {err}") from err
@@ -114,7 +115,7 @@ def download(data_dir: str | Path, langs: Sequence[str] = LANGUAGES, timeout: fl
             try:
                 with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
                     partial.write_bytes(response.read())
-            except OSError as err:
+            except (OSError, http.client.HTTPException) as err:  # HTTPException: a truncated reply
                 partial.unlink(missing_ok=True)
                 raise DataError(f"could not download {url}: {err}") from err
             partial.rename(target)
@@ -127,7 +128,9 @@ class Example:
     tgt: list[int]  # ends with EOS
 
 
-def encode_pairs(pairs: Sequence[tuple[str, str]], encode, max_tokens: int = 200) -> list[Example]:  # type: ignore[no-untyped-def]
+def encode_pairs(
+    pairs: Sequence[tuple[str, str]], encode: Callable[[str], list[int]], max_tokens: int = 200
+) -> list[Example]:
     """Tokenise pairs, append EOS, and drop pairs longer than ``max_tokens`` on either side."""
     out = []
     for src, tgt in pairs:

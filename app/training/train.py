@@ -10,6 +10,7 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from app.nn.config import PAD_ID, ModelConfig
 from app.nn.factory import build_model
 from app.repository import LoadedModel, save_model_folder, write_card
 from app.text.tokenizer import Tokenizer
-from app.training.data import encode_pairs, iterate, load_parallel, token_batches
+from app.training.data import Example, encode_pairs, iterate, load_parallel, token_batches
 from app.training.evaluate import bleu_scores, evaluate, translate_corpus
 from app.training.presets import TrainConfig
 from app.translator import Translator
@@ -44,7 +45,7 @@ def hardware_name(device: torch.device) -> str:
     return f"CPU ({torch.get_num_threads()} threads)"
 
 
-def inverse_sqrt(warmup: int):  # type: ignore[no-untyped-def]
+def inverse_sqrt(warmup: int) -> Callable[[int], float]:
     """Linear warm-up to 1 over ``warmup`` steps, then ``sqrt(warmup / step)``."""
     def factor(step: int) -> float:
         step = max(step, 1)
@@ -68,7 +69,7 @@ def fp16_round_trip(model: Seq2Seq) -> None:
 
 
 @torch.no_grad()
-def validation_loss(model: Seq2Seq, examples, batches, device: torch.device) -> float:  # type: ignore[no-untyped-def]
+def validation_loss(model: Seq2Seq, examples: list[Example], batches: list[list[int]], device: torch.device) -> float:
     model.eval()
     total, count = 0.0, 0
     for src, tgt_in, gold in iterate(examples, batches, device):
