@@ -24,8 +24,6 @@ MODEL_KINDS = [("rnn", s) for s in SCORES] + [
     ("self_attentive_rnn", "additive"),
     ("transformer", "additive"),
 ]
-ModelFactory = Callable[..., Seq2Seq]
-
 # See tests/nn/conftest.py: one intra-op thread keeps tiny models fast on a busy machine.
 torch.set_num_threads(1)
 
@@ -59,11 +57,6 @@ def padded_source(lengths: Sequence[int], seed: int = 0) -> Tensor:
 @pytest.fixture(params=MODEL_KINDS, ids=[f"{a}-{s}" for a, s in MODEL_KINDS])
 def model(request: pytest.FixtureRequest) -> Seq2Seq:
     return build_tiny(*request.param)
-
-
-@pytest.fixture
-def make_model() -> ModelFactory:
-    return build_tiny
 
 
 @pytest.fixture
@@ -113,7 +106,7 @@ class ScriptedModel(Seq2Seq):
     def init_state(self, enc: EncoderOutput) -> PrefixState:
         return PrefixState(torch.zeros(enc.mask.size(0), 0, dtype=torch.long))
 
-    def step(  # type: ignore[override]
+    def step(
         self, tokens: Tensor, state: PrefixState, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, PrefixState]:
         prefixes = torch.cat([state.prefixes, tokens[:, None]], 1)  # BOS, then the outputs

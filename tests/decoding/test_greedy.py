@@ -100,10 +100,15 @@ def test_default_budget_is_ratio_times_longest_source_plus_offset(
 
 
 def test_padding_and_bos_are_never_emitted(model: Seq2Seq, src: Tensor) -> None:
+    embed = model.get_submodule("embed")
+    assert isinstance(embed, torch.nn.Embedding)
     with torch.no_grad():  # make <s> and <pad> the most likely tokens everywhere
-        model.embed.weight[model.config.bos_id] *= 50
-        model.embed.weight[model.config.pad_id] = model.embed.weight[model.config.bos_id]
-    for out in (greedy_decode(model, src, max_length=8), beam_search(model, src, beam_size=3, max_length=8)):
+        embed.weight[model.config.bos_id] *= 50
+        embed.weight[model.config.pad_id] = embed.weight[model.config.bos_id]
+    for out in (
+        greedy_decode(model, src, max_length=8),
+        beam_search(model, src, beam_size=3, max_length=8),
+    ):
         emitted = out.tokens[torch.arange(out.tokens.size(1))[None, :] < out.lengths[:, None]]
         assert not emitted.eq(model.config.bos_id).any()
         assert not emitted.eq(model.config.pad_id).any()
