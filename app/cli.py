@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,26 @@ def _parse_value(text: str) -> Any:
         return text
 
 
+def _set_field(item: str) -> tuple[str, Any]:
+    """``FIELD=VALUE`` of ``--set`` -> (field, value of the field's type); ValueError naming the
+    problem, before any data is read (a wrong type would otherwise fail deep inside the model)."""
+    from app.nn.config import ModelConfig
+
+    key, sep, text = item.partition("=")
+    if not sep:
+        raise ValueError(f"--set expects FIELD=VALUE, got {item!r}")
+    types = typing.get_type_hints(ModelConfig)
+    if key not in types:
+        raise ValueError(f"--set: unknown model field {key!r}; choose one of {', '.join(types)}")
+    expected = types[key] if types[key] in (int, float, bool) else str
+    value = _parse_value(text)
+    if expected is float and type(value) is int:
+        value = float(value)
+    if type(value) is not expected:
+        raise ValueError(f"--set {key} expects {expected.__name__}, got {text!r}")
+    return key, value
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from app.nn.config import ModelConfig
     from app.training.data import default_data_dir
@@ -91,11 +111,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     model_fields: dict[str, Any] = dict(preset["model"])
     if args.score:
         model_fields["score"] = args.score
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set expects FIELD=VALUE, got {item!r}")
-        model_fields[key] = _parse_value(value)
+    model_fields.update(_set_field(item) for item in args.set)
     train_fields = dict(preset["train"])
     for name in ("max_epochs", "max_steps", "max_time_s", "batch_tokens", "lr", "vocab_size", "seed"):
         if getattr(args, name) is not None:
@@ -137,7 +153,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
     print(json.dumps(result, indent=2))  # noqa: T201 - the command's output
     if args.update_card:
-        write_card(loaded.path, {**loaded.card, **result})
+        card = {**loaded.card, **result}
+        if loaded.card.get("beam_size") == args.beam:  # keep the splits not evaluated this time
+            for key in ("bleu", "bleu_by_length"):
+                card[key] = {**loaded.card.get(key, {}), **result[key]}
+        write_card(loaded.path, card)
     return 0
 
 
