@@ -1,0 +1,130 @@
+"""The trained models shipped in models/: each loads on the CPU and translates, its weights are
+fp16 and small, and its card reports test BLEU (both conventions) and BLEU by source length."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+
+from app.repository import (
+    CARD_FILE,
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    LoadedModel,
+    load_model_folder,
+)
+from app.training.data import TEST_SPLITS
+from app.training.evaluate import LENGTH_BUCKETS, bucket_name
+from app.translator import Translator
+
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+SHIPPED = [
+    "en-de-rnn-additive",
+    "en-de-rnn-general",
+    "en-de-rnn-none",
+    "en-de-self-attentive",
+    "en-de-transformer",
+    "en-fr-rnn-additive",
+    "en-fr-transformer",
+]
+TEST_SIZES = {"test2016": 1000, "test2017": 1000, "mscoco2017": 461}  # Multi30k task 1
+MIB = 2**20
+SENTENCE = "A man is riding a bicycle."
+# A word each target language must have for SENTENCE (every shipped model gets it right).
+EXPECTED_WORD = {"de": "Mann", "fr": "homme"}
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, LoadedModel]:
+    """Each shipped model, loaded once on the CPU."""
+    torch.set_num_threads(1)  # one sentence each: a second thread only spins on a busy machine
+    return {name: load_model_folder(MODELS_DIR / name, "cpu") for name in SHIPPED}
+
+
+@pytest.fixture(scope="module")
+def translations(shipped: dict[str, LoadedModel]) -> dict[str, str]:
+    """SENTENCE translated by each model (beam 2)."""
+    return {
+        name: Translator(loaded).translate([SENTENCE], beam_size=2, need_weights=False)[0].text
+        for name, loaded in shipped.items()
+    }
+
+
+def folder_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+
+
+def test_the_models_folder_holds_the_shipped_models() -> None:
+    found = sorted(p.name for p in MODELS_DIR.iterdir() if (p / CONFIG_FILE).is_file())
+    assert found == SHIPPED
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_model_loads_and_translates(
+    name: str, shipped: dict[str, LoadedModel], translations: dict[str, str]
+) -> None:
+    loaded = shipped[name]
+    source, target = name.split("-")[:2]
+    assert (loaded.source_lang, loaded.target_lang) == (source, target)
+    assert loaded.model.device == torch.device("cpu") and not loaded.model.training
+    text = translations[name]
+    assert text.strip() and text != SENTENCE
+    assert EXPECTED_WORD[target] in text, text
+
+
+def test_the_en_de_transformer_translates_the_demo_sentence(translations: dict[str, str]) -> None:
+    text = translations["en-de-transformer"]
+    assert "Mann" in text and "Fahrrad" in text, text
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_folder_is_complete_small_and_fp16(name: str) -> None:
+    folder = MODELS_DIR / name
+    for file in (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE, CARD_FILE):
+        assert (folder / file).is_file(), file
+    assert folder_size(folder) <= 25 * MIB
+    with safe_open(str(folder / WEIGHTS_FILE), framework="pt") as f:
+        dtypes = {f.get_slice(key).get_dtype() for key in f.keys()}
+    assert dtypes == {"F16"}
+
+
+def test_all_models_together_stay_small() -> None:
+    assert sum(folder_size(MODELS_DIR / name) for name in SHIPPED) <= 120 * MIB
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_each_card_reports_test_bleu_and_bleu_by_length(
+    name: str, shipped: dict[str, LoadedModel]
+) -> None:
+    loaded = shipped[name]
+    card = loaded.card
+    assert card["id"] == name
+    assert card["architecture"] == loaded.config.architecture
+    assert card["parameters"] == loaded.model.num_parameters
+    assert card["curve"] and card["training"]["epochs"] == len(card["curve"])
+    assert set(card["bleu"]) == set(TEST_SPLITS) == set(card["bleu_by_length"])
+    for split in TEST_SPLITS:
+        bleu = card["bleu"][split]
+        assert 0 < bleu["cased"] < 100 and 0 < bleu["lowercase_13a"] < 100
+        assert "case:mixed" in bleu["signature_cased"] and "tok:13a" in bleu["signature_cased"]
+        assert "case:lc" in bleu["signature_lowercase"] and "tok:13a" in bleu["signature_lowercase"]
+        rows = card["bleu_by_length"][split]
+        assert [r["bucket"] for r in rows] == [bucket_name(lo, hi) for lo, hi in LENGTH_BUCKETS]
+        assert sum(r["sentences"] for r in rows) == TEST_SIZES[split]
+        assert all(r["bleu"] is not None for r in rows if r["sentences"])
+
+
+def test_the_no_attention_baseline_is_below_every_en_de_attention_model(
+    shipped: dict[str, LoadedModel],
+) -> None:
+    baseline = shipped["en-de-rnn-none"].card["bleu"]["test2016"]
+    attention = [n for n in SHIPPED if n.startswith("en-de-") and n != "en-de-rnn-none"]
+    assert len(attention) == 4
+    for name in attention:
+        bleu = shipped[name].card["bleu"]["test2016"]
+        for convention in ("cased", "lowercase_13a"):
+            assert baseline[convention] < bleu[convention], (name, convention)

@@ -1,0 +1,158 @@
+"""sacreBLEU evaluation: our two conventions equal sacreBLEU called directly and cases worked out
+by hand; BLEU by source length puts each sentence in the right bucket; corpus translation keeps
+the input order; ``evaluate`` reads each test split in the model's direction."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+import sacrebleu
+
+from app.training.data import load_parallel
+from app.training.evaluate import bleu_by_length, bleu_scores, evaluate, translate_corpus
+from app.translator import Translator
+
+HYPS = [
+    "A man is riding a bike.",
+    "Two dogs are playing in snow.",
+    "a woman reads a book",
+    "Children play soccer in the park.",
+]
+REFS = [
+    "A man is riding a bicycle.",
+    "Two dogs play in the snow.",
+    "A woman is reading a book.",
+    "Children are playing football in the park.",
+]
+
+
+def test_both_conventions_equal_sacrebleu_called_directly() -> None:
+    scores = bleu_scores(HYPS, REFS)
+    assert scores["cased"] == round(sacrebleu.corpus_bleu(HYPS, [REFS]).score, 2)
+    assert scores["lowercase_13a"] == round(
+        sacrebleu.corpus_bleu(HYPS, [REFS], lowercase=True).score, 2
+    )
+    assert 0 < scores["cased"] < scores["lowercase_13a"] < 100  # "a woman" matches only lowercased
+
+
+def test_signatures_name_the_convention() -> None:
+    scores = bleu_scores(HYPS, REFS)
+    assert "case:mixed" in scores["signature_cased"] and "case:lc" in scores["signature_lowercase"]
+    for key in ("signature_cased", "signature_lowercase"):
+        assert "tok:13a" in scores[key] and "nrefs:1" in scores[key] and "version:" in scores[key]
+
+
+@pytest.mark.parametrize(
+    ("hyp", "ref", "cased", "lowercase"),
+    [
+        # Identical: every precision 1, no brevity penalty.
+        ("Ein Mann fährt Fahrrad.", "Ein Mann fährt Fahrrad.", 100.0, 100.0),
+        # No unigram in common: 0, whatever the smoothing.
+        ("Zwei Hunde.", "Eine Katze schläft", 0.0, 0.0),
+        # One wrong last word of six: precisions 5/6, 4/5, 3/4, 2/3, whose product is 1/3.
+        ("a b c d e f", "a b c d e g", 100 * 3**-0.25, 100 * 3**-0.25),
+        # All four words right but one short: brevity penalty exp(1 - 5/4).
+        ("a b c d", "a b c d e", 100 * math.exp(-0.25), 100 * math.exp(-0.25)),
+        # "The" != "the" when cased: 3/4, 2/3, 1/2 and no 4-gram, which 'exp' smoothing counts
+        # as 1/2; the product is 1/8. Lowercased it is a perfect match.
+        ("The dog runs.", "the dog runs.", 100 * 8**-0.25, 100.0),
+    ],
+)
+def test_cases_worked_out_by_hand(hyp: str, ref: str, cased: float, lowercase: float) -> None:
+    scores = bleu_scores([hyp], [ref])
+    assert scores["cased"] == round(cased, 2)
+    assert scores["lowercase_13a"] == round(lowercase, 2)
+
+
+def test_bleu_needs_one_reference_per_hypothesis() -> None:
+    with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
+        bleu_scores(["a", "b"], ["a"])
+
+
+def words(n: int) -> str:
+    return " ".join(f"w{i}" for i in range(n))
+
+
+def test_bleu_by_length_buckets_sentences_by_source_words() -> None:
+    lengths = [1, 8, 9, 12, 13, 16, 17, 20, 21, 35, 5]
+    sources = [words(n) for n in lengths]
+    references = [f"reference number {i} is here" for i in range(len(lengths))]
+    # Right in the buckets 1-8 and 13-16, wrong (no word in common) everywhere else.
+    right = {0, 1, 4, 5, 10}
+    hypotheses = [ref if i in right else "nothing matches" for i, ref in enumerate(references)]
+
+    rows = bleu_by_length(sources, hypotheses, references)
+
+    assert rows == [
+        {"bucket": "1-8", "sentences": 3, "bleu": 100.0},
+        {"bucket": "9-12", "sentences": 2, "bleu": 0.0},
+        {"bucket": "13-16", "sentences": 2, "bleu": 100.0},
+        {"bucket": "17-20", "sentences": 2, "bleu": 0.0},
+        {"bucket": "21+", "sentences": 2, "bleu": 0.0},
+    ]
+
+
+def test_bleu_by_length_counts_whitespace_words_and_leaves_empty_buckets_unscored() -> None:
+    sources = ["A man , a plan .", "  Two   dogs  ", words(9)]  # 6, 2 and 9 words
+    hyps = refs = ["one two three four", "five six seven eight", "nine ten eleven twelve"]
+    rows = {r["bucket"]: r for r in bleu_by_length(sources, hyps, refs)}
+    assert rows["1-8"] == {"bucket": "1-8", "sentences": 2, "bleu": 100.0}
+    assert rows["9-12"]["sentences"] == 1
+    assert rows["13-16"] == {"bucket": "13-16", "sentences": 0, "bleu": None}
+    assert rows["21+"] == {"bucket": "21+", "sentences": 0, "bleu": None}
+
+
+class ScriptedTranslator:
+    """Stands in for a Translator: looks each source up in a table and records its batches."""
+
+    def __init__(
+        self, table: dict[str, str], source_lang: str = "en", target_lang: str = "de"
+    ) -> None:
+        self.table = table
+        self.batches: list[list[str]] = []
+        self.loaded = SimpleNamespace(
+            id="scripted", source_lang=source_lang, target_lang=target_lang
+        )
+
+    def translate(self, texts: Sequence[str], *, beam_size: int, need_weights: bool) -> list[Any]:
+        assert not need_weights
+        self.batches.append(list(texts))
+        return [SimpleNamespace(text=self.table[t]) for t in texts]
+
+
+def test_translate_corpus_returns_translations_in_input_order() -> None:
+    sources = ["a much longer sentence here", "b", "cc cc", "ddd ddd ddd", "e"]
+    fake = ScriptedTranslator({s: s.upper() for s in sources})
+    out = translate_corpus(
+        cast(Translator, fake), sources, beam_size=1, batch_size=2, progress=False
+    )
+    assert out == [s.upper() for s in sources]
+    assert [len(b) for b in fake.batches] == [2, 2, 1]
+    assert fake.batches[0] == ["b", "e"]  # shortest first, so a batch pads little
+
+
+def test_evaluate_scores_each_split_in_the_model_direction(tiny_corpus: Path) -> None:
+    oracle = {
+        s: t
+        for split in ("test2016", "test2017")
+        for s, t in load_parallel(tiny_corpus, split, "en", "de")
+    }
+    result = evaluate(
+        cast(Translator, ScriptedTranslator(oracle)),
+        tiny_corpus,
+        splits=("test2016", "test2017"),
+        beam_size=3,
+        progress=False,
+    )
+    assert result["beam_size"] == 3
+    assert set(result["bleu"]) == {"test2016", "test2017"} == set(result["bleu_by_length"])
+    for split in ("test2016", "test2017"):
+        assert result["bleu"][split]["cased"] == result["bleu"][split]["lowercase_13a"] == 100.0
+        assert sum(r["sentences"] for r in result["bleu_by_length"][split]) == len(
+            load_parallel(tiny_corpus, split, "en", "de")
+        )
