@@ -1,7 +1,7 @@
 // The Compare page: one sentence through two models, each with its own explorer; the kind and
 // the view options stay in step between the two. State lives in the URL.
 import { postJSON } from "./api.js";
-import { $, el, role, setBusy, setChildren, showError } from "./dom.js";
+import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./dom.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
 import { describeArchitecture, examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
 
@@ -180,16 +180,7 @@ async function init() {
   const params = new URLSearchParams(location.search);
   textBox.value = params.get("text") || "";
   if (params.get("beam")) beamInput.value = params.get("beam");
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    compare();
-  });
-  textBox.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      form.requestSubmit();
-    }
-  });
+  submitOnEnter(form, textBox, compare);
   for (const side of ["a", "b"]) selects[side].addEventListener("change", onModelChange);
   try {
     models = await loadModels();

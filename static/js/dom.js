@@ -78,3 +78,17 @@ export function formatDuration(seconds) {
   if (m) return `${m} min ${s % 60} s`;
   return `${s} s`;
 }
+
+/** Submit `form` through `onSubmit`; Enter in `textBox` submits, Shift+Enter adds a line. */
+export function submitOnEnter(form, textBox, onSubmit) {
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    onSubmit();
+  });
+  textBox.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+}

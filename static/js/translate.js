@@ -1,6 +1,6 @@
 // The Translate page: text in, translation and the attention explorer out; state in the URL.
 import { postJSON } from "./api.js";
-import { $, el, role, setBusy, setChildren, showError } from "./dom.js";
+import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./dom.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
 import { examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
 
@@ -182,16 +182,7 @@ async function init() {
   const params = new URLSearchParams(location.search);
   textBox.value = params.get("text") || "";
   if (params.get("beam")) beamInput.value = params.get("beam");
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    translate();
-  });
-  textBox.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      form.requestSubmit();
-    }
-  });
+  submitOnEnter(form, textBox, translate);
   alignForm.addEventListener("submit", (event) => {
     event.preventDefault();
     align();
