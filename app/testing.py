@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -10,6 +18,8 @@ from app.nn.config import ModelConfig
 from app.nn.factory import build_model
 from app.repository import save_model_folder
 from app.text.tokenizer import Tokenizer
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 TINY_PAIRS: list[tuple[str, str]] = [
     ("A man is riding a bicycle.", "Ein Mann fährt Fahrrad."),
@@ -76,3 +86,50 @@ def build_tiny_models(root: str | Path, pair: tuple[str, str] = ("en", "de"), se
         )
         folders.append(folder)
     return folders
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_server(models_dir: str | Path, log: Path, start_timeout_s: float = 120.0) -> Iterator[str]:
+    """``attnscope serve`` in its own process on a free localhost port, as a user would start it;
+    yields its base URL once ``/api/health`` answers, and stops it afterwards. If it dies or never
+    answers, the error carries the end of its log."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "app.cli", "serve",
+        "--host", "127.0.0.1", "--port", str(port), "--models-dir", str(models_dir), "--device", "cpu",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while not _healthy(url):
+            if process.poll() is not None:
+                raise RuntimeError(f"the server exited with {process.returncode}:\n{log.read_text()[-4000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no answer from {url}/api/health in {start_timeout_s} s:\n{log.read_text()[-4000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/api/health", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False

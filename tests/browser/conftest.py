@@ -11,16 +11,13 @@ import json
 import math
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
+
+from app.testing import running_server
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = [
@@ -32,7 +29,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
     "--disable-quic",
 ]
-SERVER_START_TIMEOUT_S = 90
 MARKUP = "</script><script>alert(1)</script><img src=x onerror=alert(1)>"
 
 
@@ -101,30 +97,6 @@ def enrich_cards(models_dir: Path) -> None:
         card_path.write_text(json.dumps(card, indent=2) + "\n")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_health(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(
-                f"the server exited with {process.returncode}:\n{log.read_text()[-4000:]}"
-            )
-        try:
-            with urllib.request.urlopen(f"{url}/api/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(
-        f"the server did not answer /api/health in {SERVER_START_TIMEOUT_S} s:\n{log.read_text()[-4000:]}"
-    )
-
-
 @pytest.fixture(scope="session")
 def card_markup() -> str:
     """Markup put into a model card's note: the Models page must show it as text."""
@@ -142,28 +114,8 @@ def browser_models_dir(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathF
 @pytest.fixture(scope="session")
 def server_url(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`attnscope serve` on a free port, as a user would start it; stopped at the end."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    command = [
-        sys.executable, "-m", "app.cli", "serve",
-        "--models-dir", str(browser_models_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, env=env
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_health(url, process, log)
+    with running_server(browser_models_dir, tmp_path_factory.mktemp("server") / "server.log") as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="session")

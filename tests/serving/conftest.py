@@ -4,11 +4,6 @@ own translation can be fed back to /api/align)."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,16 +13,14 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.config import REPO_ROOT, Settings
+from app.config import Settings
 from app.nn.config import EOS_ID
 from app.nn.factory import build_model
 from app.repository import LoadedModel, load_model_folder, save_model_folder
 from app.serving.main import create_app
-from app.testing import TINY_KINDS, TINY_PAIRS, tiny_config
+from app.testing import TINY_KINDS, TINY_PAIRS, running_server, tiny_config
 from app.text.tokenizer import Tokenizer
 from app.translator import Translator
-
-SERVER_START_TIMEOUT_S = 60
 
 
 def make_client(models_dir: Path, **overrides: Any) -> TestClient:
@@ -79,46 +72,11 @@ def word_client(word_models_dir: Path) -> Iterator[TestClient]:
         yield test_client
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def server(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`attnscope serve` in its own process on a free localhost port; its base URL."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("api-server") / "server.log"
-    command = [
-        sys.executable, "-m", "app.cli", "serve",
-        "--host", "127.0.0.1", "--port", str(port), "--models-dir", str(tiny_models_dir), "--device", "cpu",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with log.open("wb") as sink:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"the server exited with {process.returncode}:\n{log.read_text()[-4000:]}")
-            try:
-                if httpx.get(f"{url}/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"no answer from {url} in {SERVER_START_TIMEOUT_S} s:\n{log.read_text()[-4000:]}")
-            time.sleep(0.2)
+    with running_server(tiny_models_dir, tmp_path_factory.mktemp("api-server") / "server.log") as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture(scope="session")
