@@ -48,7 +48,7 @@ export function infoLine(model) {
     describeArchitecture(model),
     model.layers > 1 || model.heads > 1 ? `${model.layers} layers × ${model.heads} heads` : null,
     `${formatCount(model.parameters)} parameters`,
-    bleu ? `BLEU ${bleu.value.toFixed(1)}${bleu.set ? ` on ${bleu.set}` : ""} (sacreBLEU, cased, beam 5)` : "BLEU not measured",
+    bleu ? `BLEU ${bleu.value.toFixed(1)}${bleu.set ? ` on ${bleu.set}` : ""} (sacreBLEU, cased)` : "BLEU not measured",
     model.device ? `on ${model.device}` : null,
   ];
   return parts.filter(Boolean).join(" · ");
