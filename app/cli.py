@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--beam", type=int, default=5)
     ev.add_argument("--device", default=None)
     ev.add_argument("--update-card", action="store_true", help="write the results into card.json")
+    ev.add_argument("--tune-length-penalty", action="store_true",
+                    help="first pick the beam length penalty on the validation set (saved with --update-card)")
 
     dl = sub.add_parser("download", help="fetch Multi30k task 1 (en, de, fr) from its public repository")
     dl.add_argument("--data-dir", default=None)
@@ -139,22 +141,27 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from app.repository import load_model_folder, write_card
-    from app.training.data import TEST_SPLITS, default_data_dir
-    from app.training.evaluate import evaluate
+    from app.training.data import TEST_SPLITS, default_data_dir, load_parallel
+    from app.training.evaluate import evaluate, tune_length_penalty
     from app.training.train import pick_device
     from app.translator import Translator
 
     loaded = load_model_folder(args.model, pick_device(args.device))
-    result = evaluate(
-        Translator(loaded, max_source_tokens=10_000),
-        args.data_dir or default_data_dir(),
-        splits=args.splits or TEST_SPLITS,
-        beam_size=args.beam,
-    )
+    translator = Translator(loaded, max_source_tokens=10_000)
+    data_dir = args.data_dir or default_data_dir()
+    decoding = None
+    if args.tune_length_penalty:
+        val = load_parallel(data_dir, "val", loaded.source_lang, loaded.target_lang)
+        decoding = tune_length_penalty(translator, val, beam_size=args.beam)
+    result = evaluate(translator, data_dir, splits=args.splits or TEST_SPLITS, beam_size=args.beam)
+    if decoding:
+        result["decoding"] = decoding
     print(json.dumps(result, indent=2))  # noqa: T201 - the command's output
     if args.update_card:
         card = {**loaded.card, **result}
-        if loaded.card.get("beam_size") == args.beam:  # keep the splits not evaluated this time
+        same_decoding = (loaded.card.get("beam_size"), loaded.card.get("length_penalty", result["length_penalty"])) == (
+            args.beam, result["length_penalty"])
+        if same_decoding:  # keep the splits not evaluated this time
             for key in ("bleu", "bleu_by_length"):
                 card[key] = {**loaded.card.get(key, {}), **result[key]}
         write_card(loaded.path, card)

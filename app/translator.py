@@ -13,6 +13,8 @@ from app.decoding import DecodeOutput, Hypothesis, beam_search, greedy_decode, s
 from app.nn.config import EOS_ID
 from app.repository import LoadedModel
 
+DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha; models tuned on validation data carry their own
+
 
 @dataclass
 class Translation:
@@ -29,6 +31,9 @@ class Translator:
     def __init__(self, loaded: LoadedModel, max_source_tokens: int = 200) -> None:
         self.loaded = loaded
         self.max_source_tokens = max_source_tokens
+        # Beam search's length penalty: the one tuned on validation data, saved in the card.
+        decoding = loaded.card.get("decoding") or {}
+        self.length_penalty = float(decoding.get("length_penalty", DEFAULT_LENGTH_PENALTY))
 
     @property
     def device(self) -> torch.device:
@@ -64,9 +69,10 @@ class Translator:
         beam_size: int = 5,
         max_length: int | None = None,
         need_weights: bool = True,
-        alpha: float = 0.6,
+        alpha: float | None = None,
     ) -> list[Translation]:
-        """Translate a batch; ``beam_size == 1`` is greedy decoding."""
+        """Translate a batch; ``beam_size == 1`` is greedy decoding. ``alpha`` is the length
+        penalty (default: this model's tuned one)."""
         sources = [self.source_ids(t) for t in texts]
         src = self._pad(sources)
         model = self.loaded.model
@@ -74,7 +80,7 @@ class Translator:
             out = greedy_decode(model, src, need_weights=need_weights, max_length=max_length)
         else:
             out = beam_search(
-                model, src, beam_size=beam_size, alpha=alpha, need_weights=need_weights, max_length=max_length
+                model, src, beam_size=beam_size, alpha=self.length_penalty if alpha is None else alpha, need_weights=need_weights, max_length=max_length
             )
         return self._finish(sources, out)
 

@@ -200,6 +200,20 @@ def test_evaluate_update_card_keeps_the_other_splits(
     assert after["bleu_by_length"] == before["bleu_by_length"]
 
 
+def test_evaluate_tunes_the_length_penalty_on_val_into_the_card(
+    trained: Path, corpus: Path, tmp_path: Path
+) -> None:
+    folder = shutil.copytree(trained, tmp_path / "model")
+    args = ["evaluate", str(folder), "--data-dir", str(corpus), "--beam", "2", "--tune-length-penalty", "--update-card"]
+    assert main(args) == 0
+    card = json.loads((folder / "card.json").read_text())
+    decoding = card["decoding"]
+    assert decoding["tuned_on"] == "val" and decoding["beam_size"] == 2
+    assert decoding["length_penalty"] in (0.6, 1.0, 1.4, 2.0)
+    assert card["length_penalty"] == decoding["length_penalty"] and card["beam_size"] == 2
+    assert set(card["bleu"]) == {"test2016", "test2017", "mscoco2017"}
+
+
 @pytest.mark.parametrize(
     ("args", "problem"),
     [

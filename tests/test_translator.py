@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from app.decoding import greedy_decode
+from app.decoding import beam_search, greedy_decode
 from app.nn.config import EOS_ID
 from app.repository import LoadedModel, load_model_folder
-from app.translator import Translation, Translator
+from app.testing import build_tiny_models
+from app.translator import DEFAULT_LENGTH_PENALTY, Translation, Translator
 
 FOLDERS = ["en-de-transformer", "en-de-rnn-additive", "en-de-rnn-none", "en-de-self-attentive"]
 TEXTS = ["A man is riding a bicycle.", "Two dogs."]
@@ -83,3 +86,25 @@ def test_bad_input_is_a_clear_error(loaded: LoadedModel) -> None:
         translator.translate(["Children are playing football in the park."])
     with pytest.raises(ValueError, match="the limit is 5"):
         translator.align(["A boy."], ["Kinder spielen Fußball im Park und im Schnee."])
+
+
+def test_beam_uses_the_length_penalty_saved_in_the_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = build_tiny_models(tmp_path)[0]
+    card_path = folder / "card.json"
+    card = json.loads(card_path.read_text())
+    card["decoding"] = {"beam_size": 4, "length_penalty": 2.5, "tuned_on": "val"}
+    card_path.write_text(json.dumps(card))
+    translator = Translator(load_model_folder(folder))
+    assert translator.length_penalty == 2.5
+    seen: list[float] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs["alpha"])
+        return beam_search(*args, **kwargs)
+
+    monkeypatch.setattr("app.translator.beam_search", spy)
+    translator.translate(["Two dogs play in the snow."], beam_size=4, max_length=6)
+    translator.translate(["Two dogs play in the snow."], beam_size=4, max_length=6, alpha=0.1)
+    assert seen == [2.5, 0.1]
+    plain = Translator(load_model_folder(build_tiny_models(tmp_path / "plain")[0]))
+    assert plain.length_penalty == DEFAULT_LENGTH_PENALTY

@@ -14,7 +14,13 @@ import pytest
 import sacrebleu
 
 from app.training.data import load_parallel
-from app.training.evaluate import bleu_by_length, bleu_scores, evaluate, translate_corpus
+from app.training.evaluate import (
+    bleu_by_length,
+    bleu_scores,
+    evaluate,
+    translate_corpus,
+    tune_length_penalty,
+)
 from app.translator import Translator
 
 HYPS = [
@@ -114,6 +120,7 @@ class ScriptedTranslator:
         self, table: dict[str, str], source_lang: str = "en", target_lang: str = "de"
     ) -> None:
         self.table = table
+        self.length_penalty = 0.6
         self.batches: list[list[str]] = []
         self.loaded = SimpleNamespace(
             id="scripted", source_lang=source_lang, target_lang=target_lang
@@ -156,3 +163,23 @@ def test_evaluate_scores_each_split_in_the_model_direction(tiny_corpus: Path) ->
         assert sum(r["sentences"] for r in result["bleu_by_length"][split]) == len(
             load_parallel(tiny_corpus, split, "en", "de")
         )
+
+
+class PenaltySensitiveTranslator(ScriptedTranslator):
+    """Translates correctly only with length penalty 1.4, word-for-word garbage otherwise."""
+
+    def translate(self, texts: Sequence[str], *, beam_size: int, need_weights: bool) -> list[Any]:
+        ok = self.length_penalty == 1.4
+        return [SimpleNamespace(text=self.table[t] if ok else "xyz") for t in texts]
+
+
+def test_length_penalty_is_tuned_on_the_given_pairs_and_kept(tiny_corpus: Path) -> None:
+    val = load_parallel(tiny_corpus, "val", "en", "de")
+    fake = PenaltySensitiveTranslator(dict(val))
+    choice = tune_length_penalty(cast(Translator, fake), val, beam_size=4, progress=False)
+    assert choice["length_penalty"] == 1.4 == fake.length_penalty
+    assert choice["beam_size"] == 4 and choice["tuned_on"] == "val"
+    assert choice["val_bleu_by_length_penalty"]["1.4"] == 100.0
+    assert choice["val_bleu_by_length_penalty"]["0.6"] == 0.0
+    result = evaluate(cast(Translator, fake), tiny_corpus, splits=("val",), beam_size=4, progress=False)
+    assert result["length_penalty"] == 1.4 and result["bleu"]["val"]["cased"] == 100.0
