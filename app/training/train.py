@@ -24,7 +24,7 @@ from app.nn.factory import build_model
 from app.repository import LoadedModel, save_model_folder, write_card
 from app.text.tokenizer import Tokenizer
 from app.training.data import Example, encode_pairs, iterate, load_parallel, token_batches
-from app.training.evaluate import bleu_scores, evaluate, translate_corpus, tune_length_penalty
+from app.training.evaluate import bleu_scores, evaluate, translate_corpus
 from app.training.presets import TrainConfig
 from app.translator import Translator
 
@@ -237,7 +237,6 @@ def train(
     }
     save_model_folder(out_dir, model, tokenizer, source_lang=source_lang, target_lang=target_lang, card=card)
     if evaluate_test:
-        card["decoding"] = tune_length_penalty(translator, val_pairs, beam_size=config.eval_beam, progress=progress)
         card.update(evaluate(translator, data_dir, beam_size=config.eval_beam, progress=progress))
         write_card(out_dir, card)
     card["total_time_s"] = round(time.monotonic() - started, 1)
