@@ -77,7 +77,7 @@ def build_tiny_models(root: str | Path, pair: tuple[str, str] = ("en", "de"), se
         card = {
             "id": folder.name,
             "architecture": architecture,
-            "score": None if architecture == "transformer" else score,
+            "score": config.alignment_score,
             "parameters": model.num_parameters,
             "note": "tiny random model for tests",
         }

@@ -13,6 +13,7 @@ from safetensors import safe_open
 from app.decoding import greedy_decode
 from app.nn import build_model
 from app.nn.base import Seq2Seq
+from app.nn.config import SCORES
 from app.repository import (
     CARD_FILE,
     CONFIG_FILE,
@@ -25,20 +26,10 @@ from app.repository import (
 from app.testing import tiny_config
 from app.text import Tokenizer
 
-KINDS = [
-    ("rnn", s)
-    for s in (
-        "additive",
-        "dot",
-        "scaled_dot",
-        "general",
-        "query_key",
-        "concat",
-        "cosine",
-        "location",
-        "none",
-    )
-] + [("self_attentive_rnn", "additive"), ("transformer", "additive")]
+KINDS = [("rnn", s) for s in SCORES] + [
+    ("self_attentive_rnn", "additive"),
+    ("transformer", "additive"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,6 @@ def beam_search(
         step, state = model.step(tokens, state, enc_k, need_weights=need_weights)
         log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id)  # (N, V)
         vocab = log_probs.size(-1)
-        ext_tokens = hist_tokens
         if step.cross is not None:
             row = step.cross.unsqueeze(3)  # (N, L, H, 1, S)
             hist_cross = row if hist_cross is None else torch.cat([hist_cross, row], 3)
@@ -94,14 +93,14 @@ def beam_search(
                     if w == c.eos_id:
                         if j < k:
                             finished[b].append(
-                                _snapshot(parent, w, sc, log_probs, ext_tokens, hist_lp, hist_cross, hist_self, alpha)
+                                _snapshot(parent, w, sc, log_probs, hist_tokens, hist_lp, hist_cross, hist_self, alpha)
                             )
                     elif len(keep) < k:
                         keep.append((parent, w, sc))
                 if last:  # out of budget: live hypotheses finish as they are
                     for parent, w, sc in keep:
                         finished[b].append(
-                            _snapshot(parent, w, sc, log_probs, ext_tokens, hist_lp, hist_cross, hist_self, alpha)
+                            _snapshot(parent, w, sc, log_probs, hist_tokens, hist_lp, hist_cross, hist_self, alpha)
                         )
                 if len(finished[b]) >= k or last:
                     done[b] = True

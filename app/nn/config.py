@@ -82,6 +82,11 @@ class ModelConfig:
         return () if self.score == "none" else ("cross",)
 
     @property
+    def alignment_score(self) -> str | None:
+        """The RNN family's score function ("none" for the baseline); None for the Transformer."""
+        return None if self.architecture == "transformer" else self.score
+
+    @property
     def layers(self) -> int:
         return self.decoder_layers if self.architecture == "transformer" else 1
 

@@ -114,7 +114,7 @@ def _card_of_loaded(loaded: LoadedModel) -> dict[str, Any]:
     config = loaded.config
     facts = {
         "architecture": config.architecture,
-        "score": None if config.architecture == "transformer" else config.score,
+        "score": config.alignment_score,
         "parameters": loaded.model.num_parameters,
     }
     return {
@@ -138,7 +138,7 @@ def cards_from_folders(models_dir: Path) -> list[dict[str, Any]]:
             config, meta = read_config(folder)
             card.update(
                 architecture=config.architecture,
-                score=None if config.architecture == "transformer" else config.score,
+                score=config.alignment_score,
                 source_lang=meta.get("source_lang"),
                 target_lang=meta.get("target_lang"),
             )

@@ -67,7 +67,7 @@ class ServedModel:
         return ModelInfo(
             id=self.loaded.id,
             architecture=c.architecture,
-            score=alignment_score(self.loaded),
+            score=c.alignment_score,
             source_lang=self.loaded.source_lang,
             target_lang=self.loaded.target_lang,
             layers=c.layers,
@@ -79,11 +79,6 @@ class ServedModel:
             device=str(device),
             card={k: v for k, v in card.items() if v is None or isinstance(v, str | int | float | bool)},
         )
-
-
-def alignment_score(loaded: LoadedModel) -> str | None:
-    """The RNN's alignment score function ("none" for the baseline); None for the Transformer."""
-    return None if loaded.config.architecture == "transformer" else loaded.config.score
 
 
 def serve_model(loaded: LoadedModel, max_tokens: int) -> ServedModel:
@@ -245,7 +240,7 @@ def to_response(loaded: LoadedModel, result: Translation, timing_ms: float = 0.0
         source_words=words(source_tokens),
         target_words=words(target_tokens),
         attention=attention,
-        score=alignment_score(loaded),
+        score=loaded.config.alignment_score,
         logprob=round(hyp.score, 6),
         target_logprobs=[round(x, 6) for x in hyp.token_logprobs],
         timing_ms=timing_ms,

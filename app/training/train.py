@@ -222,7 +222,7 @@ def train(
     card: dict[str, Any] = {
         "id": out_dir.name,
         "architecture": model_config.architecture,
-        "score": None if model_config.architecture == "transformer" else model_config.score,
+        "score": model_config.alignment_score,
         "source_lang": source_lang,
         "target_lang": target_lang,
         "parameters": n_params,
