@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int)
     train.add_argument("--no-test-eval", action="store_true", help="skip the test-set evaluation")
     train.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                       help="override a model config field, e.g. --set hidden_dim=512")
+                       help="override a model config or training recipe field, e.g. --set hidden_dim=512 "
+                            "or --set label_smoothing=0.2")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
 
     ev = sub.add_parser("evaluate", help="BLEU of a model folder on the test sets")
@@ -73,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--vocab-size", type=int, default=8000)
     tok.add_argument("--data-dir", default=None)
     tok.add_argument("--out", required=True)
+    tok.add_argument("--byte-fallback", action="store_true",
+                     help="byte pieces instead of <unk>, digits split, no normalisation (lossless)")
     return parser
 
 
@@ -83,24 +86,33 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def _set_field(item: str) -> tuple[str, Any]:
-    """``FIELD=VALUE`` of ``--set`` -> (field, value of the field's type); ValueError naming the
-    problem, before any data is read (a wrong type would otherwise fail deep inside the model)."""
+def _set_field(item: str) -> tuple[str, str, Any]:
+    """``FIELD=VALUE`` of ``--set`` -> ("model" or "train", field, value of the field's type);
+    ValueError naming the problem, before any data is read (a wrong type would otherwise fail
+    deep inside the model). Model fields are looked up first, then the training recipe's."""
     from app.nn.config import ModelConfig
+    from app.training.presets import TrainConfig
 
     key, sep, text = item.partition("=")
     if not sep:
         raise ValueError(f"--set expects FIELD=VALUE, got {item!r}")
-    types = typing.get_type_hints(ModelConfig)
+    model_types = typing.get_type_hints(ModelConfig)
+    train_types = typing.get_type_hints(TrainConfig)
+    target, types = ("model", model_types) if key in model_types else ("train", train_types)
     if key not in types:
-        raise ValueError(f"--set: unknown model field {key!r}; choose one of {', '.join(types)}")
-    expected = types[key] if types[key] in (int, float, bool) else str
+        known = ", ".join([*model_types, *train_types])
+        raise ValueError(f"--set: unknown model or training field {key!r}; choose one of {known}")
     value = _parse_value(text)
-    if expected is float and type(value) is int:
+    allowed = tuple(t for t in typing.get_args(types[key]) or (types[key],) if t in (int, float, bool, str))
+    allowed = allowed or (str,)
+    if float in allowed and type(value) is int:
         value = float(value)
-    if type(value) is not expected:
-        raise ValueError(f"--set {key} expects {expected.__name__}, got {text!r}")
-    return key, value
+    if value is None and type(None) in typing.get_args(types[key]):
+        return target, key, value
+    if type(value) not in allowed:
+        names = " or ".join(t.__name__ for t in allowed)
+        raise ValueError(f"--set {key} expects {names}, got {text!r}")
+    return target, key, value
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -113,8 +125,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     model_fields: dict[str, Any] = dict(preset["model"])
     if args.score:
         model_fields["score"] = args.score
-    model_fields.update(_set_field(item) for item in args.set)
     train_fields = dict(preset["train"])
+    for item in args.set:
+        target, key, value = _set_field(item)
+        (model_fields if target == "model" else train_fields)[key] = value
     for name in ("max_epochs", "max_steps", "max_time_s", "batch_tokens", "lr", "vocab_size", "seed"):
         if getattr(args, name) is not None:
             train_fields[name] = getattr(args, name)
@@ -173,7 +187,8 @@ def cmd_tokenizer(args: argparse.Namespace) -> int:
     from app.training.data import default_data_dir, load_parallel
 
     pairs = load_parallel(args.data_dir or default_data_dir(), "train", *args.pair)
-    Tokenizer.train([s for p in pairs for s in p], args.vocab_size).save(args.out)
+    sentences = [s for p in pairs for s in p]
+    Tokenizer.train(sentences, args.vocab_size, byte_fallback=args.byte_fallback).save(args.out)
     return 0
 
 

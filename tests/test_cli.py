@@ -109,7 +109,9 @@ def test_set_overrides_model_fields(corpus: Path, tmp_path: Path) -> None:
     ("item", "problem"),
     [
         ("hidden_dim", "--set expects FIELD=VALUE, got 'hidden_dim'"),
-        ("hiden_dim=8", "unknown model field 'hiden_dim'"),
+        ("hiden_dim=8", "unknown model or training field 'hiden_dim'"),
+        ("label_smoothing=lots", "--set label_smoothing expects float, got 'lots'"),
+        ("attention_dropout=x", "--set attention_dropout expects float, got 'x'"),
         ("hidden_dim=big", "--set hidden_dim expects int, got 'big'"),
         ("dropout=high", "--set dropout expects float, got 'high'"),
         ("heads=3", "d_model=32 is not divisible by heads=3"),
@@ -246,3 +248,21 @@ def test_download_from_an_unreachable_server_is_a_clear_error(
     assert main(["download", "--data-dir", str(tmp_path / "multi30k")]) == 2
     assert_clean_error(capsys, "download", "could not download")
     assert list((tmp_path / "multi30k").iterdir()) == []
+
+
+def test_set_overrides_training_recipe_and_transformer_dropouts(corpus: Path, tmp_path: Path) -> None:
+    args = train_args(
+        corpus,
+        tmp_path,
+        "--set",
+        "label_smoothing=0.2",
+        "--set",
+        "attention_dropout=0.05",
+        "--set",
+        "activation_dropout=0",
+        "--no-test-eval",
+    )
+    assert main(args) == 0
+    loaded = load_model_folder(tmp_path / "model")
+    assert (loaded.config.attention_dropout, loaded.config.activation_dropout) == (0.05, 0.0)
+    assert loaded.card["hyperparameters"]["training"]["label_smoothing"] == 0.2

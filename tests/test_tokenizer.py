@@ -84,3 +84,21 @@ def test_other_special_ids_are_refused() -> None:
 )
 def test_group_words(pieces: list[str], words: list[list[int]]) -> None:
     assert group_words(pieces) == words
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "On 12/03/2024 Dr. Zbigniew Brzęczyszczykiewicz paid $1,234.56 for 3 pizzas 🍕🍕 at Café Müller — wow!!! 😀",
+        "  two  spaces, a tab\tand ＦＵＬＬＷＩＤＴＨ",
+        "שלום עולם مرحبا 你好",
+    ],
+)
+def test_byte_fallback_tokenizer_is_lossless_and_splits_digits(text: str) -> None:
+    tok = Tokenizer.train(SENTENCES * 3, 400, byte_fallback=True)
+    ids = tok.encode(text)
+    assert UNK_ID not in ids
+    assert tok.decode(ids) == text
+    digit_ids = tok.encode("12233")
+    assert "".join(tok.decode([i]) for i in digit_ids) == "12233"
+    assert all(len(tok.decode([i]).strip()) <= 1 for i in digit_ids)  # one digit per piece

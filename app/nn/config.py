@@ -52,6 +52,8 @@ class ModelConfig:
     decoder_layers: int = 3
     pre_norm: bool = True
     max_positions: int = 512
+    attention_dropout: float | None = None  # on attention weights; None: same as ``dropout``
+    activation_dropout: float | None = None  # inside the feed-forward block; None: ``dropout``
     # shared
     dropout: float = 0.1
     pad_id: int = PAD_ID
@@ -85,6 +87,14 @@ class ModelConfig:
     def alignment_score(self) -> str | None:
         """The RNN family's score function ("none" for the baseline); None for the Transformer."""
         return None if self.architecture == "transformer" else self.score
+
+    @property
+    def attention_dropout_p(self) -> float:
+        return self.dropout if self.attention_dropout is None else self.attention_dropout
+
+    @property
+    def activation_dropout_p(self) -> float:
+        return self.dropout if self.activation_dropout is None else self.activation_dropout
 
     @property
     def layers(self) -> int:

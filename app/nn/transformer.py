@@ -58,8 +58,8 @@ class FeedForward(nn.Module):
 class EncoderLayer(nn.Module):
     def __init__(self, c: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.dropout)
-        self.ff = FeedForward(c.d_model, c.ff_dim, c.dropout)
+        self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
+        self.ff = FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p)
         self.res_attn = Residual(c.d_model, c.dropout, c.pre_norm)
         self.res_ff = Residual(c.d_model, c.dropout, c.pre_norm)
 
@@ -73,9 +73,9 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, c: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.dropout)
-        self.cross_attn = MultiHeadAttention(c.d_model, c.heads, c.dropout)
-        self.ff = FeedForward(c.d_model, c.ff_dim, c.dropout)
+        self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
+        self.ff = FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p)
         self.res_self = Residual(c.d_model, c.dropout, c.pre_norm)
         self.res_cross = Residual(c.d_model, c.dropout, c.pre_norm)
         self.res_ff = Residual(c.d_model, c.dropout, c.pre_norm)

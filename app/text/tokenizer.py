@@ -34,11 +34,29 @@ class Tokenizer:
 
     @classmethod
     def train(
-        cls, sentences: Iterable[str], vocab_size: int, *, model_type: str = "unigram", seed: int = 1
+        cls,
+        sentences: Iterable[str],
+        vocab_size: int,
+        *,
+        model_type: str = "unigram",
+        seed: int = 1,
+        byte_fallback: bool = False,
     ) -> Tokenizer:
-        """Train a joint model on ``sentences`` (e.g. source and target training text together)."""
+        """Train a joint model on ``sentences`` (e.g. source and target training text together).
+
+        ``byte_fallback``: characters outside the vocabulary become UTF-8 byte pieces instead of
+        ``<unk>``, digits are split into single pieces, and text is not normalised (identity rule,
+        whitespace kept), so ``decode(encode(x)) == x`` for any text."""
         buffer = io.BytesIO()
         spm.set_random_generator_seed(seed)
+        extra: dict[str, object] = {}
+        if byte_fallback:
+            extra = dict(
+                byte_fallback=True,
+                split_digits=True,
+                normalization_rule_name="identity",
+                remove_extra_whitespaces=False,
+            )
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
             model_writer=buffer,
@@ -52,6 +70,7 @@ class Tokenizer:
             hard_vocab_limit=False,
             num_threads=2,
             minloglevel=2,
+            **extra,
         )
         return cls(buffer.getvalue())
 

@@ -12,6 +12,7 @@ from typing import Any
 @dataclass(frozen=True)
 class TrainConfig:
     vocab_size: int = 8000  # joint SentencePiece vocabulary per language pair
+    byte_fallback: bool = False  # lossless tokenizer: byte pieces, split digits, no normalisation
     batch_tokens: int = 4096  # padded tokens per batch (longer side)
     lr: float = 1e-3  # peak learning rate
     warmup_steps: int = 1000  # linear warm-up, then inverse square root decay

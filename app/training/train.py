@@ -111,7 +111,12 @@ def train(
         tokenizer = Tokenizer.load(tokenizer_path)
     else:
         logger.info("training a %d-piece SentencePiece model on %d pairs", config.vocab_size, len(train_pairs))
-        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size, seed=config.seed)
+        tokenizer = Tokenizer.train(
+            [s for pair in train_pairs for s in pair],
+            config.vocab_size,
+            seed=config.seed,
+            byte_fallback=config.byte_fallback,
+        )
     tokenizer.save(tok_file)
     model_config = dataclasses.replace(model_config, vocab_size=tokenizer.vocab_size)
 
