@@ -10,6 +10,7 @@ import math
 
 from torch import Tensor, nn
 
+from app.nn.recording import record
 from app.nn.scores import masked_softmax
 
 
@@ -58,6 +59,7 @@ class MultiHeadAttention(nn.Module):
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, T, S)
             weights = masked_softmax(scores, mask) if mask is not None else scores.softmax(-1)
             out = nn.functional.dropout(weights, p, self.training) @ v  # (B, H, T, Dh)
+            record(self, scores, mask, out)  # kept only inside app.nn.recording.recording()
         else:
             out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         b, _, t, _ = out.shape

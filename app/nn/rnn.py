@@ -14,6 +14,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from app.nn.base import Seq2Seq
 from app.nn.config import ModelConfig
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
+from app.nn.recording import record
 from app.nn.scores import build_score, masked_softmax
 
 
@@ -91,8 +92,10 @@ class RNNSeq2Seq(Seq2Seq):
             assert enc.final is not None
             context, weights = enc.final, None  # (N, H)
         else:
-            weights = masked_softmax(self.score(hidden, enc.memory), enc.mask)  # (N, S)
+            scores = self.score(hidden, enc.memory)  # (N, S)
+            weights = masked_softmax(scores, enc.mask)  # (N, S)
             context = torch.bmm(weights.unsqueeze(1), enc.memory).squeeze(1)  # (N, H)
+            record(self.score, scores, enc.mask, context)  # only inside recording()
         hidden = self.cell(torch.cat([emb, context], dim=-1), hidden)
         out = torch.tanh(self.pre_output(self.dropout(torch.cat([hidden, context, emb], dim=-1))))
         logits = nn.functional.linear(self.dropout(out), self.embed.weight)  # tied (N, V)

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from app.nn.config import ModelConfig
 from app.nn.outputs import EncoderOutput
+from app.nn.recording import record
 from app.nn.scores import AdditiveScore, masked_softmax
 
 
@@ -38,8 +39,10 @@ class SelfAttentiveEncoder(nn.Module):
             states.append(h_t)
             past = torch.stack(states, dim=1)  # (B, t+1, H)
             keys_ok = mask[:, : t + 1] | (positions[: t + 1] == 0)  # never an empty row
-            alpha = masked_softmax(self.align(h_t, past), keys_ok)  # (B, t+1)
+            scores = self.align(h_t, past)  # (B, t+1)
+            alpha = masked_softmax(scores, keys_ok)  # (B, t+1)
             context = torch.bmm(alpha.unsqueeze(1), past).squeeze(1)  # (B, H)
+            record(self.align, scores, keys_ok, context)  # only inside recording()
             if need_weights:
                 rows.append(nn.functional.pad(alpha, (0, length - t - 1)))  # (B, S)
         memory = torch.stack(states, dim=1)  # (B, S, H)
