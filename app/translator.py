@@ -14,6 +14,7 @@ from app.nn.config import EOS_ID
 from app.repository import LoadedModel
 
 DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha; models tuned on validation data carry their own
+DEFAULT_COVERAGE_PENALTY = 0.0  # GNMT's beta: off unless a model's card carries a tuned one
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Translator:
         # Beam search's length penalty: the one tuned on validation data, saved in the card.
         decoding = loaded.card.get("decoding") or {}
         self.length_penalty = float(decoding.get("length_penalty", DEFAULT_LENGTH_PENALTY))
+        self.coverage_penalty = float(decoding.get("coverage_penalty", DEFAULT_COVERAGE_PENALTY))
 
     @property
     def device(self) -> torch.device:
@@ -47,6 +49,14 @@ class Translator:
         if len(ids) > self.max_source_tokens:
             raise ValueError(f"text has {len(ids)} tokens; the limit is {self.max_source_tokens}")
         return ids + [EOS_ID]
+
+    def target_ids(self, text: str) -> list[int]:
+        """Subword ids of a target-side text (no EOS), e.g. a decoding prefix; ValueError if too
+        long. The vocabulary is shared, so the same tokenizer encodes it."""
+        ids = self.loaded.tokenizer.encode(text)
+        if len(ids) > self.max_source_tokens:
+            raise ValueError(f"target has {len(ids)} tokens; the limit is {self.max_source_tokens}")
+        return ids
 
     def _pad(self, rows: list[list[int]]) -> Tensor:
         """Right-pad id lists into a (B, S) tensor on the model's device."""
@@ -70,19 +80,42 @@ class Translator:
         max_length: int | None = None,
         need_weights: bool = True,
         alpha: float | None = None,
+        prefixes: list[list[int]] | None = None,
+        coverage_penalty: float | None = None,
+        return_tree: bool = False,
     ) -> list[Translation]:
-        """Translate a batch; ``beam_size == 1`` is greedy decoding. ``alpha`` is the length
-        penalty (default: this model's tuned one)."""
+        """Translate a batch; ``beam_size == 1`` is greedy decoding (beam search of size 1 when
+        the tree is asked for: the same result). ``alpha`` is the length penalty and
+        ``coverage_penalty`` GNMT's beta (defaults: this model's tuned ones, from its card);
+        ``prefixes`` are target ids each translation is forced to begin with (see
+        :meth:`target_ids`); ``return_tree`` adds the beam tree to each hypothesis."""
         sources = [self.source_ids(t) for t in texts]
         src = self._pad(sources)
         model = self.loaded.model
-        if beam_size == 1:
-            out = greedy_decode(model, src, need_weights=need_weights, max_length=max_length)
+        if beam_size == 1 and not return_tree:
+            out = greedy_decode(
+                model, src, need_weights=need_weights, max_length=max_length, prefix=prefixes
+            )
         else:
             out = beam_search(
-                model, src, beam_size=beam_size, alpha=self.length_penalty if alpha is None else alpha, need_weights=need_weights, max_length=max_length
+                model,
+                src,
+                beam_size=beam_size,
+                alpha=self.length_penalty if alpha is None else alpha,
+                need_weights=need_weights,
+                max_length=max_length,
+                prefix=prefixes,
+                coverage_penalty=self._coverage(coverage_penalty),
+                return_tree=return_tree,
             )
         return self._finish(sources, out)
+
+    def _coverage(self, beta: float | None) -> float:
+        """The coverage penalty to use: the one asked for, else the card's (ignored, as for
+        beam size 1, by models without cross-attention)."""
+        if beta is not None:
+            return beta
+        return self.coverage_penalty if "cross" in self.loaded.config.attention_kinds else 0.0
 
     @torch.inference_mode()
     def align(self, texts: list[str], targets: list[str]) -> list[Translation]:

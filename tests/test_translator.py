@@ -108,3 +108,24 @@ def test_beam_uses_the_length_penalty_saved_in_the_card(tmp_path: Path, monkeypa
     assert seen == [2.5, 0.1]
     plain = Translator(load_model_folder(build_tiny_models(tmp_path / "plain")[0]))
     assert plain.length_penalty == DEFAULT_LENGTH_PENALTY
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_prefix_tree_and_coverage_pass_through(loaded: LoadedModel, beam_size: int) -> None:
+    """A target prefix (tokenised like a target) is forced; the tree comes back when asked, for
+    beam size 1 too; a coverage penalty is refused by the model without attention."""
+    translator = Translator(loaded)
+    prefix = translator.target_ids("Zwei Hunde")
+    [translation] = translator.translate(
+        TEXTS[1:], beam_size=beam_size, max_length=12, prefixes=[prefix], return_tree=True
+    )
+    hyp = translation.hypothesis
+    assert translation.target_ids[: len(prefix)] == prefix and hyp.forced_tokens == len(prefix)
+    assert hyp.tree is not None
+    assert [hyp.tree.nodes[i].token for i in hyp.tree.best[1:]] == translation.target_ids
+    assert_shapes(loaded, translation)
+    if "cross" in loaded.config.attention_kinds:
+        translator.translate(TEXTS, beam_size=beam_size, max_length=8, coverage_penalty=0.2)
+    elif beam_size > 1:
+        with pytest.raises(ValueError, match="cross-attention"):
+            translator.translate(TEXTS, beam_size=beam_size, coverage_penalty=0.2)

@@ -5,5 +5,15 @@ from app.decoding.beam import beam_search
 from app.decoding.greedy import greedy_decode
 from app.decoding.output import DecodeOutput, Hypothesis
 from app.decoding.scoring import score_targets
+from app.decoding.tree import BeamNode, BeamTree, FinishedHypothesis
 
-__all__ = ["DecodeOutput", "Hypothesis", "beam_search", "greedy_decode", "score_targets"]
+__all__ = [
+    "BeamNode",
+    "BeamTree",
+    "DecodeOutput",
+    "FinishedHypothesis",
+    "Hypothesis",
+    "beam_search",
+    "greedy_decode",
+    "score_targets",
+]

@@ -1,31 +1,88 @@
-"""Beam search, batched over sentences, with attention rows that follow the beam back-pointers.
+"""Beam search, batched over sentences, built on back-pointers.
 
-Each step extends every live hypothesis's history (tokens, log-probabilities and attention rows)
-and then selects the surviving parents with ``index_select``, so the matrices returned with a
-hypothesis are exactly the rows computed along its own path. Ranking uses the GNMT length penalty
-``score / ((5 + |y|) / 6) ** alpha``; a sentence stops when it has ``beam_size`` finished
-hypotheses (or at the length limit, where live ones are finished as they are).
+Each step records, for the rows alive at that step only, the row's parent at the previous step,
+the token it was extended with and that token's log-probability, plus the step's attention rows
+(:class:`~app.decoding.history.AttentionHistory`, unpadded). Nothing recorded is ever copied or
+re-indexed again: memory and time grow linearly with the output length. A finished hypothesis is
+a (step, row, token) triple; the returned one is backtracked once, at the end, and its attention
+is gathered along its own path, so it is exactly the attention of that hypothesis.
+
+A sentence stops when it has ``beam_size`` finished hypotheses (or at the length limit, where
+live ones are finished as they are), and then leaves the batch. Ranking uses the GNMT length
+penalty ``score / ((5 + |y|) / 6) ** alpha`` plus, when ``coverage_penalty`` (beta) is positive,
+GNMT's coverage penalty ``beta * sum_i log(min(sum_j a_ji, 1))`` (Wu et al. 2016) computed from
+the cross-attention; for the Transformer, ``a`` is the last decoder layer's cross-attention
+averaged over its heads. The recorded steps are the beam tree: ``return_tree=True`` also returns
+it (:mod:`app.decoding.tree`), at no cost when not asked for.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from app.decoding.output import DecodeOutput, max_target_length, never_emit, stack_padded
+from app.decoding.history import AttentionHistory, gnmt_coverage, last_layer_cross
+from app.decoding.output import (
+    DecodeOutput,
+    check_prefixes,
+    decoding_budget,
+    never_emit,
+    stack_padded,
+)
+from app.decoding.tree import BeamTree, FinishedHypothesis
 from app.nn.base import Seq2Seq, reorder_encoder
+
+NEG_INF = float("-inf")
 
 
 @dataclass
 class _Finished:
-    norm_score: float
+    step: int
+    row: int  # the row at ``step`` that emitted ``token``
+    token: int
+    logprob: float
     score: float
-    tokens: Tensor  # (T,)
-    logprobs: Tensor  # (T,)
-    cross: Tensor | None  # (L, H, T, S)
-    decoder_self: Tensor | None  # (L, H, T, limit)
+    ranking: float
+    node: int = -1
+
+
+@dataclass
+class _Candidate:
+    parent: int  # row at the current step
+    token: int
+    score: float
+    logprob: float
+    node: int = -1  # in the beam tree, when one is built
+
+
+class _BackPointers:
+    """Host-side record of how every row came to be: ``parent[t][r]`` is the row at step t-1
+    that row ``r`` of step ``t`` extends, with ``token[t][r]`` (its log-probability
+    ``logprob[t][r]``). Step 0 has one implicit root."""
+
+    def __init__(self) -> None:
+        self.parent: list[list[int]] = [[]]
+        self.token: list[list[int]] = [[]]
+        self.logprob: list[list[float]] = [[]]
+
+    def add_step(self, kept: list[_Candidate]) -> None:
+        self.parent.append([k.parent for k in kept])
+        self.token.append([k.token for k in kept])
+        self.logprob.append([k.logprob for k in kept])
+
+    def backtrack(self, f: _Finished) -> tuple[list[int], list[float], list[int]]:
+        """Tokens, their log-probabilities and the row at each step of hypothesis ``f``."""
+        tokens, logprobs, rows = [f.token], [f.logprob], [f.row]
+        row = f.row
+        for t in range(f.step, 0, -1):
+            tokens.append(self.token[t][row])
+            logprobs.append(self.logprob[t][row])
+            row = self.parent[t][row]
+            rows.append(row)
+        return tokens[::-1], logprobs[::-1], rows[::-1]
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -43,127 +100,181 @@ def beam_search(
     max_len_ratio: float = 1.5,
     max_len_offset: int = 10,
     max_length: int | None = None,
+    prefix: Sequence[Sequence[int]] | None = None,
+    coverage_penalty: float = 0.0,
+    return_tree: bool = False,
 ) -> DecodeOutput:
-    """src: (B, S) padded source ids. Returns the best hypothesis of each sentence."""
+    """src: (B, S) padded source ids. Returns the best hypothesis of each sentence.
+
+    prefix: per sentence, target ids forced before the search starts (no pad, ``<s>``, ``</s>``).
+    coverage_penalty: GNMT's beta (0 disables it; needs a model with cross-attention).
+    return_tree: also return each sentence's :class:`BeamTree` (``DecodeOutput.trees``)."""
     if beam_size < 1:
         raise ValueError("beam_size must be at least 1")
-    c, k, device = model.config, beam_size, src.device
-    batch = src.size(0)
+    if coverage_penalty < 0:
+        raise ValueError("coverage_penalty must not be negative")
+    c, k = model.config, beam_size
+    if coverage_penalty > 0 and "cross" not in c.attention_kinds:
+        raise ValueError("coverage_penalty needs a model with cross-attention")
+    batch, device = src.size(0), src.device
+    prefixes = check_prefixes(prefix, batch, c)
     enc = model.encode(src, need_weights=need_weights)
     src_lengths = enc.mask.sum(1)
-    limit = max_length or max_target_length(src_lengths, max_len_ratio, max_len_offset, None)
-    enc_k = reorder_encoder(enc, torch.arange(batch, device=device).repeat_interleave(k))
-    state = model.init_state(enc_k)
-    n = batch * k
-    scores = torch.full((n,), float("-inf"), device=device)
+    limit = decoding_budget(
+        src_lengths,
+        ratio=max_len_ratio,
+        offset=max_len_offset,
+        max_length=max_length,
+        prefixes=prefixes,
+    )
+    use_coverage = coverage_penalty > 0
+
+    alive = list(range(batch))  # sentence of each group of k consecutive rows
+    rows_enc = reorder_encoder(enc, torch.arange(batch, device=device).repeat_interleave(k))
+    state = model.init_state(rows_enc)
+    scores = torch.full((batch * k,), NEG_INF, device=device)
     scores[::k] = 0.0  # only the first beam of each sentence is alive at the start
-    tokens = torch.full((n,), c.bos_id, dtype=torch.long, device=device)
-    hist_tokens = torch.empty(n, 0, dtype=torch.long, device=device)
-    hist_lp = torch.empty(n, 0, device=device)
-    hist_cross: Tensor | None = None  # (N, L, H, t, S)
-    hist_self: Tensor | None = None  # (N, L, H, t, limit)
+    host_scores = scores.tolist()
+    tokens = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)
+    coverage = torch.zeros(batch * k, src.size(1), device=device) if use_coverage else None
+    history, pointers = AttentionHistory(), _BackPointers()
     finished: list[list[_Finished]] = [[] for _ in range(batch)]
-    done = [False] * batch
+    trees = [BeamTree.rooted(c.bos_id) for _ in range(batch)] if return_tree else None
+    nodes = [0] * (batch * k)  # the tree node each row holds (the root at the start)
 
     for t in range(limit):
-        step, state = model.step(tokens, state, enc_k, need_weights=need_weights)
+        step, state = model.step(tokens, state, rows_enc, need_weights=need_weights or use_coverage)
+        if need_weights:
+            history.record(step)
         log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id)  # (N, V)
-        vocab = log_probs.size(-1)
-        if step.cross is not None:
-            row = step.cross.unsqueeze(3)  # (N, L, H, 1, S)
-            hist_cross = row if hist_cross is None else torch.cat([hist_cross, row], 3)
-        if step.decoder_self is not None:
-            row = torch.nn.functional.pad(step.decoder_self, (0, limit - t - 1)).unsqueeze(3)
-            hist_self = row if hist_self is None else torch.cat([hist_self, row], 3)
-
-        candidates = (scores[:, None] + log_probs).view(batch, k * vocab)
-        top_scores, top_idx = candidates.topk(min(2 * k, k * vocab), dim=1)  # (B, 2K)
+        vocab, groups = log_probs.size(-1), len(alive)
+        candidates = (scores[:, None] + log_probs).view(groups, k * vocab)
+        top_scores, top_idx = candidates.topk(min(2 * k, k * vocab), dim=1)  # (G, 2K)
+        top_lp = log_probs.view(groups, k * vocab).gather(1, top_idx)
+        penalties = [0.0] * (groups * k)
+        if coverage is not None:
+            assert step.cross is not None
+            coverage = coverage + last_layer_cross(step.cross)  # (N, S)
+            penalties = gnmt_coverage(coverage, rows_enc.mask, coverage_penalty).tolist()
+        forced = _forced_tokens(alive, prefixes, t, k, log_probs)
         parents_local, words = (top_idx // vocab).tolist(), (top_idx % vocab).tolist()
-        top_list = top_scores.tolist()
+        top_list, lp_list = top_scores.tolist(), top_lp.tolist()
         last = t == limit - 1
 
-        parents, next_tokens, next_scores = [], [], []
-        for b in range(batch):
-            keep: list[tuple[int, int, float]] = []
-            if not done[b]:
-                for j, (p_local, w, sc) in enumerate(zip(parents_local[b], words[b], top_list[b], strict=True)):
-                    if sc == float("-inf"):
+        kept: list[_Candidate] = []
+        still_alive: list[int] = []
+        for g, b in enumerate(alive):
+            if g in forced:  # the prefix decides; only row g*k is alive during it
+                w, lp = forced[g]
+                keep = [_Candidate(g * k, w, host_scores[g * k] + lp, lp)]
+            else:
+                keep = []
+                for j, (p_local, w, sc, lp) in enumerate(
+                    zip(parents_local[g], words[g], top_list[g], lp_list[g], strict=True)
+                ):
+                    if sc == NEG_INF:
                         continue
-                    parent = b * k + p_local
                     if w == c.eos_id:
                         if j < k:
-                            finished[b].append(
-                                _snapshot(parent, w, sc, log_probs, hist_tokens, hist_lp, hist_cross, hist_self, alpha)
-                            )
+                            ranking = sc / length_penalty(t + 1, alpha) + penalties[g * k + p_local]
+                            finished[b].append(_Finished(t, g * k + p_local, w, lp, sc, ranking))
+                            if trees is not None:
+                                finished[b][-1].node = trees[b].add(
+                                    parent=nodes[g * k + p_local],
+                                    token=w,
+                                    logprob=lp,
+                                    score=sc,
+                                    finished=True,
+                                )
                     elif len(keep) < k:
-                        keep.append((parent, w, sc))
-                if last:  # out of budget: live hypotheses finish as they are
-                    for parent, w, sc in keep:
-                        finished[b].append(
-                            _snapshot(parent, w, sc, log_probs, hist_tokens, hist_lp, hist_cross, hist_self, alpha)
-                        )
-                if len(finished[b]) >= k or last:
-                    done[b] = True
-            if done[b]:
-                keep = []
-            while len(keep) < k:  # dead slots: any parent, never chosen again
-                keep.append((b * k, c.pad_id, float("-inf")))
-            for parent, w, sc in keep:
-                parents.append(parent)
-                next_tokens.append(w)
-                next_scores.append(sc)
-        if all(done):
+                        keep.append(_Candidate(g * k + p_local, w, sc, lp))
+            if trees is not None:
+                for x in keep:
+                    x.node = trees[b].add(
+                        parent=nodes[x.parent],
+                        token=x.token,
+                        logprob=x.logprob,
+                        score=x.score,
+                        finished=last,
+                    )
+            if last:  # out of budget: live hypotheses finish as they are
+                for x in keep:
+                    ranking = x.score / length_penalty(t + 1, alpha) + penalties[x.parent]
+                    finished[b].append(
+                        _Finished(t, x.parent, x.token, x.logprob, x.score, ranking, x.node)
+                    )
+            if len(finished[b]) >= k or last:
+                continue  # this sentence is done and leaves the batch
+            still_alive.append(b)
+            kept += keep + [_Candidate(g * k, c.pad_id, NEG_INF, 0.0)] * (
+                k - len(keep)
+            )  # dead slots
+        if not still_alive:
             break
-        index = torch.tensor(parents, device=device)
-        tokens = torch.tensor(next_tokens, device=device)
-        scores = torch.tensor(next_scores, device=device)
-        step_lp = log_probs[index, tokens]  # (N,)
-        hist_tokens = torch.cat([hist_tokens.index_select(0, index), tokens[:, None]], 1)
-        hist_lp = torch.cat([hist_lp.index_select(0, index), step_lp[:, None]], 1)
-        hist_cross = None if hist_cross is None else hist_cross.index_select(0, index)
-        hist_self = None if hist_self is None else hist_self.index_select(0, index)
+        pointers.add_step(kept)
+        nodes = [x.node for x in kept]
+        index = torch.tensor([x.parent for x in kept], device=device)
+        tokens = torch.tensor([x.token for x in kept], device=device)
+        host_scores = [x.score for x in kept]
+        scores = torch.tensor(host_scores, device=device)
         state = state.reorder(index)
+        if coverage is not None:
+            coverage = coverage.index_select(0, index)
+        if len(still_alive) < len(alive):
+            rows_enc = reorder_encoder(rows_enc, index)
+        alive = still_alive
 
-    best = [max(f, key=lambda h: h.norm_score) for f in finished]
-    length = max(int(h.tokens.numel()) for h in best)
+    best = [max(f, key=lambda h: h.ranking) for f in finished]
+    paths = [pointers.backtrack(h) for h in best]
     cross = decoder_self = None
-    if best[0].cross is not None:
-        cross = stack_padded([h.cross.transpose(-1, -2) for h in best], length).transpose(-1, -2)  # type: ignore[union-attr]
-    if best[0].decoder_self is not None:
-        rows = [h.decoder_self[..., :length] for h in best]  # type: ignore[index]
-        decoder_self = stack_padded([r.transpose(-1, -2) for r in rows], length).transpose(-1, -2)
+    if need_weights:
+        cross, decoder_self = history.gather([rows for _, _, rows in paths])
+    if trees is not None:
+        _close_trees(trees, finished, pointers, best)
+    length = max(len(toks) for toks, _, _ in paths)
     return DecodeOutput(
-        tokens=stack_padded([h.tokens for h in best], length, pad_value=c.pad_id).long(),
-        lengths=torch.tensor([h.tokens.numel() for h in best], device=device),
+        tokens=stack_padded(
+            [torch.tensor(toks) for toks, _, _ in paths], length, pad_value=c.pad_id
+        )
+        .long()
+        .to(device),
+        lengths=torch.tensor([len(toks) for toks, _, _ in paths], device=device),
         source_lengths=src_lengths,
         scores=torch.tensor([h.score for h in best], device=device),
-        token_logprobs=stack_padded([h.logprobs for h in best], length),
+        token_logprobs=stack_padded([torch.tensor(lps) for _, lps, _ in paths], length).to(device),
         encoder_self=enc.encoder_self,
         cross=cross,
         decoder_self=decoder_self,
+        forced_tokens=None if prefix is None else [len(p) for p in prefixes],
+        trees=trees,
     )
 
 
-def _snapshot(
-    parent: int,
-    word: int,
-    score: float,
-    log_probs: Tensor,
-    hist_tokens: Tensor,
-    hist_lp: Tensor,
-    hist_cross: Tensor | None,
-    hist_self: Tensor | None,
-    alpha: float,
-) -> _Finished:
-    """Freeze hypothesis ``parent`` extended by ``word`` (its rows for this step are already in
-    the extended histories)."""
-    toks = torch.cat([hist_tokens[parent], hist_tokens.new_tensor([word])])
-    lps = torch.cat([hist_lp[parent], log_probs[parent, word].reshape(1)])
-    return _Finished(
-        norm_score=score / length_penalty(int(toks.numel()), alpha),
-        score=score,
-        tokens=toks,
-        logprobs=lps,
-        cross=None if hist_cross is None else hist_cross[parent].clone(),
-        decoder_self=None if hist_self is None else hist_self[parent].clone(),
-    )
+def _forced_tokens(
+    alive: list[int], prefixes: list[list[int]], t: int, k: int, log_probs: Tensor
+) -> dict[int, tuple[int, float]]:
+    """Groups whose sentence is still inside its prefix at step ``t``: group -> (the forced token,
+    its log-probability from the group's one live row)."""
+    wanted = [(g, prefixes[b][t]) for g, b in enumerate(alive) if t < len(prefixes[b])]
+    if not wanted:
+        return {}
+    lps = log_probs[[g * k for g, _ in wanted], [w for _, w in wanted]].tolist()
+    return {g: (w, lp) for (g, w), lp in zip(wanted, lps, strict=True)}
+
+
+def _close_trees(
+    trees: list[BeamTree],
+    finished: list[list[_Finished]],
+    pointers: _BackPointers,
+    best: list[_Finished],
+) -> None:
+    """Fill in each tree's best path and its finished hypotheses, best first."""
+    for tree, done, chosen in zip(trees, finished, best, strict=True):
+        tree.best = tree.path(chosen.node)
+        ranked = sorted(done, key=lambda h: h.ranking, reverse=True)
+        tree.hypotheses = [
+            FinishedHypothesis(
+                node=h.node, tokens=pointers.backtrack(h)[0], score=h.score, ranking=h.ranking
+            )
+            for h in ranked
+        ]

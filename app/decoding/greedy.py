@@ -1,12 +1,21 @@
-"""Greedy decoding, batched over sentences, incremental (one decoder step per output token)."""
+"""Greedy decoding, batched over sentences, incremental (one decoder step per output token).
+
+A sentence that has produced ``</s>`` leaves the batch: its decoder state and encoder rows are
+dropped, so later steps only compute the sentences still being decoded. A ``prefix`` forces each
+sentence's first tokens (their log-probabilities are recorded as usual), then decoding goes on
+freely from there.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
-from app.decoding.output import DecodeOutput, max_target_length, never_emit
-from app.nn.base import Seq2Seq
+from app.decoding.history import AttentionHistory
+from app.decoding.output import DecodeOutput, check_prefixes, decoding_budget, never_emit
+from app.nn.base import Seq2Seq, reorder_encoder
 
 
 @torch.no_grad()
@@ -18,48 +27,85 @@ def greedy_decode(
     max_len_ratio: float = 1.5,
     max_len_offset: int = 10,
     max_length: int | None = None,
+    prefix: Sequence[Sequence[int]] | None = None,
 ) -> DecodeOutput:
     """src: (B, S) padded source ids (each ending with EOS). Stops when every sentence has
-    produced EOS or after ``max_length`` (default ``ratio * S + offset``) tokens."""
+    produced EOS or after ``max_length`` (default ``ratio * S + offset``) tokens.
+
+    prefix: per sentence, target ids forced before free decoding (no pad, ``<s>`` or ``</s>``)."""
     c = model.config
+    batch, device = src.size(0), src.device
+    prefixes = check_prefixes(prefix, batch, c)
     enc = model.encode(src, need_weights=need_weights)
-    state = model.init_state(enc)
-    batch = src.size(0)
     src_lengths = enc.mask.sum(1)
-    limit = max_length or max_target_length(src_lengths, max_len_ratio, max_len_offset, None)
-    tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=src.device)
-    done = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    lengths = torch.full((batch,), limit, dtype=torch.long, device=src.device)
-    out_tokens, out_lp, cross_rows, self_rows = [], [], [], []
+    limit = decoding_budget(
+        src_lengths,
+        ratio=max_len_ratio,
+        offset=max_len_offset,
+        max_length=max_length,
+        prefixes=prefixes,
+    )
+    forced_width = max(len(p) for p in prefixes)
+    forced = torch.full((batch, max(forced_width, 1)), -1, dtype=torch.long)
+    for b, p in enumerate(prefixes):
+        forced[b, : len(p)] = torch.tensor(p, dtype=torch.long)
+    forced = forced.to(device)
+
+    out_tokens = torch.full((batch, limit), c.pad_id, dtype=torch.long, device=device)
+    out_lp = torch.zeros(batch, limit, device=device)
+    lengths = torch.full((batch,), limit, dtype=torch.long, device=device)
+    history = AttentionHistory()
+    alive = torch.arange(batch, device=device)  # the sentence each row decodes
+    alive_per_step: list[list[int]] = []
+    alive_list = list(range(batch))
+    rows_enc, state = enc, model.init_state(enc)
+    tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)
+    steps = 0
     for t in range(limit):
-        step, state = model.step(tokens, state, enc, need_weights=need_weights)
-        logp, tokens = never_emit(step.log_probs, c.pad_id, c.bos_id).max(dim=-1)  # (B,)
-        tokens = tokens.masked_fill(done, c.pad_id)
-        out_tokens.append(tokens)
-        out_lp.append(logp.masked_fill(done, 0.0))
-        if step.cross is not None:
-            cross_rows.append(step.cross)
-        if step.decoder_self is not None:
-            self_rows.append(step.decoder_self)
-        finished_now = tokens.eq(c.eos_id) & ~done
-        lengths = torch.where(finished_now, torch.full_like(lengths, t + 1), lengths)
-        done |= finished_now
-        if bool(done.all()):
+        step, state = model.step(tokens, state, rows_enc, need_weights=need_weights)
+        history.record(step)
+        alive_per_step.append(alive_list)
+        log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id)  # (N, V)
+        logp, tokens = log_probs.max(dim=-1)  # (N,)
+        if t < forced_width:
+            wanted = forced[alive, t]
+            tokens = torch.where(wanted >= 0, wanted, tokens)
+            logp = log_probs.gather(1, tokens[:, None])[:, 0]
+        out_tokens[alive, t] = tokens
+        out_lp[alive, t] = logp
+        steps = t + 1
+        finished = tokens.eq(c.eos_id)
+        if t == limit - 1 or not bool(finished.any()):
+            continue
+        lengths[alive[finished]] = t + 1
+        keep = (~finished).nonzero()[:, 0]
+        if keep.numel() == 0:
             break
-    steps = len(out_tokens)
+        alive, tokens = alive[keep], tokens[keep]
+        alive_list = alive.tolist()
+        state = state.reorder(keep)
+        rows_enc = reorder_encoder(rows_enc, keep)
+
+    cross = decoder_self = None
+    if need_weights:
+        cross, decoder_self = history.gather(_paths(alive_per_step, batch))
     return DecodeOutput(
-        tokens=torch.stack(out_tokens, 1),
+        tokens=out_tokens[:, :steps],
         lengths=lengths.clamp(max=steps),
         source_lengths=src_lengths,
-        scores=torch.stack(out_lp, 1).sum(1),
-        token_logprobs=torch.stack(out_lp, 1),
+        scores=out_lp.sum(1),
+        token_logprobs=out_lp[:, :steps],
         encoder_self=enc.encoder_self,
-        cross=torch.stack(cross_rows, 3) if cross_rows else None,  # (B, L, H, T, S)
-        decoder_self=_square(self_rows) if self_rows else None,
+        cross=cross,
+        decoder_self=decoder_self,
+        forced_tokens=None if prefix is None else [len(p) for p in prefixes],
     )
 
 
-def _square(rows: list[Tensor]) -> Tensor:
-    """Rows (N, L, H, t+1) of steps t = 0..T-1 -> (N, L, H, T, T), zero above the diagonal."""
-    length = len(rows)
-    return torch.stack([torch.nn.functional.pad(r, (0, length - r.size(-1))) for r in rows], 3)
+def _paths(alive_per_step: list[list[int]], batch: int) -> list[list[int]]:
+    """The row each sentence occupied at every step it was decoded."""
+    paths: list[list[int]] = [[] for _ in range(batch)]
+    for alive in alive_per_step:
+        for row, sentence in enumerate(alive):
+            paths[sentence].append(row)
+    return paths

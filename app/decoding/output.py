@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+from app.decoding.tree import BeamTree
+from app.nn.config import ModelConfig
 
 
 @dataclass
@@ -17,6 +21,8 @@ class Hypothesis:
     token_logprobs: log-probability of each output token.
     encoder_self: (L, H, S, S); decoder_self: (L, H, T, T); cross: (L, H, T, S), or None.
     Decoder self-attention keys are the decoder *inputs*: BOS then ``tokens[:-1]``.
+    forced_tokens: how many leading tokens were forced (a decoding ``prefix``), not chosen.
+    tree: the beam search tree, when it was asked for.
     """
 
     tokens: list[int]
@@ -25,12 +31,16 @@ class Hypothesis:
     encoder_self: Tensor | None
     decoder_self: Tensor | None
     cross: Tensor | None
+    forced_tokens: int = 0
+    tree: BeamTree | None = None
 
 
 @dataclass
 class DecodeOutput:
     """Batched output. tokens: (B, T) padded with pad; lengths: (B,); scores: (B,);
-    token_logprobs: (B, T); attention fields (B, L, H, query, key), zero-padded, or None."""
+    token_logprobs: (B, T); attention fields (B, L, H, query, key), zero-padded, or None.
+    forced_tokens: per sentence, how many leading tokens a prefix forced (None: no prefix);
+    trees: per sentence, the beam tree (only when asked for)."""
 
     tokens: Tensor
     lengths: Tensor
@@ -40,6 +50,8 @@ class DecodeOutput:
     encoder_self: Tensor | None = None
     decoder_self: Tensor | None = None
     cross: Tensor | None = None
+    forced_tokens: list[int] | None = None
+    trees: list[BeamTree] | None = None
 
     def hypotheses(self) -> list[Hypothesis]:
         out = []
@@ -50,9 +62,15 @@ class DecodeOutput:
                     tokens=self.tokens[b, :t].tolist(),
                     score=float(self.scores[b]),
                     token_logprobs=self.token_logprobs[b, :t].tolist(),
-                    encoder_self=None if self.encoder_self is None else self.encoder_self[b, :, :, :s, :s],
-                    decoder_self=None if self.decoder_self is None else self.decoder_self[b, :, :, :t, :t],
+                    encoder_self=None
+                    if self.encoder_self is None
+                    else self.encoder_self[b, :, :, :s, :s],
+                    decoder_self=None
+                    if self.decoder_self is None
+                    else self.decoder_self[b, :, :, :t, :t],
                     cross=None if self.cross is None else self.cross[b, :, :, :t, :s],
+                    forced_tokens=0 if self.forced_tokens is None else self.forced_tokens[b],
+                    tree=None if self.trees is None else self.trees[b],
                 )
             )
         return out
@@ -70,6 +88,44 @@ def max_target_length(source_lengths: Tensor, ratio: float, offset: int, cap: in
     """The decoding budget: ``ratio * longest source + offset`` tokens, at most ``cap``."""
     budget = math.ceil(float(source_lengths.max()) * ratio) + offset
     return max(1, min(budget, cap) if cap is not None else budget)
+
+
+def check_prefixes(
+    prefix: Sequence[Sequence[int]] | None, batch: int, config: ModelConfig
+) -> list[list[int]]:
+    """Validate the forced target prefixes (one list of ids per sentence, possibly empty).
+    They may not contain padding, ``<s>`` or ``</s>``: a prefix is the start of a translation."""
+    if prefix is None:
+        return [[] for _ in range(batch)]
+    if len(prefix) != batch:
+        raise ValueError(f"got {len(prefix)} prefixes for {batch} sentences")
+    banned = {config.pad_id, config.bos_id, config.eos_id}
+    rows = [list(map(int, p)) for p in prefix]
+    for row in rows:
+        for token in row:
+            if token in banned or not 0 <= token < config.vocab_size:
+                raise ValueError(f"prefix token {token} is not an ordinary target token")
+    return rows
+
+
+def decoding_budget(
+    source_lengths: Tensor,
+    *,
+    ratio: float,
+    offset: int,
+    max_length: int | None,
+    prefixes: list[list[int]],
+) -> int:
+    """How many steps to decode: ``max_length`` when given, else ``ratio * S + offset``; a
+    prefix longer than that default gets ``offset`` more tokens after it to finish in."""
+    forced = max((len(p) for p in prefixes), default=0)
+    if max_length:
+        if forced >= max_length:
+            raise ValueError(
+                f"a prefix of {forced} tokens leaves no room within max_length={max_length}"
+            )
+        return max_length
+    return max(max_target_length(source_lengths, ratio, offset, None), forced + max(offset, 1))
 
 
 def stack_padded(rows: list[Tensor], length: int, pad_value: float = 0.0) -> Tensor:

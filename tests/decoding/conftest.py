@@ -60,6 +60,12 @@ def model(request: pytest.FixtureRequest) -> Seq2Seq:
 
 
 @pytest.fixture
+def tiny() -> Callable[..., Seq2Seq]:
+    """:func:`build_tiny`, for tests that build their own models."""
+    return build_tiny
+
+
+@pytest.fixture
 def src() -> Tensor:
     """Four sentences of 7, 4, 6 and 2 tokens: all but the first are padded."""
     return padded_source((7, 4, 6, 2))
