@@ -27,9 +27,8 @@ from torch import Tensor
 from app.decoding.history import AttentionHistory, gnmt_coverage, last_layer_cross
 from app.decoding.output import (
     DecodeOutput,
-    check_prefixes,
-    decoding_budget,
     never_emit,
+    plan_decoding,
     stack_padded,
 )
 from app.decoding.tree import BeamTree, FinishedHypothesis
@@ -117,16 +116,11 @@ def beam_search(
     if coverage_penalty > 0 and "cross" not in c.attention_kinds:
         raise ValueError("coverage_penalty needs a model with cross-attention")
     batch, device = src.size(0), src.device
-    prefixes = check_prefixes(prefix, batch, c)
+    prefixes, limit = plan_decoding(
+        c, src, prefix, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length
+    )
     enc = model.encode(src, need_weights=need_weights)
     src_lengths = enc.mask.sum(1)
-    limit = decoding_budget(
-        src_lengths,
-        ratio=max_len_ratio,
-        offset=max_len_offset,
-        max_length=max_length,
-        prefixes=prefixes,
-    )
     use_coverage = coverage_penalty > 0
 
     alive = list(range(batch))  # sentence of each group of k consecutive rows

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from app.decoding.history import AttentionHistory
-from app.decoding.output import DecodeOutput, check_prefixes, decoding_budget, never_emit
+from app.decoding.output import DecodeOutput, never_emit, plan_decoding
 from app.nn.base import Seq2Seq, reorder_encoder
 
 
@@ -35,16 +35,11 @@ def greedy_decode(
     prefix: per sentence, target ids forced before free decoding (no pad, ``<s>`` or ``</s>``)."""
     c = model.config
     batch, device = src.size(0), src.device
-    prefixes = check_prefixes(prefix, batch, c)
+    prefixes, limit = plan_decoding(
+        c, src, prefix, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length
+    )
     enc = model.encode(src, need_weights=need_weights)
     src_lengths = enc.mask.sum(1)
-    limit = decoding_budget(
-        src_lengths,
-        ratio=max_len_ratio,
-        offset=max_len_offset,
-        max_length=max_length,
-        prefixes=prefixes,
-    )
     forced_width = max(len(p) for p in prefixes)
     forced = torch.full((batch, max(forced_width, 1)), -1, dtype=torch.long)
     for b, p in enumerate(prefixes):

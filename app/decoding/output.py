@@ -108,24 +108,29 @@ def check_prefixes(
     return rows
 
 
-def decoding_budget(
-    source_lengths: Tensor,
+def plan_decoding(
+    config: ModelConfig,
+    src: Tensor,
+    prefix: Sequence[Sequence[int]] | None,
     *,
     ratio: float,
     offset: int,
     max_length: int | None,
-    prefixes: list[list[int]],
-) -> int:
-    """How many steps to decode: ``max_length`` when given, else ``ratio * S + offset``; a
-    prefix longer than that default gets ``offset`` more tokens after it to finish in."""
+) -> tuple[list[list[int]], int]:
+    """src: (B, S) padded source ids. Returns the checked prefixes (:func:`check_prefixes`) and
+    how many steps to decode: ``max_length`` when given, else ``ratio * S + offset``; a prefix
+    longer than that default gets ``offset`` more tokens after it to finish in."""
+    prefixes = check_prefixes(prefix, src.size(0), config)
     forced = max((len(p) for p in prefixes), default=0)
     if max_length:
         if forced >= max_length:
             raise ValueError(
                 f"a prefix of {forced} tokens leaves no room within max_length={max_length}"
             )
-        return max_length
-    return max(max_target_length(source_lengths, ratio, offset, None), forced + max(offset, 1))
+        return prefixes, max_length
+    source_lengths = src.ne(config.pad_id).sum(1)
+    default = max_target_length(source_lengths, ratio, offset, None)
+    return prefixes, max(default, forced + max(offset, 1))
 
 
 def stack_padded(rows: list[Tensor], length: int, pad_value: float = 0.0) -> Tensor:

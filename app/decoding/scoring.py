@@ -10,7 +10,9 @@ from app.nn.base import Seq2Seq
 
 
 @torch.no_grad()
-def score_targets(model: Seq2Seq, src: Tensor, tgt: Tensor, *, need_weights: bool = True) -> DecodeOutput:
+def score_targets(
+    model: Seq2Seq, src: Tensor, tgt: Tensor, *, need_weights: bool = True
+) -> DecodeOutput:
     """src: (B, S) padded source ids; tgt: (B, T) padded target ids ending with EOS.
 
     Runs the full forward pass on ``BOS + tgt[:-1]`` and returns per-token log-probabilities of
