@@ -8,7 +8,11 @@ import logging
 import sys
 import typing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.nn.config import ModelConfig
+    from app.training.presets import TrainConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,20 +90,30 @@ def _parse_value(text: str) -> Any:
         return text
 
 
-def _set_field(item: str) -> tuple[str, str, Any]:
-    """``FIELD=VALUE`` of ``--set`` -> ("model" or "train", field, value of the field's type);
-    ValueError naming the problem, before any data is read (a wrong type would otherwise fail
-    deep inside the model). Model fields are looked up first, then the training recipe's."""
-    from app.nn.config import ModelConfig
-    from app.training.presets import TrainConfig
-
+def _split_set(item: str) -> tuple[str, str]:
     key, sep, text = item.partition("=")
     if not sep:
         raise ValueError(f"--set expects FIELD=VALUE, got {item!r}")
-    model_types = typing.get_type_hints(ModelConfig)
+    return key, text
+
+
+def _set_field(key: str, text: str, architecture: str) -> tuple[str, Any]:
+    """``--set KEY=TEXT`` -> ("model" or "train", value of the field's type) for a model of
+    ``architecture``; ValueError naming the problem, before any data is read (a wrong type would
+    otherwise fail deep inside the model). Model fields are looked up first, then the recipe's."""
+    from app.nn.config import CONFIG_CLASSES, config_class
+    from app.training.presets import TrainConfig
+
+    model_types = typing.get_type_hints(config_class(architecture))
     train_types = typing.get_type_hints(TrainConfig)
     target, types = ("model", model_types) if key in model_types else ("train", train_types)
     if key not in types:
+        others = [a for a, cls in CONFIG_CLASSES.items() if key in typing.get_type_hints(cls)]
+        if others:
+            raise ValueError(
+                f"--set: {key!r} is a field of {' and '.join(others)} models, not of {architecture}; "
+                f"a {architecture} model has {', '.join(model_types)}"
+            )
         known = ", ".join([*model_types, *train_types])
         raise ValueError(f"--set: unknown model or training field {key!r}; choose one of {known}")
     value = _parse_value(text)
@@ -108,32 +122,47 @@ def _set_field(item: str) -> tuple[str, str, Any]:
     if float in allowed and type(value) is int:
         value = float(value)
     if value is None and type(None) in typing.get_args(types[key]):
-        return target, key, value
+        return target, value
     if type(value) not in allowed:
         names = " or ".join(t.__name__ for t in allowed)
         raise ValueError(f"--set {key} expects {names}, got {text!r}")
-    return target, key, value
+    return target, value
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from app.nn.config import ModelConfig
-    from app.training.data import default_data_dir
+def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
+    """The model config and training recipe of ``train``: the preset, then ``--score``,
+    ``--set`` and the recipe flags. ``--set architecture=...`` switches the model family; the
+    preset's fields that the chosen architecture lacks are then left out (the tiny preset carries
+    small dimensions for every family)."""
+    from app.nn.config import config_class, config_fields, config_from_dict
     from app.training.presets import PRESETS, TrainConfig
-    from app.training.train import train
 
     preset = PRESETS[args.preset]
-    model_fields: dict[str, Any] = dict(preset["model"])
+    sets = [_split_set(item) for item in args.set]
+    architecture = dict(sets).get("architecture", preset["model"]["architecture"])
+    config_class(architecture)  # an unknown architecture is named before anything else
+    fields = config_fields(architecture)
+    model_fields: dict[str, Any] = {k: v for k, v in preset["model"].items() if k in fields}
+    model_fields["architecture"] = architecture
     if args.score:
+        if "score" not in fields:
+            raise ValueError(f"--score applies to the RNN models; a {architecture} has no alignment score")
         model_fields["score"] = args.score
     train_fields = dict(preset["train"])
-    for item in args.set:
-        target, key, value = _set_field(item)
+    for key, text in sets:
+        target, value = _set_field(key, text, architecture)
         (model_fields if target == "model" else train_fields)[key] = value
     for name in ("max_epochs", "max_steps", "max_time_s", "batch_tokens", "lr", "vocab_size", "seed"):
         if getattr(args, name) is not None:
             train_fields[name] = getattr(args, name)
-    model_config = ModelConfig.from_dict({"vocab_size": 8000, **model_fields})
-    train_config = TrainConfig(**train_fields)
+    return config_from_dict({"vocab_size": 8000, **model_fields}), TrainConfig(**train_fields)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from app.training.data import default_data_dir
+    from app.training.train import train
+
+    model_config, train_config = _configs(args)
     out = Path(args.out)
     card = train(
         model_config,

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from app.nn.base import Seq2Seq
-from app.nn.config import ModelConfig
+from app.nn.config import CONFIG_VERSION, ModelConfig, config_from_dict, config_to_dict
 from app.nn.factory import build_model
 from app.text.tokenizer import Tokenizer
 
@@ -30,7 +30,7 @@ CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE, CARD_FILE = (
     "tokenizer.model",
     "card.json",
 )
-FORMAT_VERSION = 1
+FORMAT_VERSION = CONFIG_VERSION  # config.json's "format_version"; version 1 folders still load
 
 
 @dataclass
@@ -83,7 +83,7 @@ def save_model_folder(
         "format_version": FORMAT_VERSION,
         "source_lang": source_lang,
         "target_lang": target_lang,
-        "model": model.config.to_dict(),
+        "model": config_to_dict(model.config),
     }
     (folder / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     save_file(_state_dict_for_saving(model, dtype), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
@@ -97,10 +97,16 @@ def write_card(folder: str | Path, card: dict[str, Any]) -> None:
 
 
 def read_config(folder: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
+    """The model config of a folder's ``config.json`` (any supported format version) and the
+    whole file; ValueError naming the folder and the problem."""
     meta = json.loads((Path(folder) / CONFIG_FILE).read_text())
-    if meta.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"unsupported model format {meta.get('format_version')!r}")
-    return ModelConfig.from_dict(meta["model"]), meta
+    version = meta.get("format_version")
+    if version not in (1, FORMAT_VERSION) or not isinstance(meta.get("model"), dict):
+        raise ValueError(f"{folder}: unsupported model format {version!r} (this attnscope reads 1 and {FORMAT_VERSION})")
+    try:
+        return config_from_dict(meta["model"], version=version), meta
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{folder}: {err}") from err
 
 
 def load_model_folder(folder: str | Path, device: str | torch.device = "cpu") -> LoadedModel:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from app.nn.config import ModelConfig
+from app.nn.config import ModelConfig, config_from_dict, score_of
 from app.nn.factory import build_model
 from app.repository import save_model_folder
 from app.text.tokenizer import Tokenizer
@@ -34,9 +34,9 @@ TINY_PAIRS: list[tuple[str, str]] = [
     ("A boy jumps into the water.", "Ein Junge springt ins Wasser."),
 ]
 
-# (folder suffix, architecture, score)
-TINY_KINDS: list[tuple[str, str, str]] = [
-    ("transformer", "transformer", "additive"),
+# (folder suffix, architecture, score: None for the Transformer, which has none)
+TINY_KINDS: list[tuple[str, str, str | None]] = [
+    ("transformer", "transformer", None),
     ("rnn-additive", "rnn", "additive"),
     ("rnn-none", "rnn", "none"),
     ("self-attentive", "self_attentive_rnn", "additive"),
@@ -48,20 +48,13 @@ def tiny_tokenizer(vocab_size: int = 120) -> Tokenizer:
     return Tokenizer.train(sentences, vocab_size)
 
 
-def tiny_config(architecture: str, score: str, vocab_size: int) -> ModelConfig:
-    return ModelConfig(
-        architecture=architecture,  # type: ignore[arg-type]
-        score=score,
-        vocab_size=vocab_size,
-        emb_dim=16,
-        hidden_dim=16,
-        d_model=16,
-        heads=2,
-        ff_dim=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        dropout=0.0,
-    )
+def tiny_config(architecture: str, score: str | None, vocab_size: int) -> ModelConfig:
+    """A tiny config of ``architecture``; ``score`` applies to the RNN family only."""
+    shared = {"architecture": architecture, "vocab_size": vocab_size, "dropout": 0.0}
+    if architecture == "transformer":
+        sizes = {"d_model": 16, "heads": 2, "ff_dim": 32, "encoder_layers": 2, "decoder_layers": 2}
+        return config_from_dict({**shared, **sizes})
+    return config_from_dict({**shared, "score": score or "additive", "emb_dim": 16, "hidden_dim": 16})
 
 
 def build_tiny_models(root: str | Path, pair: tuple[str, str] = ("en", "de"), seed: int = 0) -> list[Path]:
@@ -77,7 +70,7 @@ def build_tiny_models(root: str | Path, pair: tuple[str, str] = ("en", "de"), se
         card = {
             "id": folder.name,
             "architecture": architecture,
-            "score": config.alignment_score,
+            "score": score_of(config),
             "parameters": model.num_parameters,
             "note": "tiny random model for tests",
         }

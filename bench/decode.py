@@ -32,8 +32,9 @@ from torch import Tensor
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from app.decoding import DecodeOutput, beam_search, greedy_decode  # noqa: E402
-from app.nn import ModelConfig, build_model  # noqa: E402
+from app.nn import build_model  # noqa: E402
 from app.nn.base import DecoderState, Seq2Seq  # noqa: E402
+from app.nn.config import TransformerConfig  # noqa: E402
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput  # noqa: E402
 from bench.naive import naive_beam, naive_greedy  # noqa: E402
 
@@ -67,9 +68,8 @@ class NoEos(Seq2Seq):
         return out
 
 
-def shipped_transformer(heads: int) -> ModelConfig:
-    return ModelConfig(
-        architecture="transformer",
+def shipped_transformer(heads: int) -> TransformerConfig:
+    return TransformerConfig(
         vocab_size=8000,
         d_model=256,
         heads=heads,

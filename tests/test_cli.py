@@ -112,7 +112,10 @@ def test_set_overrides_model_fields(corpus: Path, tmp_path: Path) -> None:
         ("hiden_dim=8", "unknown model or training field 'hiden_dim'"),
         ("label_smoothing=lots", "--set label_smoothing expects float, got 'lots'"),
         ("attention_dropout=x", "--set attention_dropout expects float, got 'x'"),
-        ("hidden_dim=big", "--set hidden_dim expects int, got 'big'"),
+        ("d_model=big", "--set d_model expects int, got 'big'"),
+        # The tiny preset is a Transformer: RNN fields belong to another architecture.
+        ("hidden_dim=8", "'hidden_dim' is a field of rnn and self_attentive_rnn models, not of transformer"),
+        ("architecture=lstm", "unknown architecture 'lstm'"),
         ("dropout=high", "--set dropout expects float, got 'high'"),
         ("heads=3", "d_model=32 is not divisible by heads=3"),
     ],
@@ -124,6 +127,11 @@ def test_a_bad_set_is_a_clear_error_before_any_data_is_read(
     assert main(train_args(tmp_path / "no-data", tmp_path, "--set", item)) == 2
     assert_clean_error(capsys, "train", problem)
     assert not (tmp_path / "model").exists()
+
+
+def test_score_on_a_transformer_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(train_args(tmp_path / "no-data", tmp_path, "--score", "dot")) == 2
+    assert_clean_error(capsys, "train", "--score applies to the RNN models; a transformer has no alignment score")
 
 
 def test_train_with_a_missing_data_dir_is_a_clear_error(

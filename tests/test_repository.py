@@ -130,10 +130,10 @@ def _edit_config(folder: Path, **changes: object) -> None:
     [
         ({"ff_dim": 64}, "weights do not match config.json"),
         ({"decoder_layers": 3}, "weights do not match config.json"),
-        ({"architecture": "rnn"}, "weights do not match config.json"),
+        ({"architecture": "rnn"}, "unknown config fields for rnn: .*d_model"),
         ({"vocab_size": 500}, "tokenizer has .* pieces, config says 500"),
         ({"heads": 3}, "d_model=16 is not divisible by heads=3"),
-        ({"colour": "red"}, "unknown config fields: colour"),
+        ({"colour": "red"}, "unknown config fields for transformer: colour"),
         ({"format_version": 99}, "unsupported model format 99"),
     ],
 )

@@ -1,10 +1,17 @@
-"""One frozen configuration dataclass for every architecture."""
+"""One frozen configuration dataclass per architecture, and the tagged union of them.
+
+``architecture`` is the tag: ``RNNConfig`` ("rnn"), ``SelfAttentiveRNNConfig``
+("self_attentive_rnn") and ``TransformerConfig`` ("transformer") each carry only their own
+fields, so a Transformer has no alignment score and an RNN no head count. ``config_to_dict`` /
+``config_from_dict`` are the ``config.json`` form; ``CONFIG_VERSION`` 1 was one flat record with
+every field of every architecture, which ``config_from_dict(..., version=1)`` still reads.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 Architecture = Literal["rnn", "self_attentive_rnn", "transformer"]
 ARCHITECTURES: tuple[str, ...] = ("rnn", "self_attentive_rnn", "transformer")
@@ -27,24 +34,84 @@ UNK_ID = 1
 BOS_ID = 2
 EOS_ID = 3
 
+# 2: one record per architecture (only its own fields); 1: one flat record for all three.
+CONFIG_VERSION = 2
 
-@dataclass(frozen=True)
-class ModelConfig:
-    """Everything needed to rebuild a model; saved as ``config.json`` beside its weights.
 
-    RNN fields (``emb_dim``, ``hidden_dim``, ``score``) apply to ``rnn`` and
-    ``self_attentive_rnn``; Transformer fields (``d_model``, ``heads``, ``ff_dim``,
-    ``encoder_layers``, ``decoder_layers``, ``pre_norm``) to ``transformer``.
-    """
+@dataclass(frozen=True, kw_only=True)
+class SharedConfig:
+    """Fields every architecture has."""
 
-    architecture: Architecture
     vocab_size: int
-    # RNN family
+    dropout: float = 0.1
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 4:
+            raise ValueError("vocab_size must leave room for pad, unk, bos and eos")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecurrentConfig(SharedConfig):
+    """The GRU encoder-decoder family: one layer, one attention head, an alignment score."""
+
     score: str = "additive"
     emb_dim: int = 256
     hidden_dim: int = 256
     max_source_positions: int = 256  # the "location" score predicts over this many positions
-    # Transformer
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.score not in SCORES:
+            raise ValueError(f"unknown score {self.score!r}; choose one of {', '.join(SCORES)}")
+
+    @property
+    def layers(self) -> int:
+        return 1
+
+    @property
+    def num_heads(self) -> int:
+        return 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class RNNConfig(RecurrentConfig):
+    """Bidirectional GRU encoder, GRU decoder attending with ``score`` ("none": no attention)."""
+
+    architecture: Literal["rnn"] = "rnn"
+
+    @property
+    def attention_kinds(self) -> tuple[str, ...]:
+        """The attention fields this model returns, in API order."""
+        return () if self.score == "none" else ("cross",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SelfAttentiveRNNConfig(RecurrentConfig):
+    """Cheng et al.'s self-attentive RNN encoder, a GRU decoder attending with ``score``."""
+
+    architecture: Literal["self_attentive_rnn"] = "self_attentive_rnn"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.score == "none":
+            raise ValueError("the self-attentive RNN needs a cross-attention score, not 'none'")
+
+    @property
+    def attention_kinds(self) -> tuple[str, ...]:
+        return ("cross", "encoder_self")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerConfig(SharedConfig):
+    """Encoder-decoder Transformer (pre- or post-norm), sinusoidal positions, tied embeddings."""
+
+    architecture: Literal["transformer"] = "transformer"
     d_model: int = 256
     heads: int = 4
     ff_dim: int = 1024
@@ -54,39 +121,15 @@ class ModelConfig:
     max_positions: int = 512
     attention_dropout: float | None = None  # on attention weights; None: same as ``dropout``
     activation_dropout: float | None = None  # inside the feed-forward block; None: ``dropout``
-    # shared
-    dropout: float = 0.1
-    pad_id: int = PAD_ID
-    bos_id: int = BOS_ID
-    eos_id: int = EOS_ID
 
     def __post_init__(self) -> None:
-        if self.architecture not in ARCHITECTURES:
-            raise ValueError(
-                f"unknown architecture {self.architecture!r}; choose one of {', '.join(ARCHITECTURES)}"
-            )
-        if self.architecture != "transformer" and self.score not in SCORES:
-            raise ValueError(f"unknown score {self.score!r}; choose one of {', '.join(SCORES)}")
-        if self.architecture == "self_attentive_rnn" and self.score == "none":
-            raise ValueError("the self-attentive RNN needs a cross-attention score, not 'none'")
-        if self.architecture == "transformer" and self.d_model % self.heads:
+        super().__post_init__()
+        if self.d_model % self.heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by heads={self.heads}")
-        if self.vocab_size < 4:
-            raise ValueError("vocab_size must leave room for pad, unk, bos and eos")
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
-        """The attention fields this model returns, in API order."""
-        if self.architecture == "transformer":
-            return ("cross", "encoder_self", "decoder_self")
-        if self.architecture == "self_attentive_rnn":
-            return ("cross", "encoder_self")
-        return () if self.score == "none" else ("cross",)
-
-    @property
-    def alignment_score(self) -> str | None:
-        """The RNN family's score function ("none" for the baseline); None for the Transformer."""
-        return None if self.architecture == "transformer" else self.score
+        return ("cross", "encoder_self", "decoder_self")
 
     @property
     def attention_dropout_p(self) -> float:
@@ -98,19 +141,62 @@ class ModelConfig:
 
     @property
     def layers(self) -> int:
-        return self.decoder_layers if self.architecture == "transformer" else 1
+        return self.decoder_layers
 
     @property
     def num_heads(self) -> int:
-        return self.heads if self.architecture == "transformer" else 1
+        return self.heads
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown config fields: {', '.join(unknown)}")
-        return cls(**data)
+ModelConfig: TypeAlias = RNNConfig | SelfAttentiveRNNConfig | TransformerConfig
+CONFIG_CLASSES: dict[str, type[ModelConfig]] = {
+    "rnn": RNNConfig,
+    "self_attentive_rnn": SelfAttentiveRNNConfig,
+    "transformer": TransformerConfig,
+}
+
+# Version 1's flat record: every architecture's fields, the irrelevant ones at their defaults.
+_V1_FIELDS = frozenset(
+    f.name for cls in CONFIG_CLASSES.values() for f in dataclasses.fields(cls)
+)
+
+
+def config_class(architecture: str) -> type[ModelConfig]:
+    """The config class tagged ``architecture``; ValueError naming the choices otherwise."""
+    if architecture not in CONFIG_CLASSES:
+        raise ValueError(f"unknown architecture {architecture!r}; choose one of {', '.join(ARCHITECTURES)}")
+    return CONFIG_CLASSES[architecture]
+
+
+def config_fields(architecture: str) -> tuple[str, ...]:
+    """The field names of ``architecture``'s config (what ``--set`` may change)."""
+    return tuple(f.name for f in dataclasses.fields(config_class(architecture)))
+
+
+def config_from_dict(data: dict[str, Any], *, version: int = CONFIG_VERSION) -> ModelConfig:
+    """A config from its ``config.json`` form. ``version`` 1 (flat) drops the fields that belong
+    to other architectures; a field unknown to every version is an error naming it."""
+    if version not in (1, CONFIG_VERSION):
+        raise ValueError(f"unsupported config version {version!r}; this attnscope reads 1 and {CONFIG_VERSION}")
+    if "architecture" not in data:
+        raise ValueError("config has no 'architecture' field")
+    cls = config_class(data["architecture"])
+    known = set(config_fields(data["architecture"]))
+    if version == 1:
+        data = {k: v for k, v in data.items() if k in known or k not in _V1_FIELDS}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown config fields for {data['architecture']}: {', '.join(unknown)}")
+    return cls(**data)
+
+
+def config_to_dict(config: ModelConfig) -> dict[str, Any]:
+    """The ``config.json`` form (version :data:`CONFIG_VERSION`), the architecture tag first."""
+    fields = config.to_dict()
+    return {"architecture": fields.pop("architecture"), **fields}
+
+
+def score_of(config: ModelConfig) -> str | None:
+    """The alignment score function, as cards and the API report it: the RNN family's ``score``
+    ("none" for the baseline), None for the Transformer, whose config has no such field."""
+    return config.score if isinstance(config, RecurrentConfig) else None

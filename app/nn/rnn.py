@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from app.nn.base import Seq2Seq
-from app.nn.config import ModelConfig
+from app.nn.config import RecurrentConfig, RNNConfig, SelfAttentiveRNNConfig
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
 from app.nn.recording import record
 from app.nn.scores import build_score, masked_softmax
@@ -31,7 +31,7 @@ class RNNState:
 class GRUEncoder(nn.Module):
     """Bidirectional GRU; its states are projected to the decoder size to serve as keys/values."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: RecurrentConfig) -> None:
         super().__init__()
         self.rnn = nn.GRU(config.emb_dim, config.hidden_dim, batch_first=True, bidirectional=True)
         self.to_memory = nn.Linear(2 * config.hidden_dim, config.hidden_dim)
@@ -52,7 +52,9 @@ class RNNSeq2Seq(Seq2Seq):
     states, the context c_t feeds the GRU, and the output layer reads [s_t; c_t; y_{t-1}].
     With ``score == "none"`` the context is the fixed final encoder state (Cho et al. 2014)."""
 
-    def __init__(self, config: ModelConfig, encoder: nn.Module | None = None) -> None:
+    config: RNNConfig | SelfAttentiveRNNConfig
+
+    def __init__(self, config: RNNConfig | SelfAttentiveRNNConfig, encoder: nn.Module | None = None) -> None:
         super().__init__()
         self.config = config
         e, h = config.emb_dim, config.hidden_dim

@@ -13,14 +13,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from app.nn.config import ModelConfig
+from app.nn.config import RecurrentConfig
 from app.nn.outputs import EncoderOutput
 from app.nn.recording import record
 from app.nn.scores import AdditiveScore, masked_softmax
 
 
 class SelfAttentiveEncoder(nn.Module):
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: RecurrentConfig) -> None:
         super().__init__()
         h = config.hidden_dim
         self.hidden_dim = h

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from app.nn.attention import MultiHeadAttention
 from app.nn.base import Seq2Seq
-from app.nn.config import ModelConfig
+from app.nn.config import TransformerConfig
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
 
 Sublayer = Callable[[Tensor], tuple[Tensor, Tensor | None]]
@@ -56,7 +56,7 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, c: ModelConfig) -> None:
+    def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
         self.ff = FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p)
@@ -71,7 +71,7 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, c: ModelConfig) -> None:
+    def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
         self.cross_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
@@ -130,9 +130,10 @@ class TransformerState:
 
 
 class Transformer(Seq2Seq):
+    config: TransformerConfig
     positions: Tensor
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = c = config
         self.embed = nn.Embedding(c.vocab_size, c.d_model, padding_idx=c.pad_id)

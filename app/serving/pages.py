@@ -18,6 +18,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from app.nn.config import score_of
 from app.repository import CARD_FILE, LoadedModel, discover, read_config
 
 logger = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ def _card_of_loaded(loaded: LoadedModel) -> dict[str, Any]:
     config = loaded.config
     facts = {
         "architecture": config.architecture,
-        "score": config.alignment_score,
+        "score": score_of(config),
         "parameters": loaded.model.num_parameters,
     }
     return {
@@ -138,7 +139,7 @@ def cards_from_folders(models_dir: Path) -> list[dict[str, Any]]:
             config, meta = read_config(folder)
             card.update(
                 architecture=config.architecture,
-                score=config.alignment_score,
+                score=score_of(config),
                 source_lang=meta.get("source_lang"),
                 target_lang=meta.get("target_lang"),
             )

@@ -18,7 +18,7 @@ from fastapi import Depends, Request
 
 from app.config import Settings
 from app.decoding.output import max_target_length
-from app.nn.config import EOS_ID
+from app.nn.config import EOS_ID, TransformerConfig, score_of
 from app.repository import LoadedModel, discover, load_model_folder
 from app.serving.errors import InvalidInput, Loc, UnknownModel
 from app.serving.schemas import AttentionKind, Matrix, ModelInfo, TranslationResponse, Word
@@ -67,11 +67,11 @@ class ServedModel:
         return ModelInfo(
             id=self.loaded.id,
             architecture=c.architecture,
-            score=c.alignment_score,
+            score=score_of(c),
             source_lang=self.loaded.source_lang,
             target_lang=self.loaded.target_lang,
             layers=c.layers,
-            encoder_layers=c.encoder_layers if c.architecture == "transformer" else 1,
+            encoder_layers=c.encoder_layers if isinstance(c, TransformerConfig) else 1,
             heads=c.num_heads,
             parameters=self.loaded.model.num_parameters,
             attention=list(c.attention_kinds),  # type: ignore[arg-type]
@@ -84,7 +84,7 @@ class ServedModel:
 def serve_model(loaded: LoadedModel, max_tokens: int) -> ServedModel:
     c = loaded.config
     limit, decode = max_tokens, None
-    if c.architecture == "transformer":
+    if isinstance(c, TransformerConfig):
         limit, decode = min(limit, c.max_positions - 1), c.max_positions
     elif c.score == "location":  # predicts a position among max_source_positions
         limit = min(limit, c.max_source_positions - 1)
@@ -240,7 +240,7 @@ def to_response(loaded: LoadedModel, result: Translation, timing_ms: float = 0.0
         source_words=words(source_tokens),
         target_words=words(target_tokens),
         attention=attention,
-        score=loaded.config.alignment_score,
+        score=score_of(loaded.config),
         logprob=round(hyp.score, 6),
         target_logprobs=[round(x, 6) for x in hyp.token_logprobs],
         timing_ms=timing_ms,

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from app.nn.base import Seq2Seq
-from app.nn.config import PAD_ID, ModelConfig
+from app.nn.config import PAD_ID, ModelConfig, config_to_dict, score_of
 from app.nn.factory import build_model
 from app.repository import LoadedModel, save_model_folder, write_card
 from app.text.tokenizer import Tokenizer
@@ -227,11 +227,11 @@ def train(
     card: dict[str, Any] = {
         "id": out_dir.name,
         "architecture": model_config.architecture,
-        "score": model_config.alignment_score,
+        "score": score_of(model_config),
         "source_lang": source_lang,
         "target_lang": target_lang,
         "parameters": n_params,
-        "hyperparameters": {"model": model_config.to_dict(), "training": dataclasses.asdict(config)},
+        "hyperparameters": {"model": config_to_dict(model_config), "training": dataclasses.asdict(config)},
         "training": {
             "time_s": round(state["train_s"], 1), "hardware": hardware_name(dev), "epochs": state["epoch"],
             "steps": state["step"], "selected": chosen, "best_val_bleu": state["best_bleu"],

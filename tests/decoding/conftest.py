@@ -15,7 +15,7 @@ from torch import Tensor
 from app.decoding import DecodeOutput
 from app.nn import build_model
 from app.nn.base import Seq2Seq
-from app.nn.config import EOS_ID, SCORES, ModelConfig
+from app.nn.config import EOS_ID, SCORES, RNNConfig
 from app.nn.outputs import EncoderOutput, StepOutput
 from app.testing import tiny_config
 
@@ -98,7 +98,7 @@ class ScriptedModel(Seq2Seq):
 
     def __init__(self, tables: Table | list[Table]) -> None:
         super().__init__()
-        self.config = ModelConfig(architecture="rnn", vocab_size=8, score="dot")
+        self.config = RNNConfig(vocab_size=8, score="dot")
         self.tables = tables
         self.anchor = torch.nn.Parameter(torch.zeros(1))  # so that .device works
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from safetensors import safe_open
 
-from app.nn.config import EOS_ID, ModelConfig
+from app.nn.config import EOS_ID, ModelConfig, TransformerConfig
 from app.repository import load_model_folder
 from app.testing import tiny_config
 from app.training.data import TEST_SPLITS
@@ -37,9 +37,10 @@ FAST = TrainConfig(
 
 def model_config(architecture: str, score: str) -> ModelConfig:
     """Tiny dimensions, one layer; ``train`` sets the vocabulary size from its tokenizer."""
-    return dataclasses.replace(
-        tiny_config(architecture, score, 8000), encoder_layers=1, decoder_layers=1
-    )
+    config = tiny_config(architecture, score, 8000)
+    if isinstance(config, TransformerConfig):
+        return dataclasses.replace(config, encoder_layers=1, decoder_layers=1)
+    return config
 
 
 def run(
