@@ -43,8 +43,12 @@ TINY_KINDS: list[tuple[str, str, str | None]] = [
 ]
 
 
-def tiny_tokenizer(vocab_size: int = 120) -> Tokenizer:
+def tiny_tokenizer(vocab_size: int = 120, *, byte_fallback: bool = False) -> Tokenizer:
+    """A real SentencePiece model of the tiny corpus; with ``byte_fallback`` it needs at least
+    ~300 pieces (its 256 byte pieces come on top of the characters), so it gets 400."""
     sentences = [s for pair in TINY_PAIRS for s in pair] * 3
+    if byte_fallback:
+        return Tokenizer.train(sentences, max(vocab_size, 400), byte_fallback=True)
     return Tokenizer.train(sentences, vocab_size)
 
 
@@ -57,12 +61,20 @@ def tiny_config(architecture: str, score: str | None, vocab_size: int) -> ModelC
     return config_from_dict({**shared, "score": score or "additive", "emb_dim": 16, "hidden_dim": 16})
 
 
-def build_tiny_models(root: str | Path, pair: tuple[str, str] = ("en", "de"), seed: int = 0) -> list[Path]:
-    """Write one tiny random model folder per entry of :data:`TINY_KINDS` under ``root``."""
+def build_tiny_models(
+    root: str | Path,
+    pair: tuple[str, str] = ("en", "de"),
+    seed: int = 0,
+    *,
+    kinds: list[tuple[str, str, str]] = TINY_KINDS,
+    byte_fallback: bool = False,
+) -> list[Path]:
+    """Write one tiny random model folder per entry of ``kinds`` (default :data:`TINY_KINDS`)
+    under ``root``, all sharing one tokenizer (byte fallback: lossless, like the shipped ones)."""
     root = Path(root)
-    tokenizer = tiny_tokenizer()
+    tokenizer = tiny_tokenizer(byte_fallback=byte_fallback)
     folders = []
-    for suffix, architecture, score in TINY_KINDS:
+    for suffix, architecture, score in kinds:
         torch.manual_seed(seed)
         config = tiny_config(architecture, score, tokenizer.vocab_size)
         model = build_model(config).eval()

@@ -20,12 +20,13 @@ DEFAULT_COVERAGE_PENALTY = 0.0  # GNMT's beta: off unless a model's card carries
 @dataclass
 class Translation:
     """One sentence: ids (source ends with EOS), the detokenised output and the hypothesis with
-    its attention ``(L, H, query, key)`` per kind."""
+    its attention ``(L, H, query, key)`` per kind, and the source text as given."""
 
     source_ids: list[int]
     target_ids: list[int]
     text: str
     hypothesis: Hypothesis
+    source_text: str = ""
 
 
 class Translator:
@@ -64,11 +65,11 @@ class Translator:
         pad = self.loaded.config.pad_id
         return torch.tensor([r + [pad] * (width - len(r)) for r in rows], device=self.device)
 
-    def _finish(self, sources: list[list[int]], out: DecodeOutput) -> list[Translation]:
+    def _finish(self, texts: list[str], sources: list[list[int]], out: DecodeOutput) -> list[Translation]:
         tok = self.loaded.tokenizer
         return [
-            Translation(src, hyp.tokens, tok.decode(hyp.tokens), hyp)
-            for src, hyp in zip(sources, out.hypotheses(), strict=True)
+            Translation(src, hyp.tokens, tok.decode(hyp.tokens), hyp, source_text=text)
+            for text, src, hyp in zip(texts, sources, out.hypotheses(), strict=True)
         ]
 
     @torch.inference_mode()
@@ -108,7 +109,7 @@ class Translator:
                 coverage_penalty=self._coverage(coverage_penalty),
                 return_tree=return_tree,
             )
-        return self._finish(sources, out)
+        return self._finish(texts, sources, out)
 
     def _coverage(self, beta: float | None) -> float:
         """The coverage penalty to use: the one asked for, else the card's (ignored, as for
@@ -128,4 +129,4 @@ class Translator:
                 raise ValueError(f"target has {len(ids)} tokens; the limit is {self.max_source_tokens}")
             tgt_rows.append(ids + [EOS_ID])
         out = score_targets(self.loaded.model, self._pad(sources), self._pad(tgt_rows))
-        return self._finish(sources, out)
+        return self._finish(texts, sources, out)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.testing import build_tiny_models
+from app.testing import TINY_KINDS, build_tiny_models
 
 
 @pytest.fixture(scope="session")
@@ -14,4 +14,12 @@ def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A models directory holding en-de-{transformer, rnn-additive, rnn-none, self-attentive}."""
     root = tmp_path_factory.mktemp("models")
     build_tiny_models(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def byte_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """en-de-transformer and en-de-rnn-additive with a byte-fallback tokenizer (no <unk>)."""
+    root = tmp_path_factory.mktemp("byte-models")
+    build_tiny_models(root, kinds=[k for k in TINY_KINDS if k[0] in ("transformer", "rnn-additive")], byte_fallback=True)
     return root

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 import sentencepiece as spm
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from app.nn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from app.testing import TINY_PAIRS
+from app.testing import TINY_PAIRS, tiny_tokenizer
 from app.text import EOS_PIECE, Tokenizer, group_words
 
 SENTENCES = [s for pair in TINY_PAIRS for s in pair]
@@ -102,3 +104,65 @@ def test_byte_fallback_tokenizer_is_lossless_and_splits_digits(text: str) -> Non
     digit_ids = tok.encode("12233")
     assert "".join(tok.decode([i]) for i in digit_ids) == "12233"
     assert all(len(tok.decode([i]).strip()) <= 1 for i in digit_ids)  # one digit per piece
+
+
+# -- lossless round trip (byte fallback) and visible <unk> (older models) -------------------------
+
+EMOJI = "🍕😀👍🏽👨‍👩‍👧🇩🇪❤️"
+RTL = "שלום עולם مرحبا بالعالم"
+SPECIAL = " \t\n\r\u00a0\u2581\u200b\u0301\u3000ﬁＡ"  # whitespace, ▁ itself, zero-width, combining, NFKC-changed
+ANY_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)  # any valid Unicode
+MIXED = st.lists(
+    st.sampled_from(SENTENCES[:4]) | st.text(EMOJI + RTL + SPECIAL + "0123456789$€.,-/", min_size=1, max_size=8),
+    max_size=6,
+).map("".join)
+
+
+@pytest.fixture(scope="module")
+def lossless() -> Tokenizer:
+    return tiny_tokenizer(byte_fallback=True)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=ANY_TEXT | MIXED)
+def test_byte_fallback_round_trips_any_text(lossless: Tokenizer, text: str) -> None:
+    ids = lossless.encode(text)
+    assert UNK_ID not in ids and all(EOS_ID < i < lossless.vocab_size for i in ids)
+    assert lossless.decode(ids) == text
+
+
+def test_the_word_marker_character_itself_round_trips(lossless: Tokenizer) -> None:
+    for text in ["\u2581", "a\u2581b", "\u2581 a", " \u2581", "x\u2581\u2581 \u2581y "]:
+        assert lossless.decode(lossless.encode(text)) == text
+    assert lossless.pieces(lossless.encode("\u2581")) == ["<0xE2>", "<0x96>", "<0x81>"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_decode_agrees_with_sentencepiece_except_for_unk(
+    lossless: Tokenizer, tokenizer: Tokenizer, data: st.DataObject
+) -> None:
+    """Any id sequence a model can emit (broken UTF-8 included) renders as SentencePiece would,
+    with pad/<s>/</s> dropped; only <unk> differs (shown as ⁇ rather than SentencePiece's " ⁇ ")."""
+    tok = data.draw(st.sampled_from([lossless, tokenizer]))
+    ids = data.draw(st.lists(st.integers(EOS_ID + 1, tok.vocab_size - 1), max_size=12))
+    assert tok.decode(ids) == tok.sp.decode(ids)
+    assert tok.decode([BOS_ID, *ids, EOS_ID, PAD_ID]) == tok.decode(ids)
+
+
+def test_broken_utf8_from_a_model_shows_a_mark_per_byte(lossless: Tokenizer) -> None:
+    f0, hund = lossless.sp.piece_to_id("<0xF0>"), lossless.encode("Hund")
+    assert lossless.decode([f0, f0, *hund]) == "\ufffd\ufffd Hund"
+
+
+def test_unk_is_shown_never_dropped(tokenizer: Tokenizer) -> None:
+    """A tokenizer without byte fallback maps unseen characters to <unk>: decoding shows ⁇ where
+    they were, and unk_spans gives the original text behind each one."""
+    assert not tokenizer.byte_fallback
+    text = "Ein Hund 🍕 spielt ♥ im Schnee."
+    ids = tokenizer.encode(text)
+    assert ids.count(UNK_ID) == 2
+    assert tokenizer.decode(ids) == "Ein Hund ⁇ spielt ⁇ im Schnee."
+    assert tokenizer.decode([UNK_ID]) == "⁇"
+    assert tokenizer.unk_spans(text) == ["🍕", "♥"]
+    assert tokenizer.unk_spans("Ein Hund") == []

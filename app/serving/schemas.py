@@ -110,7 +110,12 @@ class AlignRequest(StrictRequest):
 
 
 class Word(BaseModel):
-    text: str = Field(description="The word: its pieces joined, without SentencePiece's ▁ marker.")
+    text: str = Field(
+        description=(
+            "The word: its pieces joined, without SentencePiece's ▁ marker; byte pieces shown as the "
+            "characters they spell, <unk> as the source text behind it (or ⁇ in a target)."
+        )
+    )
     tokens: list[int] = Field(description="Indices into the token list that make up this word.")
 
 

@@ -22,7 +22,8 @@ from app.nn.config import EOS_ID, TransformerConfig, score_of
 from app.repository import LoadedModel, discover, load_model_folder
 from app.serving.errors import InvalidInput, Loc, UnknownModel
 from app.serving.schemas import AttentionKind, Matrix, ModelInfo, TranslationResponse, Word
-from app.text.tokenizer import BOS_PIECE, EOS_PIECE, WORD_START, group_words
+from app.text.pieces import UNK_PIECE, render_pieces
+from app.text.tokenizer import BOS_PIECE, EOS_PIECE, group_words
 from app.translator import Translation, Translator
 
 logger = logging.getLogger(__name__)
@@ -213,11 +214,13 @@ def matrix(t: torch.Tensor) -> Matrix:
     return cast(Matrix, t.detach().to("cpu", torch.float64).round(decimals=6).tolist())
 
 
-def words(pieces: list[str]) -> list[Word]:
-    return [
-        Word(text="".join(pieces[i] for i in group).replace(WORD_START, ""), tokens=group)
-        for group in group_words(pieces)
-    ]
+def words(pieces: list[str], unk_spans: list[str] | None = None) -> list[Word]:
+    """Pieces grouped into words, each word's text readable: byte pieces joined into their
+    characters (a word never ends inside a character's bytes: only a "▁" piece opens a word),
+    and each ``<unk>`` shown as the original text behind it (``unk_spans``, in order) or "⁇"."""
+    spans = iter(unk_spans or [])
+    shown = [next(spans, piece) if piece == UNK_PIECE else piece for piece in pieces]
+    return [Word(text=render_pieces([shown[i] for i in group], marker=""), tokens=group) for group in group_words(pieces)]
 
 
 def to_response(loaded: LoadedModel, result: Translation, timing_ms: float = 0.0) -> TranslationResponse:
@@ -237,7 +240,7 @@ def to_response(loaded: LoadedModel, result: Translation, timing_ms: float = 0.0
         decoder_input_tokens=[BOS_PIECE, *target_tokens[:-1]],
         eos_token=EOS_PIECE,
         finished=bool(result.target_ids) and result.target_ids[-1] == EOS_ID,
-        source_words=words(source_tokens),
+        source_words=words(source_tokens, tok.unk_spans(result.source_text)),
         target_words=words(target_tokens),
         attention=attention,
         score=score_of(loaded.config),

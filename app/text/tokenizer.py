@@ -1,20 +1,28 @@
 """A thin wrapper around SentencePiece with the ids every model here assumes:
 pad = 0, unk = 1, bos = 2, eos = 3. One joint model per language pair, so source and target
-share a vocabulary (the Transformer ties its embeddings)."""
+share a vocabulary (the Transformer ties its embeddings).
+
+Round trip: a byte-fallback model (trained with ``normalization_rule_name="identity"`` and
+``remove_extra_whitespaces=False``, see ``Tokenizer.train``) gives ``decode(encode(x)) == x`` for
+every ``str`` that is valid Unicode, exactly (no NFKC, whitespace kept). The one character
+SentencePiece cannot give back is its own space marker U+2581 ("▁"); ``encode`` spells that one
+as its UTF-8 byte pieces. Older models (NFKC, no byte fallback) map unknown characters to
+``<unk>``, which ``decode`` renders as "⁇" rather than dropping it."""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 
 from app.nn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from app.text.pieces import WORD_START, render_pieces
 
 EOS_PIECE = "</s>"
 BOS_PIECE = "<s>"
-WORD_START = "\u2581"  # SentencePiece's "▁" marks a piece that begins a word
 
 
 class Tokenizer:
@@ -24,6 +32,14 @@ class Tokenizer:
         ids = (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id())
         if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
             raise ValueError(f"tokenizer has special ids {ids}; expected pad/unk/bos/eos = 0/1/2/3")
+        self.byte_fallback = self.sp.is_byte(int(self.sp.piece_to_id("<0xE2>")))
+        # U+2581 as byte pieces (see the module docstring); empty without byte fallback.
+        self._marker_ids = [int(self.sp.piece_to_id(f"<0x{b:02X}>")) for b in WORD_START.encode()]
+        if not self.byte_fallback:
+            self._marker_ids = []
+        # SentencePiece's dummy prefix: "a" is encoded as "▁a", and decoding drops that space.
+        first = self.sp.encode("a", out_type=str)
+        self._dummy_prefix = bool(first) and str(first[0]).startswith(WORD_START)
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
@@ -49,7 +65,7 @@ class Tokenizer:
         whitespace kept), so ``decode(encode(x)) == x`` for any text."""
         buffer = io.BytesIO()
         spm.set_random_generator_seed(seed)
-        extra: dict[str, object] = {}
+        extra: dict[str, Any] = {}
         if byte_fallback:
             extra = dict(
                 byte_fallback=True,
@@ -80,11 +96,49 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Subword ids of ``text`` (no EOS)."""
-        return list(self.sp.encode(text, out_type=int))
+        if not self._marker_ids or WORD_START not in text:
+            return list(self.sp.encode(text, out_type=int))
+        first, *rest = text.split(WORD_START)
+        ids = list(self.sp.encode(first, out_type=int))
+        for part in rest:
+            ids += self._marker_ids + self._encode_continuation(part)
+        return ids
+
+    def _encode_continuation(self, text: str) -> list[int]:
+        """Ids of ``text`` that continues a word (so without the dummy prefix): its first word
+        character by character (pieces, or bytes where a character is not a piece), the rest
+        as SentencePiece splits it."""
+        head, space, tail = text.partition(" ")
+        ids: list[int] = []
+        for char in head:
+            piece = int(self.sp.piece_to_id(char))
+            if piece != UNK_ID and not self.sp.is_control(piece):
+                ids.append(piece)
+            else:
+                ids += [int(self.sp.piece_to_id(f"<0x{b:02X}>")) for b in char.encode()]
+        if space:
+            rest = list(self.sp.encode(space + tail, out_type=int))
+            # " tail" is "▁" (the dummy prefix, a piece of its own) then "▁tail..."
+            ids += rest[1:] if self.sp.id_to_piece(rest[0]) == WORD_START else rest
+        return ids
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Detokenised text; special ids are dropped."""
-        return str(self.sp.decode([i for i in ids if i > EOS_ID]))
+        """Detokenised text. pad, <s> and </s> are dropped; byte pieces are joined into UTF-8
+        characters; <unk> is rendered as "⁇" (never silently dropped)."""
+        pieces = [str(self.sp.id_to_piece(int(i))) for i in ids if int(i) not in (PAD_ID, BOS_ID, EOS_ID)]
+        text = render_pieces(pieces)
+        if self._dummy_prefix and pieces and pieces[0].startswith(WORD_START):
+            text = text[1:]
+        return text
+
+    def unk_spans(self, text: str) -> list[str]:
+        """The original text behind each ``<unk>`` in ``encode(text)``, in order (e.g. ``["🍕🍕"]``),
+        so the words shown for a source can name what the model could not see. Empty for a
+        byte-fallback model, which has no unknown characters."""
+        if self.byte_fallback:
+            return []
+        found = self.sp.encode_as_offset_mapping(text)
+        return [text[a:b] for i, (a, b) in zip(found["ids"], found["offsets"], strict=True) if i == UNK_ID]
 
     def pieces(self, ids: Iterable[int]) -> list[str]:
         """Display strings for ids, with ``</s>`` and ``<s>`` for EOS and BOS."""

@@ -98,8 +98,9 @@ def check_answer(answer: dict[str, Any], info: dict[str, Any]) -> None:
     assert sum(answer["target_logprobs"]) == pytest.approx(answer["logprob"], abs=1e-3)
     for words, tokens in ((answer["source_words"], src), (answer["target_words"], tgt)):
         assert [i for w in words for i in w["tokens"]] == list(range(len(tokens)))
-        for w in words:
-            assert w["text"] == "".join(tokens[i] for i in w["tokens"]).replace("\u2581", "")
+        for w in words:  # <unk> and byte pieces are rendered readably: see test_words.py
+            if all(tokens[i] != "<unk>" for i in w["tokens"]):
+                assert w["text"] == "".join(tokens[i] for i in w["tokens"]).replace("\u2581", "")
     shapes = {
         "cross": (info["layers"], info["heads"], len(tgt), len(src)),
         "encoder_self": (info["encoder_layers"], info["heads"], len(src), len(src)),
