@@ -1,19 +1,24 @@
 // The attention explorer: controls, the large heatmap (and the teacher-forced one beside it),
 // the layer × head small multiples with per-head entropy. Markup: templates/_explorer.html.
 import { download, el, role, setChildren } from "./dom.js";
-import { downloadPng, drawHeatmap, drawThumbnail, purge } from "./heatmap.js";
-import { KIND_HELP, KIND_LABELS, kindsOf, maxOf, meanEntropy, shapeOf, viewOf } from "./matrix.js";
+import { drawHeatmap, drawThumbnail, exportImage, matrixCsv, purge } from "./heatmap.js";
+import { KIND_HELP, KIND_LABELS, kindsOf, maxOf, meanEntropy, shapeOf, sharpestHead, viewOf } from "./matrix.js";
+import { fillTable } from "./table.js";
 
 const THUMB = 88; // px, the longer side of a thumbnail
 
 export const DEFAULT_VIEW = { kind: "cross", layer: null, head: 0, avg: false, merge: false, hideEos: false, stretch: false };
 
 export class Explorer {
-  /** options: {onChange(state), name: used in file names} */
-  constructor(root, { onChange = () => {}, name = "attnscope" } = {}) {
+  /** options: {onChange(state), onRender(explorer) after each redraw, onRowClick(row index),
+   *  name: used in file names} */
+  constructor(root, { onChange = () => {}, onRender = () => {}, onRowClick = null, name = "attnscope" } = {}) {
     this.root = root;
     this.onChange = onChange;
+    this.onRender = onRender;
+    this.onRowClick = onRowClick;
     this.name = name;
+    this.views = {}; // which -> the view drawn there (for export, the table and other panels)
     this.response = null;
     this.aligned = null;
     this.model = null;
@@ -21,7 +26,8 @@ export class Explorer {
     this.c = Object.fromEntries(
       ["kind", "layer", "head", "avg", "merge", "eos", "stretch", "png", "json", "note", "empty", "grid",
         "sharpest", "plot-main", "plot-aligned", "aligned-card", "caption-main", "caption-aligned",
-        "empty-aligned", "grid-section", "uniform-keys", "uniform-bits", "png-aligned", "axes-main", "axes-aligned"].map((r) => [r, role(root, r)]),
+        "empty-aligned", "grid-section", "uniform-keys", "uniform-bits", "png-aligned", "axes-main", "axes-aligned",
+        "svg", "csv", "svg-aligned", "csv-aligned", "table-main", "table-aligned", "window-main", "window-aligned"].map((r) => [r, role(root, r)]),
     );
     this.c.layer.addEventListener("change", () => this.update({ layer: Number(this.c.layer.value) }));
     this.c.head.addEventListener("change", () => this.update({ head: Number(this.c.head.value) }));
@@ -29,8 +35,14 @@ export class Explorer {
     this.c.merge.addEventListener("change", () => this.update({ merge: this.c.merge.checked }));
     this.c.eos.addEventListener("change", () => this.update({ hideEos: this.c.eos.checked }));
     this.c.stretch.addEventListener("change", () => this.update({ stretch: this.c.stretch.checked }));
-    this.c.png.addEventListener("click", () => downloadPng(this.c["plot-main"], this.filename()));
-    this.c["png-aligned"]?.addEventListener("click", () => downloadPng(this.c["plot-aligned"], `${this.filename()}-target`));
+    for (const which of ["main", "aligned"]) {
+      const suffix = which === "main" ? "" : "-aligned";
+      for (const format of ["png", "svg", "csv"]) {
+        this.c[`${format}${suffix}`]?.addEventListener("click", () => this.exportFigure(which, format));
+      }
+      const table = this.c[`table-${which}`];
+      table?.addEventListener("toggle", () => this.renderTable(which));
+    }
     this.c.json.addEventListener("click", () => {
       const data = this.aligned ? { translation: this.response, aligned: this.aligned } : this.response;
       download(`${this.name}-${this.response.model}.json`, data);
@@ -43,6 +55,53 @@ export class Explorer {
     return `${this.name}-${this.response.model}-${s.kind}-l${s.layer + 1}-${head}`;
   }
 
+  /** The source sentence, as words (the API returns tokens; the page may not know the text). */
+  sentence(response = this.response) {
+    const eos = response.eos_token || "</s>";
+    return (response.source_words || []).map((w) => w.text).filter((w) => w !== eos).join(" ");
+  }
+
+  /** "source (en)", "target (de)": the axis names of a view. */
+  axisName(title) {
+    const lang = title.startsWith("source") ? this.model?.source_lang : this.model?.target_lang;
+    return lang ? `${title} (${lang})` : title;
+  }
+
+  /** Download the figure drawn in `which` ("main" or "aligned") as png, svg or csv. */
+  async exportFigure(which, format) {
+    const view = this.views[which];
+    if (!view) return null;
+    const name = which === "main" ? this.filename() : `${this.filename()}-target`;
+    if (format === "csv") {
+      download(`${name}.csv`, matrixCsv(view), "text/csv");
+      return null;
+    }
+    const response = which === "main" ? this.response : this.aligned;
+    const s = this.state;
+    const arch = this.model ? [this.model.architecture, this.model.score].filter(Boolean).join(", ") : "";
+    const meta = {
+      title: `${KIND_LABELS[s.kind]} attention — ${this.where(s.layer, this.head()).split(" · ").slice(1).join(" · ") || "the only head"}`,
+      subtitle: [
+        `model ${response.model}${arch ? ` (${arch})` : ""}${which === "aligned" ? " · teacher-forced on your target" : ""}`,
+        `source: ${this.sentence(response)}`,
+        `${which === "main" ? "translation" : "target"}: ${response.translation}`,
+      ],
+      xTitle: this.axisName(view.colTitle),
+      yTitle: this.axisName(view.rowTitle),
+      zmax: s.stretch ? Math.max(maxOf(view.z), 1e-6) : 1,
+      where: this.where(s.layer, this.head()),
+    };
+    return exportImage(view, meta, format, name);
+  }
+
+  renderTable(which) {
+    const details = this.c[`table-${which}`];
+    const view = this.views[which];
+    if (!details || !details.open || !view) return;
+    fillTable(details.querySelector("[data-role=table-body]") || details, view, {
+      caption: `${this.where(this.state.layer, this.head())}: rows ${this.axisName(view.rowTitle)}, columns ${this.axisName(view.colTitle)}`,
+    });
+  }
   /** Show a new translation (drops any teacher-forced result). */
   setResponse(response, model) {
     this.response = response;
@@ -60,6 +119,7 @@ export class Explorer {
 
   /** Change the view (partial state) and redraw. */
   update(partial) {
+    if (["layer", "head", "avg"].some((key) => key in partial)) this.defaultHead = false;
     Object.assign(this.state, partial);
     if (!this.response) return Promise.resolve();
     this.normalise();
@@ -74,6 +134,11 @@ export class Explorer {
     if (!kinds.includes(s.kind)) s.kind = kinds[0] ?? null;
     if (!s.kind) return;
     const { layers, heads } = shapeOf(this.response, s.kind);
+    if (s.layer === null && layers * heads > 1) {
+      // First look: the sharpest head of this kind (lowest mean entropy), not an arbitrary one.
+      Object.assign(s, sharpestHead(this.response, s.kind), { avg: false });
+      this.defaultHead = true;
+    }
     if (s.layer === null || !(s.layer >= 0 && s.layer < layers)) s.layer = layers - 1;
     if (!(s.head >= 0 && s.head < heads)) s.head = 0;
     if (heads === 1) s.avg = false;
@@ -98,7 +163,7 @@ export class Explorer {
     this.renderNote();
     const has = kinds.length > 0;
     this.root.querySelector(".controls").hidden = !has;
-    this.c.png.disabled = !has;
+    for (const r of ["png", "svg", "csv"]) if (this.c[r]) this.c[r].disabled = !has;
     if (!has) {
       this.showEmpty("This model has no attention: its decoder sees only the encoder's final state, so there is no matrix to show.");
       if (this.c["grid-section"]) this.c["grid-section"].hidden = true;
@@ -129,6 +194,7 @@ export class Explorer {
     }
     this.renderGrid();
     await Promise.all(jobs);
+    this.onRender(this);
   }
 
   keyTokens() {
@@ -181,6 +247,10 @@ export class Explorer {
     this.c.empty.textContent = message;
     this.c.empty.hidden = false;
     this.c["caption-main"].textContent = "Model translation";
+    this.c["axes-main"].textContent = ""; // not the previous model's token counts
+    if (this.c["window-main"]) this.c["window-main"].hidden = true;
+    if (this.c["table-main"]) this.c["table-main"].hidden = true;
+    delete this.views.main;
     if (this.c["aligned-card"]) this.c["aligned-card"].hidden = true;
     this.root.querySelector(".plots").classList.remove("two");
   }
@@ -202,20 +272,41 @@ export class Explorer {
     }
     gd.hidden = false;
     empty.hidden = true;
+    this.views[which] = view;
     const entropy = meanEntropy(view.z);
-    caption.textContent = `${title} — ${this.where(options.layer, options.head)} · mean entropy ${entropy.toFixed(2)} bits`;
+    const sharpest = this.defaultHead && options.head !== "avg" ? " (the sharpest head, shown first)" : "";
+    caption.textContent = `${title} — ${this.where(options.layer, options.head)}${sharpest} · mean entropy ${entropy.toFixed(2)} bits`;
     this.c[`axes-${which}`].textContent =
       `rows: ${view.rowTitle} ${options.merge ? "words" : "tokens"} (${view.z.length}) · columns: ${view.colTitle} ${options.merge ? "words" : "tokens"} (${view.colLabels.length})` +
       (view.hiddenEos ? " · </s> hidden, rows renormalised" : "");
     const plots = this.root.querySelector(".plots");
-    const fitWidth = Math.max(260, (plots.clientWidth || 900) / (this.aligned ? 2 : 1) - 200);
+    const boxWidth = Math.max(240, (plots.clientWidth || 900) / (this.aligned ? 2 : 1) - 28);
     gd.dataset.kind = this.state.kind;
-    await drawHeatmap(gd, view, {
+    const shown = await drawHeatmap(gd, view, {
       where: this.where(options.layer, options.head),
       zmax: this.state.stretch ? Math.max(maxOf(view.z), 1e-6) : 1,
-      filename: which === "main" ? this.filename() : `${this.filename()}-target`,
-      fitWidth,
+      boxWidth,
+      boxHeight: Math.round(Math.max(320, window.innerHeight * 0.78)),
+      xTitle: this.axisName(view.colTitle),
+      yTitle: this.axisName(view.rowTitle),
     });
+    const windowHint = this.c[`window-${which}`];
+    if (windowHint) {
+      const big = shown.visibleRows < shown.rows || shown.visibleCols < shown.cols;
+      windowHint.hidden = !big;
+      windowHint.textContent = big
+        ? `Showing ${shown.visibleRows} of ${shown.rows} rows and ${shown.visibleCols} of ${shown.cols} columns: drag the plot, scroll over it or use the arrow keys to see the rest; exports hold the whole matrix.`
+        : "";
+    }
+    if (this.c[`table-${which}`]) this.c[`table-${which}`].hidden = false;
+    this.renderTable(which);
+    if (which === "main" && this.onRowClick && !gd.dataset.clicks) {
+      gd.dataset.clicks = "true";
+      gd.on("plotly_click", (event) => {
+        const point = event.points && event.points[0];
+        if (point && !this.state.merge) this.onRowClick(point.y, this);
+      });
+    }
   }
 
   renderGrid() {

@@ -38,33 +38,73 @@ function labelWidth(labels, px) {
 }
 
 /**
- * Draw `view` (from matrix.viewOf) into `gd`, sized so every tick label stays legible: cells
- * keep a minimum size and the surrounding .plot-scroll scrolls when the matrix is large.
- * options: {where: text for the hover box ("layer 2 · head 3"), zmax, filename, fitWidth}.
+ * Draw `view` (from matrix.viewOf) into `gd`, sized so every tick label stays legible: cells keep
+ * a minimum size, and a matrix larger than the box shows a window of it with Plotly's own axes,
+ * so the token labels and the colour bar never scroll out of sight (drag the plot, or use the
+ * wheel or the arrow keys, to move the window).
+ * options: {where: text for the hover box ("layer 2 · head 3"), zmax, filename,
+ *           boxWidth, boxHeight: the room the plot may take (px),
+ *           xTitle, yTitle: axis names such as "source (en)"}.
+ * Returns {rows, cols, visibleRows, visibleCols}.
  */
-export async function drawHeatmap(gd, view, { where = "", zmax = 1, filename = "attention", fitWidth = 640 } = {}) {
+export async function drawHeatmap(
+  gd,
+  view,
+  { where = "", zmax = 1, filename = "attention", boxWidth = 800, boxHeight = 640, xTitle = "", yTitle = "" } = {},
+) {
   const Plotly = await plotlyReady();
   const rows = view.z.length;
   const cols = rows ? view.z[0].length : 0;
-  const cell = Math.max(16, Math.min(40, Math.floor(fitWidth / Math.max(cols, rows * 0.8, 1))));
-  const fontSize = cell >= 22 ? 12 : 11;
-  const left = labelWidth(view.rowLabels, fontSize * 0.62) + 12;
-  const top = labelWidth(view.colLabels, fontSize * 0.62 * 0.85) + 14;
   const colorbar = 70;
-  const width = left + cols * cell + colorbar + 10;
-  const height = top + rows * cell + 16;
+  const roomW = Math.max(120, boxWidth - colorbar - 10);
+  const probe = Math.max(16, Math.min(40, Math.floor((roomW - 120) / Math.max(cols, rows * 0.8, 1))));
+  const fontSize = probe >= 22 ? 12 : 11;
+  const title = 20;
+  const left = labelWidth(view.rowLabels, fontSize * 0.62) + 12 + (yTitle ? title : 0);
+  const top = labelWidth(view.colLabels, fontSize * 0.62 * 0.85) + 14 + (xTitle ? title : 0);
+  const cell = Math.max(16, Math.min(40, Math.floor((roomW - left) / Math.max(cols, rows * 0.8, 1))));
+  const visibleCols = Math.max(1, Math.min(cols, Math.floor((roomW - left) / cell)));
+  const visibleRows = Math.max(1, Math.min(rows, Math.floor((Math.max(boxHeight, 240) - top - 16) / cell)));
+  const width = left + visibleCols * cell + colorbar + 10;
+  const height = top + visibleRows * cell + 16;
+  const windowed = visibleCols < cols || visibleRows < rows;
+  const layout = heatmapLayout(view, { cell, fontSize, left, top, colorbar, width, height, xTitle, yTitle });
+  layout.xaxis.range = [-0.5, visibleCols - 0.5];
+  layout.yaxis.range = [visibleRows - 0.5, -0.5];
+  layout.xaxis.minallowed = layout.yaxis.minallowed = -0.5;
+  layout.xaxis.maxallowed = cols - 0.5;
+  layout.yaxis.maxallowed = rows - 0.5;
+  layout.dragmode = windowed ? "pan" : false;
+  // No mode bar: it would sit on the token labels; the page has its own export buttons.
+  const config = { displayModeBar: false, responsive: false, scrollZoom: false, doubleClick: false };
+  gd.dataset.rows = String(rows);
+  gd.dataset.cols = String(cols);
+  gd.dataset.windowed = windowed ? "true" : "false";
+  gd.dataset.cell = String(cell);
+  gd.tabIndex = windowed ? 0 : -1;
+  await Plotly.react(gd, [heatmapTrace(view, { where, zmax, rows, cell })], layout, config);
+  if (!gd.dataset.scrollable) {
+    gd.dataset.scrollable = "true";
+    gd.addEventListener("wheel", (event) => scrollWindow(gd, event), { passive: false });
+    gd.addEventListener("keydown", (event) => keyWindow(gd, event));
+  }
+  return { rows, cols, visibleRows, visibleCols };
+}
+
+function heatmapTrace(view, { where, zmax, rows, cell }) {
+  const cols = rows ? view.z[0].length : 0;
   const indices = (n) => Array.from({ length: n }, (_, i) => i);
   const customdata = view.z.map((row, i) =>
     row.map((_, j) => [plotlyText(view.rowPieces[i]), plotlyText(view.colPieces[j]), i + 1, j + 1]),
   );
-  const trace = {
+  return {
     type: "heatmap",
     z: view.z,
     x: indices(cols),
     y: indices(rows),
-    zmin: 0,
+    zmin: view.zmin ?? 0,
     zmax,
-    colorscale: COLORSCALE,
+    colorscale: view.colorscale || COLORSCALE,
     xgap: cols > 60 ? 0 : 1,
     ygap: rows > 60 ? 0 : 1,
     customdata,
@@ -74,17 +114,25 @@ export async function drawHeatmap(gd, view, { where = "", zmax = 1, filename = "
       `<br>${plotlyText(where)}<extra></extra>`,
     colorbar: { thickness: 12, len: Math.min(1, 260 / Math.max(rows * cell, 1)), yanchor: "top", y: 1, outlinewidth: 0, tickfont: { size: 10 } },
   };
-  const axis = { tickfont: { size: fontSize }, ticks: "", showgrid: false, zeroline: false, fixedrange: false, automargin: false };
-  const layout = {
+}
+
+function heatmapLayout(view, { fontSize, left, top, colorbar, width, height, xTitle, yTitle, bottom = 10 }) {
+  const rows = view.z.length;
+  const cols = rows ? view.z[0].length : 0;
+  const indices = (n) => Array.from({ length: n }, (_, i) => i);
+  const axis = { tickfont: { size: fontSize }, ticks: "", showgrid: false, zeroline: false, automargin: false };
+  const axisTitle = (text) => (text ? { text: plotlyText(text), font: { size: 12, color: "#475569" }, standoff: 4 } : undefined);
+  return {
     width,
     height,
-    margin: { l: left, t: top, r: colorbar, b: 10 },
+    margin: { l: left, t: top, r: colorbar, b: bottom },
     paper_bgcolor: "rgba(0,0,0,0)",
     plot_bgcolor: "#ffffff",
     font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", color: "#1e293b" },
     xaxis: {
       ...axis,
       side: "top",
+      title: axisTitle(xTitle),
       tickangle: cols > 3 ? -55 : 0,
       tickvals: indices(cols),
       ticktext: view.colLabels.map(plotlyText),
@@ -92,19 +140,48 @@ export async function drawHeatmap(gd, view, { where = "", zmax = 1, filename = "
     },
     yaxis: {
       ...axis,
+      title: axisTitle(yTitle),
       tickvals: indices(rows),
       ticktext: view.rowLabels.map(plotlyText),
       range: [rows - 0.5, -0.5],
     },
     hoverlabel: { bgcolor: "#0f172a", bordercolor: "#0f172a", font: { color: "#f8fafc", size: 12 } },
   };
-  // No mode bar: it would sit on the token labels; the page has its own PNG button (Plotly's
-  // export) and the plot scrolls instead of zooming.
-  const config = { displayModeBar: false, responsive: false, toImageButtonOptions: { format: "png", filename, scale: 2 } };
-  gd.dataset.rows = String(rows);
-  gd.dataset.cols = String(cols);
-  await Plotly.react(gd, [trace], layout, config);
-  return gd;
+}
+
+/** Move a windowed heatmap by (dRows, dCols) cells; false when it is already at that edge. */
+function moveWindow(gd, dRows, dCols) {
+  const Plotly = window.Plotly;
+  const full = gd._fullLayout;
+  if (!Plotly || !full || gd.dataset.windowed !== "true") return false;
+  const clamp = (range, delta, total) => {
+    const span = range[1] - range[0];
+    const lo = Math.min(Math.max(-0.5, range[0] + delta), Math.max(-0.5, total - 0.5 - span));
+    return [lo, lo + span];
+  };
+  const xr = full.xaxis.range.slice();
+  const yr = full.yaxis.range.slice().reverse(); // y is reversed: [top row, bottom row]
+  const nx = clamp(xr, dCols, Number(gd.dataset.cols));
+  const ny = clamp(yr, dRows, Number(gd.dataset.rows));
+  if (Math.abs(nx[0] - xr[0]) < 1e-9 && Math.abs(ny[0] - yr[0]) < 1e-9) return false;
+  Plotly.relayout(gd, { "xaxis.range": nx, "yaxis.range": [ny[1], ny[0]] });
+  return true;
+}
+
+function scrollWindow(gd, event) {
+  const cell = Number(gd.dataset.cell) || 20;
+  let dx = event.deltaX;
+  let dy = event.deltaY;
+  if (event.shiftKey && !dx) [dx, dy] = [dy, 0];
+  const scale = event.deltaMode === 1 ? 1 : 1 / cell; // lines or pixels
+  const moved = moveWindow(gd, Math.round(dy * scale) || Math.sign(dy), Math.round(dx * scale) || Math.sign(dx));
+  if (moved) event.preventDefault(); // at an edge the page scrolls as usual
+}
+
+function keyWindow(gd, event) {
+  const steps = { ArrowDown: [1, 0], ArrowUp: [-1, 0], ArrowRight: [0, 1], ArrowLeft: [0, -1], PageDown: [10, 0], PageUp: [-10, 0] };
+  const step = steps[event.key];
+  if (step && moveWindow(gd, ...step)) event.preventDefault();
 }
 
 export async function purge(gd) {
@@ -113,10 +190,60 @@ export async function purge(gd) {
   delete gd.dataset.cols;
 }
 
-/** Plotly's own PNG export of a drawn heatmap. */
-export async function downloadPng(gd, filename) {
+/**
+ * A self-describing image of the whole matrix (not just the window on screen): a title, the
+ * model, layer/head and sentence in a subtitle, axis names, on white. format: "png" or "svg".
+ * meta: {title, subtitle, xTitle, yTitle, zmax, where}.
+ */
+export async function exportImage(view, meta, format, filename) {
   const Plotly = await plotlyReady();
-  await Plotly.downloadImage(gd, { format: "png", filename, scale: 2 });
+  const rows = view.z.length;
+  const cols = rows ? view.z[0].length : 0;
+  const cell = Math.max(16, Math.min(36, Math.floor(900 / Math.max(cols, rows, 1))));
+  const fontSize = cell >= 22 ? 12 : 11;
+  const left = labelWidth(view.rowLabels, fontSize * 0.62) + 34;
+  const head = 78;
+  const top = labelWidth(view.colLabels, fontSize * 0.62 * 0.85) + 36 + head;
+  const colorbar = 80;
+  const width = Math.max(560, left + cols * cell + colorbar + 10);
+  const height = top + rows * cell + 20;
+  const layout = heatmapLayout(view, { fontSize, left, top, colorbar, width, height, xTitle: meta.xTitle, yTitle: meta.yTitle, bottom: 20 });
+  layout.paper_bgcolor = "#ffffff";
+  layout.title = {
+    text: `<b>${plotlyText(meta.title)}</b><br><span style="font-size:12px;color:#475569">${meta.subtitle.map(plotlyText).join("<br>")}</span>`,
+    x: 0.01,
+    xanchor: "left",
+    y: 1 - 10 / height,
+    yanchor: "top",
+    font: { size: 16 },
+  };
+  const trace = heatmapTrace(view, { where: meta.where || "", zmax: meta.zmax ?? 1, rows, cell });
+  trace.colorbar = { ...trace.colorbar, len: Math.min(1, 300 / Math.max(rows * cell, 1)) };
+  const holder = document.createElement("div");
+  holder.style.cssText = "position:fixed;left:-10000px;top:0;";
+  document.body.append(holder);
+  try {
+    await Plotly.newPlot(holder, [trace], layout, { staticPlot: true });
+    const url = await Plotly.toImage(holder, { format, width, height, scale: format === "png" ? 2 : 1 });
+    const a = document.createElement("a");
+    a.href = url;
+    a.download = `${filename}.${format}`;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    return url;
+  } finally {
+    Plotly.purge(holder);
+    holder.remove();
+  }
+}
+
+/** The matrix as CSV: a header of column labels, one line per row label (RFC 4180 quoting). */
+export function matrixCsv(view) {
+  const quote = (s) => (/[",\n\r]/.test(String(s)) ? `"${String(s).replace(/"/g, '""')}"` : String(s));
+  const head = [quote(`${view.rowTitle} \\ ${view.colTitle}`), ...view.colLabels.map(quote)].join(",");
+  const lines = view.z.map((row, i) => [quote(view.rowLabels[i]), ...row.map((v) => String(Number(v.toFixed(6))))].join(","));
+  return `${[head, ...lines].join("\r\n")}\r\n`;
 }
 
 /** Paint a matrix into a canvas, one pixel per cell (CSS scales it up, pixelated). */

@@ -136,3 +136,20 @@ export function maxOf(z) {
   for (const row of z) for (const v of row) if (v > max) max = v;
   return max;
 }
+
+/** The head of `kind` with the lowest mean row entropy: {layer, head}. */
+export function sharpestHead(response, kind) {
+  const { layers, heads } = shapeOf(response, kind);
+  let best = { layer: layers - 1, head: 0 };
+  let bestBits = Infinity;
+  for (let layer = 0; layer < layers; layer++) {
+    for (let head = 0; head < heads; head++) {
+      const bits = meanEntropy(response.attention[kind][layer][head]);
+      if (bits < bestBits - 1e-9) {
+        bestBits = bits;
+        best = { layer, head };
+      }
+    }
+  }
+  return best;
+}

@@ -2,6 +2,7 @@
 import { postJSON } from "./api.js";
 import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./dom.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
+import { renderConfidence, renderCoverage } from "./insight.js";
 import { examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
 
 const form = $("#translate-form");
@@ -10,18 +11,37 @@ const modelSelect = $("#model");
 const beamInput = $("#beam");
 const button = $("#translate-btn");
 const errorBox = $("#error");
+const warning = $("#model-warning");
 const resultCard = $("#result");
 const alignForm = $("#align-form");
 const targetInput = $("#target");
 const alignButton = $("#align-btn");
 const alignClear = $("#align-clear");
 const probs = $("#probs");
+const insight = $("#insight");
+const staleNote = $("#stale");
+const copyButton = $("#copy-link");
 
 let models = [];
 let current = null; // {response, model, text, beam}
 let requestId = 0;
 
-const explorer = new Explorer($("#explorer"), { onChange: () => writeUrl(), name: "attnscope" });
+const explorer = new Explorer($("#explorer"), {
+  onChange: () => writeUrl(),
+  onRender: () => renderInsight(),
+  name: "attnscope",
+});
+
+/** Confidence of each output token and coverage of each source token, for the view shown. */
+function renderInsight() {
+  if (!current) return;
+  insight.hidden = false;
+  renderConfidence(role(insight, "confidence"), current.response);
+  const coverage = renderCoverage(role(insight, "coverage"), current.response, explorer.state);
+  role(insight, "insight-hint").textContent = coverage
+    ? `Coverage sums the cross-attention each source token received over all ${current.response.target_tokens.length} output tokens${coverage.where ? ` (${coverage.where})` : ""}; dashed chips got under a quarter of an even share — words the model may have dropped.`
+    : "";
+}
 
 function modelById(id) {
   return models.find((m) => m.id === id) || null;
@@ -34,7 +54,9 @@ function beamSize() {
 
 function writeUrl() {
   const params = new URLSearchParams();
-  if (modelSelect.value) params.set("model", modelSelect.value);
+  // The link names the model of the result shown; a newly picked model joins it once translated.
+  const model = current ? current.model.id : modelSelect.value;
+  if (model) params.set("model", model);
   const text = current ? current.text : textBox.value;
   if (text) params.set("text", text);
   params.set("beam", String(current ? current.beam : beamSize()));
@@ -74,6 +96,7 @@ async function translate({ view = null, target = null } = {}) {
     const response = await postJSON("/api/translate", { model: model.id, text, beam_size: beam });
     if (id !== requestId) return;
     current = { response, model, text, beam };
+    markStale(false);
     renderResult();
     await explorer.setResponse(response, model);
     if (view) await explorer.update(view);
@@ -165,6 +188,34 @@ async function align() {
   }
 }
 
+/** The result on screen no longer matches the chosen model: say so, and disable what would mix them. */
+function markStale(stale, message = "") {
+  resultCard.classList.toggle("stale", stale);
+  staleNote.hidden = !stale;
+  staleNote.textContent = message;
+  alignButton.disabled = stale;
+  copyButton.disabled = stale;
+  targetInput.disabled = stale;
+}
+
+async function onModelChange() {
+  renderModelInfo();
+  renderExamples();
+  warning.hidden = true;
+  if (!current) return writeUrl();
+  const model = modelById(modelSelect.value);
+  if (!model || model.id === current.model.id) {
+    markStale(false);
+    return writeUrl();
+  }
+  markStale(true, `This result is from ${current.model.id}; translating with ${model.id}…`);
+  const target = explorer.aligned && targetInput.value.trim() && model.target_lang === current.model.target_lang ? targetInput.value : null;
+  await translate({ view: { ...explorer.state, layer: null }, target });
+  if (current.model.id !== model.id) {
+    markStale(true, `This result is from ${current.model.id}, not ${model.id}: translate again to use the new model.`);
+  }
+}
+
 async function copyLink() {
   writeUrl();
   const link = $("#copy-link");
@@ -192,12 +243,8 @@ async function init() {
     clearAlignment();
     writeUrl();
   });
-  $("#copy-link").addEventListener("click", copyLink);
-  modelSelect.addEventListener("change", () => {
-    renderModelInfo();
-    renderExamples();
-    writeUrl();
-  });
+  copyButton.addEventListener("click", copyLink);
+  modelSelect.addEventListener("change", onModelChange);
   try {
     models = await loadModels();
   } catch (err) {
@@ -208,12 +255,17 @@ async function init() {
   }
   fillModelSelect(modelSelect, models, params.get("model"));
   if (params.get("model") && !modelById(params.get("model"))) {
-    showError(errorBox, `The link names a model this server does not have (${params.get("model")}); showing ${modelSelect.value} instead.`);
+    // Kept on screen (not in the error box, which each request clears) until another model is picked.
+    warning.textContent = `The link names a model this server does not have (${params.get("model")}); showing ${modelSelect.value || "no model"} instead.`;
+    warning.hidden = false;
   }
   renderModelInfo();
   renderExamples();
+  const first = !params.has("text");
+  if (first && modelSelect.value) textBox.value = examplesFor(modelById(modelSelect.value)?.source_lang || "en")[0] || "";
   if (textBox.value.trim() && modelSelect.value) {
-    await translate({ view: viewFromParams(params), target: params.get("target") });
+    // A first visit shows a translated example at once, in the default view (the sharpest head).
+    await translate({ view: first ? null : viewFromParams(params), target: params.get("target") });
   }
   document.body.dataset.ready = "true";
 }
