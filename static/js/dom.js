@@ -7,7 +7,13 @@ export function el(tag, attrs = {}, ...children) {
     if (value === null || value === undefined || value === false) continue;
     if (key === "class") node.className = value;
     else if (key === "dataset") Object.assign(node.dataset, value);
-    else if (key === "style") Object.assign(node.style, value);
+    else if (key === "style") {
+      // Custom properties ("--p") only take effect through setProperty, not by assignment.
+      for (const [prop, v] of Object.entries(value)) {
+        if (prop.startsWith("--")) node.style.setProperty(prop, v);
+        else node.style[prop] = v;
+      }
+    }
     else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
     else node.setAttribute(key, value === true ? "" : String(value));
   }

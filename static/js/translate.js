@@ -2,6 +2,7 @@
 import { postJSON } from "./api.js";
 import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./dom.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
+import { HeadView } from "./headview.js";
 import { renderConfidence, renderCoverage } from "./insight.js";
 import { examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
 
@@ -28,9 +29,28 @@ let requestId = 0;
 
 const explorer = new Explorer($("#explorer"), {
   onChange: () => writeUrl(),
-  onRender: () => renderInsight(),
+  onRender: () => {
+    renderInsight();
+    renderHeadView();
+  },
   name: "attnscope",
 });
+
+const headView = new HeadView($("#headview-card"));
+
+function renderHeadView() {
+  if (!current) return;
+  const names = {
+    cross: ["target", "source"],
+    encoder_self: ["source", "source"],
+    decoder_self: ["target", "decoder input"],
+  }[explorer.state.kind] || ["queries", "keys"];
+  const lang = (name) => (name === "source" ? current.model.source_lang : current.model.target_lang);
+  headView.render(current.response, explorer.state, {
+    rowName: `${names[0]} (${lang(names[0])})`,
+    colName: `${names[1]} (${lang(names[1])})`,
+  });
+}
 
 /** Confidence of each output token and coverage of each source token, for the view shown. */
 function renderInsight() {
