@@ -2,7 +2,9 @@
 // the view options stay in step between the two. State lives in the URL.
 import { postJSON } from "./api.js";
 import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./dom.js";
+import { drawDifference } from "./difference.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
+import { KIND_LABELS } from "./matrix.js";
 import { describeArchitecture, examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
 
 const form = $("#compare-form");
@@ -11,6 +13,7 @@ const beamInput = $("#beam");
 const button = $("#compare-btn");
 const errorBox = $("#error");
 const selects = { a: $("#model-a"), b: $("#model-b") };
+const targetBox = $("#compare-target");
 const SHARED = ["kind", "merge", "hideEos", "stretch"];
 
 let models = [];
@@ -26,8 +29,26 @@ for (const side of ["a", "b"]) {
     explorer: new Explorer($(`#explorer-${side}`), {
       name: `attnscope-${side}`,
       onChange: (state) => follow(side, state),
+      onRender: () => afterRender(),
     }),
   };
+}
+
+/** After either panel redraws: say when one lacks the kind the other shows; redraw the difference. */
+function afterRender() {
+  if (syncing) return;
+  const a = panels.a.explorer;
+  const b = panels.b.explorer;
+  for (const [side, mine, other] of [["a", a, b], ["b", b, a]]) {
+    const note = role(panels[side].root, "panel-note");
+    const missing = mine.response && other.response && other.state.kind && mine.state.kind !== other.state.kind;
+    note.hidden = !missing;
+    if (missing) {
+      const has = mine.state.kind ? `showing ${KIND_LABELS[mine.state.kind]} instead` : "it has no attention at all";
+      note.textContent = `This model has no ${KIND_LABELS[other.state.kind]} attention: ${has}. The two panels show different things.`;
+    }
+  }
+  drawDifference($("#diff-card"), a, b);
 }
 
 /** Keep the other panel's kind and view options in step with the one just changed. */
@@ -56,8 +77,14 @@ function writeUrl() {
   const text = current ? current.text : textBox.value;
   if (text) params.set("text", text);
   params.set("beam", String(beamSize()));
-  if (current) viewToParams(panels.a.explorer.state, params);
-  for (const key of ["layer", "head"]) params.delete(key);
+  if (targetBox.value.trim()) params.set("target", targetBox.value.trim());
+  if (current) {
+    viewToParams(panels.a.explorer.state, params);
+    // B's own layer and head ride along as blayer/bhead (the kind and view options are shared).
+    const b = new URLSearchParams();
+    viewToParams(panels.b.explorer.state, b);
+    for (const key of ["layer", "head"]) if (b.has(key)) params.set(`b${key}`, b.get(key));
+  }
   history.replaceState(null, "", `${location.pathname}?${params}`);
 }
 
@@ -124,8 +151,13 @@ async function compare({ view = null } = {}) {
   setBusy(button, true);
   button.querySelector(".btn-label").textContent = "Translating…";
   try {
+    const target = targetBox.value.trim();
     const results = await Promise.allSettled(
-      ["a", "b"].map((side) => postJSON("/api/translate", { model: chosen[side].id, text, beam_size: beam })),
+      ["a", "b"].map((side) =>
+        target
+          ? postJSON("/api/align", { model: chosen[side].id, text, target })
+          : postJSON("/api/translate", { model: chosen[side].id, text, beam_size: beam }),
+      ),
     );
     if (id !== requestId) return;
     current = { text, beam };
@@ -133,11 +165,12 @@ async function compare({ view = null } = {}) {
     syncing = true;
     try {
       await Promise.all(
-        ["a", "b"].map((side, i) => showPanel(side, chosen[side], results[i], view)),
+        ["a", "b"].map((side, i) => showPanel(side, chosen[side], results[i], view && (side === "a" ? view : view.b))),
       );
     } finally {
       syncing = false;
     }
+    afterRender();
     writeUrl();
   } finally {
     if (id === requestId) {
@@ -170,10 +203,13 @@ async function showPanel(side, model, result, view) {
     typeof response.timing_ms === "number" ? `${Math.round(response.timing_ms)} ms` : null,
   ].filter(Boolean).join(" · ");
   const shared = view ? Object.fromEntries(SHARED.filter((k) => k in view).map((k) => [k, view[k]])) : {};
+  const own = view ? Object.fromEntries(["layer", "head", "avg"].filter((k) => k in view).map((k) => [k, view[k]])) : {};
   explorer.state.layer = null;
-  Object.assign(explorer.state, shared);
+  Object.assign(explorer.state, shared, own);
   await explorer.setResponse(response, model);
 }
+
+const pick = (obj, keys) => Object.fromEntries(keys.filter((k) => k in obj).map((k) => [k, obj[k]]));
 
 async function init() {
   showHealth();
@@ -199,7 +235,15 @@ async function init() {
   }
   renderPresets();
   onModelChange();
-  if (textBox.value.trim()) await compare({ view: viewFromParams(params) });
+  targetBox.value = params.get("target") || "";
+  if (textBox.value.trim()) {
+    const view = viewFromParams(params);
+    const forB = new URLSearchParams();
+    for (const key of ["layer", "head"]) if (params.has(`b${key}`)) forB.set(key, params.get(`b${key}`));
+    const b = viewFromParams(forB);
+    view.b = { ...Object.fromEntries(SHARED.filter((k) => k in view).map((k) => [k, view[k]])), ...pick(b, ["layer", "head", "avg"]) };
+    await compare({ view });
+  }
   document.body.dataset.ready = "true";
 }
 

@@ -30,10 +30,33 @@ const BASE_LAYOUT = {
 
 const cards = pageCards();
 cards.sort(byModel);
-const colorOf = new Map(cards.map((card, i) => [card.id, PALETTE[i % PALETTE.length]]));
+// One colour (and line style) per architecture and score function, the same in every language
+// pair: en→de and en→fr Transformers are both blue.
+const styleKey = (card) => (card.architecture === "rnn" ? `rnn:${card.score}` : card.architecture || "other");
+const FIXED = { transformer: "#1f5ba8", self_attentive_rnn: "#0f8a6a", "rnn:additive": "#e07a1f", "rnn:none": "#5b6b7f", "rnn:general": "#a3468c" };
+const DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
+const SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down"];
+const keys = [...new Set(cards.map(styleKey))];
+const spare = PALETTE.filter((c) => !Object.values(FIXED).includes(c));
+const styleOf = new Map(
+  keys.map((key, i) => [key, { color: FIXED[key] || spare[i % spare.length], dash: DASHES[i % DASHES.length], symbol: SYMBOLS[i % SYMBOLS.length] }]),
+);
+const colorOf = new Map(cards.map((card) => [card.id, styleOf.get(styleKey(card)).color]));
+const lineOf = (card) => {
+  const style = styleOf.get(styleKey(card));
+  return { line: { color: style.color, width: 2.5, dash: style.dash }, marker: { size: 7, symbol: style.symbol, color: style.color } };
+};
+/** A round tick step (1, 2, 5 × 10^k) giving about five ticks up to `max`. */
+function niceStep(max) {
+  const raw = Math.max(max, 1) / 5;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  return [1, 2, 5, 10].map((m) => m * power).find((step) => step >= raw);
+}
+const maxY = (traces) => Math.max(1, ...traces.flatMap((t) => t.y.filter(Number.isFinite)));
+const roundAxis = (traces) => ({ tick0: 0, dtick: niceStep(maxY(traces)), tickformat: niceStep(maxY(traces)) < 1 ? ".1f" : ".0f" });
 const name = (card) => plotlyText(card.id);
 /** Whole-number ticks on an epoch axis (no "1.5 epochs"). */
-const epochAxis = (xs) => ({ tick0: 0, dtick: Math.max(1, Math.ceil(Math.max(1, ...xs.filter(Number.isFinite)) / 10)) });
+const epochAxis = (xs) => ({ tick0: 0, dtick: Math.max(1, niceStep(Math.max(1, ...xs.filter(Number.isFinite)))) });
 const num = (x, digits = 1) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–");
 
 function pairKey(card) {
@@ -143,16 +166,16 @@ async function drawBleuByLength(div, list, set) {
         y: rows.map((r) => r.bleu),
         customdata: rows.map((r) => r.sentences),
         hovertemplate: `${name(card)}: %{y:.1f} BLEU (%{customdata} sentences)<extra></extra>`,
-        line: { color: colorOf.get(card.id), width: 2.5 },
-        marker: { size: 7 },
+        ...lineOf(card),
       };
     });
   await Plotly.newPlot(div, traces, {
     ...BASE_LAYOUT,
     height: 320,
     showlegend: true,
-    xaxis: { title: { text: "source length (words)" }, type: "category" },
-    yaxis: { title: { text: "BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7" },
+    xaxis: { title: { text: "source length (words)", standoff: 6 }, type: "category" },
+    legend: { orientation: "h", y: -0.3, x: 0 },
+    yaxis: { title: { text: "BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7", ...roundAxis(traces) },
   }, PLOT_CONFIG);
 }
 
@@ -166,8 +189,7 @@ async function drawValBleu(div, list) {
       name: name(card),
       x: card.curve.map((p) => p.epoch ?? p.step),
       y: card.curve.map((p) => p.val_bleu ?? null),
-      line: { color: colorOf.get(card.id), width: 2.5 },
-      marker: { size: 6 },
+      ...lineOf(card),
       hovertemplate: `${name(card)}: %{y:.1f}<extra></extra>`,
     }));
   await Plotly.newPlot(div, traces, {
@@ -175,7 +197,7 @@ async function drawValBleu(div, list) {
     height: 320,
     showlegend: true,
     xaxis: { title: { text: "epoch" }, ...epochAxis(traces.flatMap((t) => t.x)) },
-    yaxis: { title: { text: "validation BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7" },
+    yaxis: { title: { text: "validation BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7", ...roundAxis(traces) },
   }, PLOT_CONFIG);
 }
 
