@@ -62,9 +62,20 @@ def heatmap(page: Page, selector: str = "#explorer [data-role=plot-main]") -> di
             x: gd.layout.xaxis.ticktext,
             y: gd.layout.yaxis.ticktext,
             ticks: [...gd.querySelectorAll('.xtick text')].map(t => t.textContent),
-            cell: gd._fullLayout.xaxis._length / gd.data[0].z[0].length,
+            cell: gd._fullLayout.xaxis._length / (gd._fullLayout.xaxis.range[1] - gd._fullLayout.xaxis.range[0]),
         })""",
     )
+
+
+def sharpest(attention: list[list[list[list[float]]]]) -> tuple[int, int]:
+    """(layer, head) with the lowest mean row entropy: the explorer's first view."""
+
+    def entropy(matrix: list[list[float]]) -> float:
+        return sum(-sum(p * math.log2(p) for p in row if p > 0) for row in matrix) / len(matrix)
+
+    scored = [(entropy(m), layer, head) for layer, heads in enumerate(attention) for head, m in enumerate(heads)]
+    _, layer, head = min(scored)
+    return layer, head
 
 
 def shape(matrix: list[list[float]]) -> tuple[int, int]:
@@ -81,7 +92,9 @@ def test_translate_draws_a_heatmap_of_target_by_source_tokens(
     assert shape(plot["z"]) == tuple(
         map(len, (response["attention"]["cross"][-1][0], response["source_tokens"]))
     )
-    assert plot["z"] == response["attention"]["cross"][-1][0]  # default: last layer, head 1
+    layer, head = sharpest(response["attention"]["cross"])
+    assert plot["z"] == response["attention"]["cross"][layer][head]  # default: the sharpest head
+    expect(page.locator("#explorer [data-role=caption-main]")).to_contain_text("sharpest head")
     assert plot["ticks"] == response["source_tokens"]  # every source token labelled, as typed
     assert all(math.isclose(sum(row), 1, abs_tol=1e-4) for row in plot["z"])
     expect(page.locator("#translation")).to_have_text(
@@ -95,7 +108,7 @@ def test_translate_draws_a_heatmap_of_target_by_source_tokens(
     hover = page.locator("#explorer .hoverlayer .hovertext")
     expect(hover).to_contain_text(f"{plot['z'][0][0]:.4f}")
     expect(hover).to_contain_text(response["source_tokens"][0])
-    expect(hover).to_contain_text("layer 2 · head 1")
+    expect(hover).to_contain_text(f"layer {layer + 1} · head {head + 1}")
     # a small multiple per layer x head (plus each layer's average), with its entropy
     thumbs = page.locator("#explorer [data-role=grid] .thumb")
     expect(thumbs).to_have_count(2 * (2 + 1))
@@ -108,6 +121,7 @@ def test_switching_layer_and_head_redraws(page: Page, server_url: str) -> None:
     open_translate(page, server_url)
     response = translate(page, SENTENCE)
     cross = response["attention"]["cross"]
+    page.select_option("#explorer [data-role=layer]", "1")
     page.select_option("#explorer [data-role=head]", "1")
     expect(page.locator("#explorer [data-role=caption-main]")).to_contain_text("layer 2 · head 2")
     assert heatmap(page)["z"] == cross[1][1]
@@ -241,8 +255,11 @@ def test_view_lives_in_a_shareable_url(page: Page, server_url: str) -> None:
 
 
 def test_api_errors_show_their_message(page: Page, server_url: str) -> None:
-    open_translate(page, server_url, model="no-such-model")
-    expect(page.locator("#error")).to_contain_text("no-such-model")
+    open_translate(page, server_url, model="no-such-model", text=SENTENCE)
+    warning = page.locator("#model-warning")
+    expect(warning).to_contain_text("no-such-model")
+    expect(page.locator("#translation")).not_to_be_empty()  # it translated with another model...
+    expect(warning).to_be_visible()  # ...and the warning stayed
     page.fill("#text", "")
     page.press("#text", "Enter")
     expect(page.locator("#error")).to_contain_text("Type a sentence")
@@ -257,17 +274,31 @@ def test_api_errors_show_their_message(page: Page, server_url: str) -> None:
     assert len(error.inner_text()) > len("Error 422: ")
 
 
-def test_long_input_stays_legible(page: Page, server_url: str, shoot) -> None:
+def test_long_input_keeps_labels_and_colour_bar_in_view(page: Page, server_url: str, shoot) -> None:
     open_translate(page, server_url)
     text = " ".join(["Two dogs play in the snow."] * 12)  # ~150 subword tokens
     response = translate(page, text, beam=1)
+    source = response["source_tokens"]
+    gd = page.locator("#explorer [data-role=plot-main]")
     plot = heatmap(page)
-    assert len(plot["ticks"]) == len(response["source_tokens"]) > 100
-    assert plot["cell"] >= 14  # every label keeps its room; the plot scrolls instead
-    scroller = page.locator("#explorer .plot-card .plot-scroll").first
-    assert scroller.evaluate(
-        "el => el.scrollWidth > el.clientWidth || el.scrollHeight > el.clientHeight"
+    assert len(plot["x"]) == len(source) > 100  # every token has its label...
+    assert plot["cell"] >= 14  # ...at a legible size, so a window of the matrix is shown
+    assert gd.get_attribute("data-windowed") == "true"
+    first = plot["ticks"]
+    assert 3 < len(first) < len(source) and first == source[: len(first)]
+    expect(page.locator("#explorer [data-role=window-main]")).to_contain_text("of 157 columns".replace("157", str(len(source))))
+    # scrolling over the plot moves the window; the labels and the colour bar stay drawn
+    gd.hover()
+    page.mouse.wheel(1200, 0)
+    page.wait_for_function(
+        "t => document.querySelector('#explorer [data-role=plot-main] .xtick text').textContent !== t",
+        arg=first[0],
     )
+    moved = heatmap(page)["ticks"]
+    start = next(i for i in range(1, len(source)) if source[i : i + len(moved)] == moved)
+    assert start > 0 and len(moved) == len(first)
+    assert gd.locator(".colorbar").count() == 1
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     shoot(page, "translate-long")
 
 
