@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--update-card", action="store_true", help="write the results into card.json")
     ev.add_argument("--tune-length-penalty", action="store_true",
                     help="first pick the beam length penalty on the validation set (saved with --update-card)")
+    ev.add_argument("--tune-coverage-penalty", action="store_true",
+                    help="first pick GNMT's coverage penalty on the validation set (after the length penalty, "
+                         "if tuned too; saved with --update-card), and report test BLEU with and without it")
 
     dl = sub.add_parser("download", help="fetch Multi30k task 1 (en, de, fr) from its public repository")
     dl.add_argument("--data-dir", default=None)
@@ -185,27 +188,51 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from app.repository import load_model_folder, write_card
     from app.training.data import TEST_SPLITS, default_data_dir, load_parallel
-    from app.training.evaluate import evaluate, tune_length_penalty
+    from app.training.evaluate import (
+        coverage_comparison,
+        evaluate,
+        tune_coverage_penalty,
+        tune_length_penalty,
+    )
     from app.training.train import pick_device
     from app.translator import Translator
 
     loaded = load_model_folder(args.model, pick_device(args.device))
     translator = Translator(loaded, max_source_tokens=10_000)
+    if args.tune_coverage_penalty and "cross" not in loaded.config.attention_kinds:
+        raise ValueError(f"{loaded.id} has no cross-attention: --tune-coverage-penalty needs it")
     data_dir = args.data_dir or default_data_dir()
-    decoding = None
-    if args.tune_length_penalty:
+    splits = args.splits or TEST_SPLITS
+    tuned: dict[str, Any] = {}
+    if args.tune_length_penalty or args.tune_coverage_penalty:
         val = load_parallel(data_dir, "val", loaded.source_lang, loaded.target_lang)
-        decoding = tune_length_penalty(translator, val, beam_size=args.beam)
-    result = evaluate(translator, data_dir, splits=args.splits or TEST_SPLITS, beam_size=args.beam)
-    if decoding:
-        result["decoding"] = decoding
+        if args.tune_length_penalty:
+            tuned.update(tune_length_penalty(translator, val, beam_size=args.beam))
+        if args.tune_coverage_penalty:
+            tuned.update(tune_coverage_penalty(translator, val, beam_size=args.beam))
+    result = evaluate(translator, data_dir, splits=splits, beam_size=args.beam)
+    if tuned:  # a value not tuned this time keeps the one the card had
+        result["decoding"] = {**(loaded.card.get("decoding") or {}), **tuned}
+    if args.tune_coverage_penalty:
+        chosen = translator.coverage_penalty
+        translator.coverage_penalty = 0.0
+        without = result if chosen == 0.0 else evaluate(translator, data_dir, splits=splits, beam_size=args.beam)
+        translator.coverage_penalty = chosen
+        result["coverage_experiment"] = {
+            "what": "beam search with GNMT's coverage penalty (beta picked on val) against beta = 0",
+            "val_bleu_lowercase_by_coverage_penalty": tuned["val_bleu_by_coverage_penalty"],
+            **coverage_comparison(result, without),
+        }
     print(json.dumps(result, indent=2))  # noqa: T201 - the command's output
     if args.update_card:
         card = {**loaded.card, **result}
-        same_decoding = (loaded.card.get("beam_size"), loaded.card.get("length_penalty", result["length_penalty"])) == (
-            args.beam, result["length_penalty"])
-        if same_decoding:  # keep the splits not evaluated this time
-            for key in ("bleu", "bleu_by_length"):
+        decoding_was = (
+            loaded.card.get("beam_size"),
+            loaded.card.get("length_penalty", result["length_penalty"]),
+            loaded.card.get("coverage_penalty", 0.0),
+        )
+        if decoding_was == (args.beam, result["length_penalty"], result["coverage_penalty"]):
+            for key in ("bleu", "bleu_by_length"):  # keep the splits not evaluated this time
                 card[key] = {**loaded.card.get(key, {}), **result[key]}
         write_card(loaded.path, card)
     return 0

@@ -17,6 +17,7 @@ from app.repository import load_model_folder
 from app.testing import TINY_PAIRS
 from app.training import data
 from app.training.data import SPLITS, TEST_SPLITS
+from app.translator import Translator
 
 torch.set_num_threads(1)  # tiny models; threads only add overhead on a busy machine
 
@@ -222,6 +223,36 @@ def test_evaluate_tunes_the_length_penalty_on_val_into_the_card(
     assert decoding["length_penalty"] in (0.6, 1.0, 1.4, 2.0)
     assert card["length_penalty"] == decoding["length_penalty"] and card["beam_size"] == 2
     assert set(card["bleu"]) == {"test2016", "test2017", "mscoco2017"}
+
+
+def test_evaluate_tunes_the_coverage_penalty_and_reports_bleu_with_and_without(
+    trained: Path, corpus: Path, tmp_path: Path
+) -> None:
+    folder = shutil.copytree(trained, tmp_path / "model")
+    args = ["evaluate", str(folder), "--data-dir", str(corpus), "--beam", "2", "--splits", "test2016"]
+    assert main([*args, "--tune-length-penalty", "--update-card"]) == 0
+    length_penalty = json.loads((folder / "card.json").read_text())["decoding"]["length_penalty"]
+    assert main([*args, "--tune-coverage-penalty", "--update-card"]) == 0
+    card = json.loads((folder / "card.json").read_text())
+    decoding = card["decoding"]
+    assert decoding["coverage_penalty"] in (0.0, 0.05, 0.1, 0.2, 0.4)
+    assert decoding["length_penalty"] == length_penalty  # tuned before, kept
+    assert card["coverage_penalty"] == decoding["coverage_penalty"]
+    experiment = card["coverage_experiment"]
+    assert set(experiment["val_bleu_lowercase_by_coverage_penalty"]) == {"0.0", "0.05", "0.1", "0.2", "0.4"}
+    row = experiment["bleu_lowercase"]["test2016"]
+    assert row["with"] == card["bleu"]["test2016"]["lowercase_13a"]
+    assert set(experiment["bleu_lowercase_21+_words"]["test2016"]) == {"with", "without"}
+    # the tuned beta is what the folder now decodes with
+    assert Translator(load_model_folder(folder)).coverage_penalty == decoding["coverage_penalty"]
+
+
+def test_coverage_tuning_needs_cross_attention(
+    tiny_models_dir: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tiny_models_dir / "en-de-rnn-none"
+    assert main(["evaluate", str(folder), "--data-dir", str(corpus), "--tune-coverage-penalty"]) == 2
+    assert_clean_error(capsys, "evaluate", "en-de-rnn-none has no cross-attention")
 
 
 @pytest.mark.parametrize(

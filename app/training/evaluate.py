@@ -72,6 +72,34 @@ def translate_corpus(
 
 
 LENGTH_PENALTIES: tuple[float, ...] = (0.6, 1.0, 1.4, 2.0)
+# GNMT's beta; 0 (off) comes first, so it wins ties. A never-attended source position costs
+# beta * 13.8 (see app.decoding.history.gnmt_coverage), so useful values are small.
+COVERAGE_PENALTIES: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.4)
+
+
+def _tune(
+    translator: Translator,
+    pairs: Sequence[tuple[str, str]],
+    attribute: str,
+    candidates: Sequence[float],
+    *,
+    beam_size: int,
+    batch_size: int,
+    progress: bool,
+) -> tuple[float, dict[str, float]]:
+    """Set ``translator.<attribute>`` to each candidate in turn, translate ``pairs``' sources and
+    keep the candidate with the best lowercased BLEU (the first of equals). Returns it and every
+    candidate's BLEU."""
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    scores: dict[str, float] = {}
+    for value in candidates:
+        setattr(translator, attribute, value)
+        hyps = translate_corpus(translator, sources, beam_size=beam_size, batch_size=batch_size, progress=progress)
+        scores[str(value)] = bleu_scores(hyps, references)["lowercase_13a"]
+    best = max(candidates, key=lambda v: scores[str(v)])
+    setattr(translator, attribute, best)
+    logger.info("%s: %s %s (val BLEU %s)", translator.loaded.id, attribute, best, scores)
+    return best, scores
 
 
 def tune_length_penalty(
@@ -85,16 +113,54 @@ def tune_length_penalty(
 ) -> dict[str, Any]:
     """Pick the beam length penalty with the best lowercased BLEU on ``pairs`` (validation data,
     never a test set), set it on ``translator``, and return the choice for the card."""
-    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-    scores: dict[str, float] = {}
-    for alpha in candidates:
-        translator.length_penalty = alpha
-        hyps = translate_corpus(translator, sources, beam_size=beam_size, batch_size=batch_size, progress=progress)
-        scores[str(alpha)] = bleu_scores(hyps, references)["lowercase_13a"]
-    best = max(candidates, key=lambda a: scores[str(a)])
-    translator.length_penalty = best
-    logger.info("%s: length penalty %s (val BLEU %s)", translator.loaded.id, best, scores)
+    best, scores = _tune(
+        translator, pairs, "length_penalty", candidates, beam_size=beam_size, batch_size=batch_size, progress=progress
+    )
     return {"beam_size": beam_size, "length_penalty": best, "tuned_on": "val", "val_bleu_by_length_penalty": scores}
+
+
+def tune_coverage_penalty(
+    translator: Translator,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    beam_size: int = 5,
+    candidates: Sequence[float] = COVERAGE_PENALTIES,
+    batch_size: int = 64,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Pick GNMT's coverage penalty (beta) with the best lowercased BLEU on ``pairs``
+    (validation data, never a test set) at the translator's length penalty, set it on
+    ``translator``, and return the choice for the card. ValueError for a model without
+    cross-attention, which has nothing to compute coverage from."""
+    if "cross" not in translator.loaded.config.attention_kinds:
+        raise ValueError(f"{translator.loaded.id} has no cross-attention: there is no coverage penalty to tune")
+    best, scores = _tune(
+        translator, pairs, "coverage_penalty", candidates, beam_size=beam_size, batch_size=batch_size, progress=progress
+    )
+    return {"beam_size": beam_size, "coverage_penalty": best, "tuned_on": "val", "val_bleu_by_coverage_penalty": scores}
+
+
+def coverage_comparison(with_penalty: dict[str, Any], without: dict[str, Any]) -> dict[str, Any]:
+    """Two :func:`evaluate` results, with the coverage penalty and without it (beta = 0), side
+    by side for the card: lowercased BLEU on each split, overall and on sources of 21+ words."""
+    long_bucket = bucket_name(*LENGTH_BUCKETS[-1])
+
+    def long(result: dict[str, Any], split: str) -> float | None:
+        rows = {row["bucket"]: row["bleu"] for row in result["bleu_by_length"][split]}
+        return rows.get(long_bucket)
+
+    return {
+        "coverage_penalty": with_penalty["coverage_penalty"],
+        "length_penalty": with_penalty["length_penalty"],
+        "beam_size": with_penalty["beam_size"],
+        "bleu_lowercase": {
+            split: {"with": with_penalty["bleu"][split]["lowercase_13a"], "without": without["bleu"][split]["lowercase_13a"]}
+            for split in with_penalty["bleu"]
+        },
+        f"bleu_lowercase_{long_bucket}_words": {
+            split: {"with": long(with_penalty, split), "without": long(without, split)} for split in with_penalty["bleu"]
+        },
+    }
 
 
 def evaluate(
@@ -111,6 +177,7 @@ def evaluate(
     result: dict[str, Any] = {
         "beam_size": beam_size,
         "length_penalty": translator.length_penalty,
+        "coverage_penalty": translator.coverage_penalty,
         "bleu": {},
         "bleu_by_length": {},
     }

@@ -17,8 +17,10 @@ from app.training.data import load_parallel
 from app.training.evaluate import (
     bleu_by_length,
     bleu_scores,
+    coverage_comparison,
     evaluate,
     translate_corpus,
+    tune_coverage_penalty,
     tune_length_penalty,
 )
 from app.translator import Translator
@@ -121,9 +123,13 @@ class ScriptedTranslator:
     ) -> None:
         self.table = table
         self.length_penalty = 0.6
+        self.coverage_penalty = 0.0
         self.batches: list[list[str]] = []
         self.loaded = SimpleNamespace(
-            id="scripted", source_lang=source_lang, target_lang=target_lang
+            id="scripted",
+            source_lang=source_lang,
+            target_lang=target_lang,
+            config=SimpleNamespace(attention_kinds=("cross",)),
         )
 
     def translate(self, texts: Sequence[str], *, beam_size: int, need_weights: bool) -> list[Any]:
@@ -183,3 +189,48 @@ def test_length_penalty_is_tuned_on_the_given_pairs_and_kept(tiny_corpus: Path) 
     assert choice["val_bleu_by_length_penalty"]["0.6"] == 0.0
     result = evaluate(cast(Translator, fake), tiny_corpus, splits=("val",), beam_size=4, progress=False)
     assert result["length_penalty"] == 1.4 and result["bleu"]["val"]["cased"] == 100.0
+
+
+class CoverageSensitiveTranslator(ScriptedTranslator):
+    """Right with beta 0.1; with beta 0 it drops each sentence's last word (what a coverage
+    penalty is for), and a larger beta gives garbage."""
+
+    def translate(self, texts: Sequence[str], *, beam_size: int, need_weights: bool) -> list[Any]:
+        def out(t: str) -> str:
+            words = self.table[t].split()
+            if self.coverage_penalty == 0.0:
+                return " ".join(words[:-1])
+            return " ".join(words) if self.coverage_penalty == 0.1 else "xyz"
+
+        return [SimpleNamespace(text=out(t)) for t in texts]
+
+
+def test_coverage_penalty_is_tuned_on_the_given_pairs_and_compared_with_none(tiny_corpus: Path) -> None:
+    val = load_parallel(tiny_corpus, "val", "en", "de")
+    fake = CoverageSensitiveTranslator(dict(val))
+    choice = tune_coverage_penalty(cast(Translator, fake), val, beam_size=3, progress=False)
+    assert choice["coverage_penalty"] == 0.1 == fake.coverage_penalty
+    assert choice["tuned_on"] == "val" and choice["beam_size"] == 3
+    scores = choice["val_bleu_by_coverage_penalty"]
+    assert scores["0.1"] == 100.0 and scores["0.4"] == 0.0 and 0.0 < scores["0.0"] < 100.0
+    with_beta = evaluate(cast(Translator, fake), tiny_corpus, splits=("val",), beam_size=3, progress=False)
+    fake.coverage_penalty = 0.0
+    without = evaluate(cast(Translator, fake), tiny_corpus, splits=("val",), beam_size=3, progress=False)
+    table = coverage_comparison(with_beta, without)
+    assert table["coverage_penalty"] == 0.1 and table["beam_size"] == 3
+    assert table["bleu_lowercase"]["val"] == {"with": 100.0, "without": scores["0.0"]}
+    assert set(table["bleu_lowercase_21+_words"]["val"]) == {"with", "without"}
+
+
+def test_a_tie_keeps_the_coverage_penalty_off(tiny_corpus: Path) -> None:
+    val = load_parallel(tiny_corpus, "val", "en", "de")
+    fake = ScriptedTranslator(dict(val))  # the same output whatever beta is
+    assert tune_coverage_penalty(cast(Translator, fake), val, progress=False)["coverage_penalty"] == 0.0
+
+
+def test_coverage_penalty_needs_cross_attention(tiny_corpus: Path) -> None:
+    val = load_parallel(tiny_corpus, "val", "en", "de")
+    fake = ScriptedTranslator(dict(val))
+    fake.loaded.config.attention_kinds = ()
+    with pytest.raises(ValueError, match="no cross-attention"):
+        tune_coverage_penalty(cast(Translator, fake), val, progress=False)
