@@ -66,7 +66,7 @@ def build_tiny_models(
     pair: tuple[str, str] = ("en", "de"),
     seed: int = 0,
     *,
-    kinds: list[tuple[str, str, str]] = TINY_KINDS,
+    kinds: list[tuple[str, str, str | None]] = TINY_KINDS,
     byte_fallback: bool = False,
 ) -> list[Path]:
     """Write one tiny random model folder per entry of ``kinds`` (default :data:`TINY_KINDS`)
