@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from app.testing import TINY_KINDS, build_tiny_models
+
+# Property tests (hypothesis) draw the same examples on every run, so the suite never fails by
+# chance; HYPOTHESIS_PROFILE=explore draws new ones (and remembers failures in .hypothesis/).
+settings.register_profile("repeatable", derandomize=True, database=None, deadline=None)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(scope="session")

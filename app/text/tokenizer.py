@@ -40,6 +40,9 @@ class Tokenizer:
         # SentencePiece's dummy prefix: "a" is encoded as "▁a", and decoding drops that space.
         first = self.sp.encode("a", out_type=str)
         self._dummy_prefix = bool(first) and str(first[0]).startswith(WORD_START)
+        # Models that collapse whitespace (remove_extra_whitespaces, the older ones) drop every
+        # leading space when decoding, as SentencePiece does; lossless ones keep them.
+        self._collapses_spaces = self.sp.encode("a  b", out_type=str).count(WORD_START) == 0
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
@@ -127,6 +130,8 @@ class Tokenizer:
         characters; <unk> is rendered as "⁇" (never silently dropped)."""
         pieces = [str(self.sp.id_to_piece(int(i))) for i in ids if int(i) not in (PAD_ID, BOS_ID, EOS_ID)]
         text = render_pieces(pieces)
+        if self._collapses_spaces:
+            return text.lstrip(" ")
         if self._dummy_prefix and pieces and pieces[0].startswith(WORD_START):
             text = text[1:]
         return text
