@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from app.nn.config import ModelConfig
     from app.training.presets import TrainConfig
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from app.config import REPO_ROOT, data_dir
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -162,7 +162,6 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from app.training.data import default_data_dir
     from app.training.train import train
 
     model_config, train_config = _configs(args)
@@ -170,7 +169,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     card = train(
         model_config,
         train_config,
-        data_dir=args.data_dir or default_data_dir(),
+        data_dir=data_dir(args.data_dir),
         out_dir=out,
         run_dir=args.run_dir or REPO_ROOT / "runs" / out.name,
         source_lang=args.pair[0],
@@ -186,37 +185,37 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from app.device import resolve_device
     from app.repository import load_model_folder, write_card
-    from app.training.data import TEST_SPLITS, default_data_dir, load_parallel
+    from app.training.data import TEST_SPLITS, load_parallel
     from app.training.evaluate import (
         coverage_comparison,
         evaluate,
         tune_coverage_penalty,
         tune_length_penalty,
     )
-    from app.training.train import pick_device
     from app.translator import Translator
 
-    loaded = load_model_folder(args.model, pick_device(args.device))
+    loaded = load_model_folder(args.model, resolve_device(args.device))
     translator = Translator(loaded, max_source_tokens=10_000)
     if args.tune_coverage_penalty and "cross" not in loaded.config.attention_kinds:
         raise ValueError(f"{loaded.id} has no cross-attention: --tune-coverage-penalty needs it")
-    data_dir = args.data_dir or default_data_dir()
+    corpus = data_dir(args.data_dir)
     splits = args.splits or TEST_SPLITS
     tuned: dict[str, Any] = {}
     if args.tune_length_penalty or args.tune_coverage_penalty:
-        val = load_parallel(data_dir, "val", loaded.source_lang, loaded.target_lang)
+        val = load_parallel(corpus, "val", loaded.source_lang, loaded.target_lang)
         if args.tune_length_penalty:
             tuned.update(tune_length_penalty(translator, val, beam_size=args.beam))
         if args.tune_coverage_penalty:
             tuned.update(tune_coverage_penalty(translator, val, beam_size=args.beam))
-    result = evaluate(translator, data_dir, splits=splits, beam_size=args.beam)
+    result = evaluate(translator, corpus, splits=splits, beam_size=args.beam)
     if tuned:  # a value not tuned this time keeps the one the card had
         result["decoding"] = {**(loaded.card.get("decoding") or {}), **tuned}
     if args.tune_coverage_penalty:
         chosen = translator.coverage_penalty
         translator.coverage_penalty = 0.0
-        without = result if chosen == 0.0 else evaluate(translator, data_dir, splits=splits, beam_size=args.beam)
+        without = result if chosen == 0.0 else evaluate(translator, corpus, splits=splits, beam_size=args.beam)
         translator.coverage_penalty = chosen
         result["coverage_experiment"] = {
             "what": "beam search with GNMT's coverage penalty (beta picked on val) against beta = 0",
@@ -240,9 +239,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_tokenizer(args: argparse.Namespace) -> int:
     from app.text.tokenizer import Tokenizer
-    from app.training.data import default_data_dir, load_parallel
+    from app.training.data import load_parallel
 
-    pairs = load_parallel(args.data_dir or default_data_dir(), "train", *args.pair)
+    pairs = load_parallel(data_dir(args.data_dir), "train", *args.pair)
     sentences = [s for p in pairs for s in p]
     Tokenizer.train(sentences, args.vocab_size, byte_fallback=args.byte_fallback).save(args.out)
     return 0
@@ -264,9 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "tokenizer":
             return cmd_tokenizer(args)
         if args.command == "download":
-            from app.training.data import default_data_dir, download
+            from app.training.data import download
 
-            print(download(args.data_dir or default_data_dir()))  # noqa: T201
+            print(download(data_dir(args.data_dir)))  # noqa: T201
             return 0
     except (ValueError, FileNotFoundError, TypeError) as err:
         print(f"attnscope {args.command}: error: {err}", file=sys.stderr)  # noqa: T201

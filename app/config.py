@@ -13,12 +13,17 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+"""The checkout: ``models/``, ``templates/``, ``static/`` and ``runs/`` live here."""
 
 
-def default_data_dir() -> Path | None:
-    """``../shared/data/multi30k`` beside the repository, when that folder exists."""
-    path = REPO_ROOT.parent / "shared" / "data" / "multi30k"
-    return path if path.is_dir() else None
+def default_data_dir() -> Path:
+    """Where the Multi30k corpus is read when neither ``--data-dir`` nor ``ATTNSCOPE_DATA_DIR``
+    says: ``../shared/data/multi30k`` beside the checkout when that folder exists, else
+    ``~/.cache/attnscope/multi30k`` (where ``attnscope download`` puts it)."""
+    shared = REPO_ROOT.parent / "shared" / "data" / "multi30k"
+    if shared.is_dir():
+        return shared
+    return Path.home() / ".cache" / "attnscope" / "multi30k"
 
 
 class Settings(BaseSettings):
@@ -28,9 +33,9 @@ class Settings(BaseSettings):
         default=REPO_ROOT / "models",
         description="The model repository: one folder per model, each loaded at start-up.",
     )
-    data_dir: Path | None = Field(
+    data_dir: Path = Field(
         default_factory=default_data_dir,
-        description="The Multi30k data (training and evaluation); None when not present.",
+        description="The Multi30k data (training and evaluation); see default_data_dir().",
     )
     device: str | None = Field(
         default=None,
@@ -49,9 +54,21 @@ class Settings(BaseSettings):
             "so 1 keeps them from oversubscribing the cores; None leaves torch's default."
         ),
     )
+    inference_threads: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Decodes that run at once (each in its own worker thread); about one per core.",
+    )
 
 
 @lru_cache
 def get_settings() -> Settings:
     """The process-wide settings, read from the environment once."""
     return Settings()
+
+
+def data_dir(flag: str | Path | None = None) -> Path:
+    """The corpus folder a command uses: its ``--data-dir`` flag, else ``ATTNSCOPE_DATA_DIR``,
+    else :func:`default_data_dir` (read afresh, not from the cached settings)."""
+    return Path(flag) if flag else Settings().data_dir

@@ -33,6 +33,18 @@ CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE, CARD_FILE = (
 FORMAT_VERSION = CONFIG_VERSION  # config.json's "format_version"; version 1 folders still load
 
 
+class ModelFolderError(ValueError):
+    """A model folder that cannot be loaded; ``file`` names the file at fault."""
+
+    def __init__(self, folder: Path, file: str, message: str) -> None:
+        self.folder, self.file, self.reason = folder, file, message
+        super().__init__(f"{folder}: {message}")
+
+
+class MissingModelFile(ModelFolderError, FileNotFoundError):
+    pass
+
+
 @dataclass
 class LoadedModel:
     id: str
@@ -43,6 +55,7 @@ class LoadedModel:
     source_lang: str
     target_lang: str
     card: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # e.g. a card.json that could not be read
 
 
 def is_model_folder(path: Path) -> bool:
@@ -97,43 +110,76 @@ def write_card(folder: str | Path, card: dict[str, Any]) -> None:
 
 
 def read_config(folder: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
-    """The model config of a folder's ``config.json`` (any supported format version) and the
-    whole file; ValueError naming the folder and the problem."""
-    meta = json.loads((Path(folder) / CONFIG_FILE).read_text())
-    version = meta.get("format_version")
-    if version not in (1, FORMAT_VERSION) or not isinstance(meta.get("model"), dict):
-        raise ValueError(f"{folder}: unsupported model format {version!r} (this attnscope reads 1 and {FORMAT_VERSION})")
+    """``config.json`` -> (the model's configuration, any supported format version, and the
+    whole file). ModelFolderError naming config.json for a file that is not JSON, has an
+    unsupported format or invalid fields."""
+    folder = Path(folder)
     try:
+        meta = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        if not isinstance(meta, dict):
+            raise ValueError("is not a JSON object")
+        version = meta.get("format_version")
+        if version not in (1, FORMAT_VERSION) or not isinstance(meta.get("model"), dict):
+            raise ValueError(f"unsupported model format {version!r} (this attnscope reads 1 and {FORMAT_VERSION})")
+        for key in ("source_lang", "target_lang"):
+            if key not in meta:
+                raise ValueError(f"has no {key!r} field")
         return config_from_dict(meta["model"], version=version), meta
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{folder}: {err}") from err
+    except FileNotFoundError:
+        raise MissingModelFile(folder, CONFIG_FILE, f"missing {CONFIG_FILE}") from None
+    except (OSError, ValueError, TypeError) as err:  # JSONDecodeError and UnicodeError are ValueErrors
+        raise ModelFolderError(folder, CONFIG_FILE, f"{CONFIG_FILE}: {err}") from err
+
+
+def read_card(folder: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """``card.json`` -> (the card, warnings). The card is optional and only informative, so a
+    broken one gives an empty card and a warning naming the problem instead of an error."""
+    path = Path(folder) / CARD_FILE
+    if not path.is_file():
+        return {}, []
+    try:
+        card = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return {}, [f"{CARD_FILE} could not be read ({err}); serving the model without its card"]
+    if not isinstance(card, dict):
+        return {}, [f"{CARD_FILE} is not a JSON object; serving the model without its card"]
+    return card, []
 
 
 def load_model_folder(folder: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
     """Load a model folder for inference (fp32 parameters on ``device``, eval mode).
 
-    Raises ``FileNotFoundError`` or ``ValueError`` naming the problem if the folder is incomplete
-    or does not match its configuration."""
+    Raises ModelFolderError (MissingModelFile, a FileNotFoundError, for a missing file) whose
+    ``file`` names the file at fault: config.json, tokenizer.model or model.safetensors. A broken
+    card.json is not fatal: it becomes a warning in ``LoadedModel.warnings``."""
     folder = Path(folder)
-    for name in (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE):
-        if not (folder / name).is_file():
-            raise FileNotFoundError(f"{folder}: missing {name}")
     config, meta = read_config(folder)
-    tokenizer = Tokenizer.load(folder / TOKENIZER_FILE)
+    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
+        if not (folder / name).is_file():
+            raise MissingModelFile(folder, name, f"missing {name}")
+    try:
+        tokenizer = Tokenizer.load(folder / TOKENIZER_FILE)
+    except (OSError, RuntimeError, ValueError) as err:
+        raise ModelFolderError(folder, TOKENIZER_FILE, f"{TOKENIZER_FILE} could not be read: {err}") from err
     if tokenizer.vocab_size != config.vocab_size:
-        raise ValueError(
-            f"{folder}: tokenizer has {tokenizer.vocab_size} pieces, config says {config.vocab_size}"
+        raise ModelFolderError(
+            folder, TOKENIZER_FILE, f"tokenizer has {tokenizer.vocab_size} pieces, config says {config.vocab_size}"
         )
     model = build_model(config)
-    state = load_file(str(folder / WEIGHTS_FILE))
+    try:
+        state = load_file(str(folder / WEIGHTS_FILE))
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types for corrupt files
+        raise ModelFolderError(folder, WEIGHTS_FILE, f"{WEIGHTS_FILE} could not be read: {err}") from err
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as err:
-        raise ValueError(f"{folder}: weights do not match config.json: {err}") from err
+        detail = " ".join(str(err).split())  # torch lists every tensor: keep the start
+        detail = detail if len(detail) <= 400 else detail[:400] + " …"
+        raise ModelFolderError(folder, WEIGHTS_FILE, f"weights do not match config.json: {detail}") from err
     model.to(device).eval()
-    card = {}
-    if (folder / CARD_FILE).is_file():
-        card = json.loads((folder / CARD_FILE).read_text())
+    card, warnings = read_card(folder)
+    for warning in warnings:
+        logger.warning("%s: %s", folder, warning)
     return LoadedModel(
         id=folder.name,
         path=folder,
@@ -143,4 +189,5 @@ def load_model_folder(folder: str | Path, device: str | torch.device = "cpu") ->
         source_lang=meta["source_lang"],
         target_lang=meta["target_lang"],
         card=card,
+        warnings=warnings,
     )

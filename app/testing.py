@@ -14,12 +14,11 @@ from pathlib import Path
 
 import torch
 
+from app.config import REPO_ROOT
 from app.nn.config import ModelConfig, config_from_dict, score_of
 from app.nn.factory import build_model
 from app.repository import save_model_folder
 from app.text.tokenizer import Tokenizer
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 TINY_PAIRS: list[tuple[str, str]] = [
     ("A man is riding a bicycle.", "Ein Mann fährt Fahrrad."),
@@ -103,7 +102,7 @@ def free_port() -> int:
 @contextmanager
 def running_server(models_dir: str | Path, log: Path, start_timeout_s: float = 120.0) -> Iterator[str]:
     """``attnscope serve`` in its own process on a free localhost port, as a user would start it;
-    yields its base URL once ``/api/health`` answers, and stops it afterwards. If it dies or never
+    yields its base URL once ``/api/ready`` answers (models loaded), and stops it afterwards. If it dies or never
     answers, the error carries the end of its log."""
     port = free_port()
     command = [
@@ -120,7 +119,7 @@ def running_server(models_dir: str | Path, log: Path, start_timeout_s: float = 1
             if process.poll() is not None:
                 raise RuntimeError(f"the server exited with {process.returncode}:\n{log.read_text()[-4000:]}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"no answer from {url}/api/health in {start_timeout_s} s:\n{log.read_text()[-4000:]}")
+                raise RuntimeError(f"no answer from {url}/api/ready in {start_timeout_s} s:\n{log.read_text()[-4000:]}")
             time.sleep(0.2)
         yield url
     finally:
@@ -134,7 +133,7 @@ def running_server(models_dir: str | Path, log: Path, start_timeout_s: float = 1
 
 def _healthy(url: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/api/health", timeout=2) as response:
+        with urllib.request.urlopen(f"{url}/api/ready", timeout=2) as response:
             return bool(response.status == 200)
     except OSError:
         return False

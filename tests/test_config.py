@@ -22,7 +22,7 @@ def test_defaults() -> None:
     assert (s.device, s.host, s.port) == (None, "127.0.0.1", 8000)
     assert (s.max_chars, s.max_tokens, s.max_batch, s.torch_threads) == (1000, 200, 32, 1)
     shared = REPO_ROOT.parent / "shared" / "data" / "multi30k"
-    assert s.data_dir == (shared if shared.is_dir() else None) == default_data_dir()
+    assert s.data_dir == default_data_dir() == (shared if shared.is_dir() else Path.home() / ".cache" / "attnscope" / "multi30k")
 
 
 def test_environment_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

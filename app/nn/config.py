@@ -52,6 +52,16 @@ class SharedConfig:
         if self.vocab_size < 4:
             raise ValueError("vocab_size must leave room for pad, unk, bos and eos")
 
+    @property
+    def source_positions(self) -> int | None:
+        """The longest source (EOS included) the model has positions for; None: unbounded."""
+        return None
+
+    @property
+    def target_positions(self) -> int | None:
+        """The longest output (EOS included) the decoder has positions for; None: unbounded."""
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -69,6 +79,11 @@ class RecurrentConfig(SharedConfig):
         super().__post_init__()
         if self.score not in SCORES:
             raise ValueError(f"unknown score {self.score!r}; choose one of {', '.join(SCORES)}")
+
+    @property
+    def source_positions(self) -> int | None:
+        """The location score predicts a position among ``max_source_positions``."""
+        return self.max_source_positions if self.score == "location" else None
 
     @property
     def layers(self) -> int:
@@ -138,6 +153,14 @@ class TransformerConfig(SharedConfig):
     @property
     def activation_dropout_p(self) -> float:
         return self.dropout if self.activation_dropout is None else self.activation_dropout
+
+    @property
+    def source_positions(self) -> int | None:
+        return self.max_positions
+
+    @property
+    def target_positions(self) -> int | None:
+        return self.max_positions
 
     @property
     def layers(self) -> int:

@@ -1,14 +1,16 @@
-"""The JSON API under ``/api``: health, models, translate, align and batch translate.
+"""The JSON API under ``/api``: health, readiness, models, translate, align and batch translate.
 
 Thin: each route validates its body (schemas), asks the service, and returns the answer. Large
-answers (attention matrices) are serialised to JSON in a worker thread, off the event loop."""
+answers (attention matrices) are serialised to JSON in the inference pool, off the event loop.
+Health, readiness and the model list are ``async`` and touch no thread pool, so they answer
+however busy inference is."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
 
 from app.serving.schemas import (
@@ -17,10 +19,11 @@ from app.serving.schemas import (
     ErrorResponse,
     HealthResponse,
     ModelsResponse,
+    ReadyResponse,
     TranslateRequest,
     TranslationResponse,
 )
-from app.serving.service import ServiceDep, to_thread
+from app.serving.service import ModelService, ServiceDep
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -37,23 +40,37 @@ class JSONBytes(Response):
     media_type = "application/json"
 
 
-async def _json(value: TranslationResponse | list[TranslationResponse]) -> JSONBytes:
+async def _json(service: ModelService, value: TranslationResponse | list[TranslationResponse]) -> JSONBytes:
     """Serialise in a worker thread: a Transformer's answer holds many thousands of floats."""
     if isinstance(value, list):
-        body = await to_thread(lambda: _BATCH.dump_json(value))
+        body = await service.pool.encode(lambda: _BATCH.dump_json(value))
     else:
-        body = await to_thread(lambda: _ONE.dump_json(value))
+        body = await service.pool.encode(lambda: _ONE.dump_json(value))
     return JSONBytes(body)
 
 
-@router.get("/health", response_model=HealthResponse, summary="Liveness and what is loaded")
+@router.get("/health", response_model=HealthResponse, summary="Liveness: the process answers")
 async def health(service: ServiceDep) -> HealthResponse:
     return HealthResponse(status="ok", device=str(service.device), models=len(service.ids))
 
 
-@router.get("/models", response_model=ModelsResponse, summary="The loaded models")
+@router.get(
+    "/ready",
+    response_model=ReadyResponse,
+    responses={503: {"model": ReadyResponse, "description": "Still loading the models, or shutting down."}},
+    summary="Readiness: every model folder is loaded (or marked unavailable)",
+)
+async def ready(service: ServiceDep) -> JSONResponse:
+    """200 once the models are loaded; 503 while they load and while the server shuts down, so a
+    load balancer sends traffic only to replicas that can translate."""
+    status = service.status
+    body = ReadyResponse(status=status, models=len(service.ids), unavailable=len(service.registry.unavailable()))
+    return JSONResponse(body.model_dump(), status_code=200 if status == "ready" else 503)
+
+
+@router.get("/models", response_model=ModelsResponse, summary="The loaded models, and the folders that failed")
 async def models(service: ServiceDep) -> ModelsResponse:
-    return ModelsResponse(models=service.describe())
+    return ModelsResponse(models=service.describe(), unavailable=service.registry.unavailable())
 
 
 @router.post(
@@ -69,7 +86,7 @@ async def translate(body: TranslateRequest, service: ServiceDep) -> Response:
     (answer,) = await service.translate(
         body.model, [body.text], beam_size=body.beam_size, max_length=body.max_length, batch=False
     )
-    return await _json(answer)
+    return await _json(service, answer)
 
 
 @router.post(
@@ -82,7 +99,7 @@ async def align(body: AlignRequest, service: ServiceDep) -> Response:
     """The model scores ``target`` (plus ``</s>``) token by token: the same fields as translate,
     with ``target_logprobs`` telling how likely the model finds each of your tokens."""
     answer = await service.align(body.model, body.text, body.target)
-    return await _json(answer)
+    return await _json(service, answer)
 
 
 @router.post(
@@ -97,4 +114,4 @@ async def translate_batch(body: BatchTranslateRequest, service: ServiceDep) -> R
     answers = await service.translate(
         body.model, body.texts, beam_size=body.beam_size, max_length=body.max_length, batch=True
     )
-    return await _json(answers)
+    return await _json(service, answers)

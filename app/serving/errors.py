@@ -21,11 +21,16 @@ _UNPARSEABLE_BODY = "There was an error parsing the body"
 
 
 class UnknownModel(LookupError):
-    def __init__(self, model_id: str, available: Sequence[str]) -> None:
+    """No such model is served; ``unavailable`` is the folder's load failure, if it has one."""
+
+    def __init__(self, model_id: str, available: Sequence[str], unavailable: Any = None) -> None:
         self.model_id = model_id
         self.available = list(available)
         names = ", ".join(self.available) or "none are loaded"
-        super().__init__(f"unknown model {model_id!r}; available: {names}")
+        if unavailable is not None:
+            super().__init__(f"model {model_id!r} is unavailable ({unavailable.reason}); available: {names}")
+        else:
+            super().__init__(f"unknown model {model_id!r}; available: {names}")
 
 
 class InvalidInput(ValueError):
@@ -36,6 +41,15 @@ class InvalidInput(ValueError):
         self.message = message
         self.kind = kind
         super().__init__(f"{field_name(loc)}: {message}")
+
+
+class Unavailable(RuntimeError):
+    """The server cannot take the request now (models still loading, queue full, shutting
+    down): 503 with ``Retry-After``."""
+
+    def __init__(self, message: str, retry_after_s: int = 1) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
 
 
 def field_name(loc: Sequence[Any]) -> str:
@@ -82,6 +96,13 @@ async def _on_unknown_model(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=404, content={"detail": str(exc), "available": exc.available})
 
 
+async def _on_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Unavailable)
+    return JSONResponse(
+        status_code=503, content={"detail": str(exc)}, headers={"Retry-After": str(exc.retry_after_s)}
+    )
+
+
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and exc.detail == _UNPARSEABLE_BODY:
@@ -104,5 +125,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(InvalidInput, _on_invalid_input)
     app.add_exception_handler(UnknownModel, _on_unknown_model)
+    app.add_exception_handler(Unavailable, _on_unavailable)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(Exception, _on_unexpected)

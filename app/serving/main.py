@@ -4,6 +4,8 @@ Run it with ``attnscope serve`` or ``uvicorn --factory app.serving.main:create_a
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -12,25 +14,33 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from app import __version__
-from app.config import REPO_ROOT, Settings, get_settings
+from app.config import Settings, get_settings
 from app.serving import api, pages
 from app.serving.errors import install_error_handlers
-from app.serving.service import ModelService, to_thread
+from app.serving.service import ModelService
 
-STATIC_DIR = REPO_ROOT / "static"
+logger = logging.getLogger(__name__)
+
+STATIC_DIR = pages.STATIC_DIR
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    service = ModelService(settings)  # cheap: the models load in the lifespan
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.torch_threads is not None:
             torch.set_num_threads(settings.torch_threads)  # process-wide, like the server itself
-        service = ModelService(settings)  # load once per process, never at import time
-        await to_thread(service.load_all)
-        app.state.service = service
-        yield
+        # Load once per process, never at import time, and in the background: /api/health
+        # answers at once, /api/ready once every folder is loaded (or marked unavailable).
+        loading = asyncio.get_running_loop().run_in_executor(None, service.load_all)
+        try:
+            yield
+        finally:
+            service.stopping = True
+            service.pool.shutdown()
+            await asyncio.wait([loading], timeout=5)
 
     app = FastAPI(
         title="attnscope",
@@ -39,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.service = service
     install_error_handlers(app)
     app.include_router(api.router)
     app.include_router(pages.router)

@@ -8,7 +8,6 @@ server.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -18,17 +17,15 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from app.nn.config import score_of
-from app.repository import CARD_FILE, LoadedModel, discover, read_config
+from app.config import REPO_ROOT
+from app.serving.service import ModelService
 
 logger = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES_DIR = ROOT / "templates"
-STATIC_DIR = ROOT / "static"
+TEMPLATES_DIR = REPO_ROOT / "templates"
+STATIC_DIR = REPO_ROOT / "static"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PLOTLY_URL = f"/vendor/plotly.min.js?v={plotly.__version__}"
-DEFAULT_MODELS_DIR = ROOT / "models"
 
 # One click away on the Translate and Compare pages, by source language.
 EXAMPLES: dict[str, list[str]] = {
@@ -100,54 +97,8 @@ def plotly_js() -> FileResponse:
 
 
 def model_cards(request: Request) -> list[dict[str, Any]]:
-    """Every served model's full ``card.json`` (curves, BLEU per test set...), with the facts the
-    page needs even when a card is partial: language pair, architecture, score, parameters.
-
-    Comes from the loaded models when the app has its service, otherwise from the model folders."""
-    service = getattr(request.app.state, "service", None)
-    if service is not None:
-        return [_card_of_loaded(service.get(model_id).loaded) for model_id in service.ids]
-    settings = getattr(request.app.state, "settings", None)
-    return cards_from_folders(Path(getattr(settings, "models_dir", None) or DEFAULT_MODELS_DIR))
-
-
-def _card_of_loaded(loaded: LoadedModel) -> dict[str, Any]:
-    config = loaded.config
-    facts = {
-        "architecture": config.architecture,
-        "score": score_of(config),
-        "parameters": loaded.model.num_parameters,
-    }
-    return {
-        **facts,
-        **loaded.card,
-        "id": loaded.id,
-        "source_lang": loaded.source_lang,
-        "target_lang": loaded.target_lang,
-    }
-
-
-def cards_from_folders(models_dir: Path) -> list[dict[str, Any]]:
-    """The cards of the model folders in ``models_dir``, read from disk (no weights loaded).
-
-    A folder whose files cannot be read still appears, with an ``error`` field, so the page
-    shows what is wrong instead of silently leaving the model out."""
-    cards = []
-    for folder in discover(models_dir):
-        card: dict[str, Any] = {"id": folder.name}
-        try:
-            config, meta = read_config(folder)
-            card.update(
-                architecture=config.architecture,
-                score=score_of(config),
-                source_lang=meta.get("source_lang"),
-                target_lang=meta.get("target_lang"),
-            )
-            if (folder / CARD_FILE).is_file():
-                card.update(json.loads((folder / CARD_FILE).read_text()))
-        except (OSError, ValueError) as err:
-            logger.warning("cannot read the card of %s: %s", folder, err)
-            card["error"] = f"cannot read this model's card: {err}"
-        card["id"] = folder.name
-        cards.append(card)
-    return cards
+    """Every model's full ``card.json`` (curves, BLEU per test set...), from the registry: the
+    served models with the facts the page needs even when a card is partial, and the folders
+    that failed to load with an ``error`` naming the reason."""
+    service: ModelService = request.app.state.service
+    return service.registry.page_cards()

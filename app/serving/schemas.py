@@ -191,10 +191,28 @@ class ModelInfo(BaseModel):
     )
     device: str
     card: dict[str, Any] = Field(description="The scalar fields of the model's card.json.")
+    max_source_tokens: int = Field(
+        description="Longest accepted text in subword tokens (the server's limit, or fewer where the model's positions end)."
+    )
+    max_length: int | None = Field(
+        description="Most output tokens the model has positions for (EOS included); null when unbounded."
+    )
+    warnings: list[str] = Field(
+        default_factory=list, description="Problems that did not stop the model, e.g. a card.json that could not be read."
+    )
+
+
+class UnavailableModel(BaseModel):
+    id: str = Field(description="The model folder's name.")
+    file: str | None = Field(description="The file at fault: config.json, model.safetensors or tokenizer.model.")
+    reason: str = Field(description="Why the folder could not be loaded.")
 
 
 class ModelsResponse(BaseModel):
     models: list[ModelInfo]
+    unavailable: list[UnavailableModel] = Field(
+        default_factory=list, description="Model folders that failed to load, with the reason; they cannot be used."
+    )
 
 
 class HealthResponse(BaseModel):
@@ -203,6 +221,14 @@ class HealthResponse(BaseModel):
     status: Literal["ok"]
     device: str = Field(description="Where inference runs: cpu or cuda:N.")
     models: int = Field(description="How many models are loaded.")
+
+
+class ReadyResponse(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ready", "models": 7, "unavailable": 0}]})
+
+    status: Literal["ready", "loading", "stopping"]
+    models: int = Field(description="How many models are loaded.")
+    unavailable: int = Field(description="How many model folders failed to load.")
 
 
 class FieldError(BaseModel):

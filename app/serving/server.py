@@ -9,8 +9,8 @@ from typing import Any
 import uvicorn
 
 from app.config import Settings
+from app.device import resolve_device
 from app.serving.main import create_app
-from app.serving.service import resolve_device
 
 logger = logging.getLogger(__name__)
 

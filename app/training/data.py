@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import http.client
 import logging
-import os
 import random
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -34,23 +33,10 @@ SPLITS: dict[str, str] = {
 TEST_SPLITS = ("test2016", "test2017", "mscoco2017")
 LANGUAGES = ("en", "de", "fr")
 DOWNLOAD_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{file}"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class DataError(ValueError):
     """The corpus is missing or malformed; the message names the file and the problem."""
-
-
-def default_data_dir() -> Path:
-    """``$ATTNSCOPE_DATA_DIR``, else ``../shared/data/multi30k`` beside the checkout when present,
-    else ``~/.cache/attnscope/multi30k`` (where ``attnscope download`` puts it)."""
-    env = os.environ.get("ATTNSCOPE_DATA_DIR")
-    if env:
-        return Path(env)
-    shared = REPO_ROOT.parent / "shared" / "data" / "multi30k"
-    if shared.is_dir():
-        return shared
-    return Path.home() / ".cache" / "attnscope" / "multi30k"
 
 
 def split_path(data_dir: Path, split: str, lang: str) -> Path:

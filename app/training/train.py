@@ -18,6 +18,7 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
+from app.device import resolve_device
 from app.nn.base import Seq2Seq
 from app.nn.config import PAD_ID, ModelConfig, config_to_dict, score_of
 from app.nn.factory import build_model
@@ -31,12 +32,6 @@ from app.translator import Translator
 logger = logging.getLogger(__name__)
 
 StateDict = dict[str, torch.Tensor]
-
-
-def pick_device(name: str | None = None) -> torch.device:
-    if name:
-        return torch.device(name)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def hardware_name(device: torch.device) -> str:
@@ -97,7 +92,7 @@ def train(
     """Train, pick the best weights, evaluate and write the model folder ``out_dir``.
     Returns the card. ``run_dir`` keeps the checkpoints that ``resume`` continues from."""
     started = time.monotonic()
-    dev = pick_device(device)
+    dev = resolve_device(device)
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)

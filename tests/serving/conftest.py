@@ -4,6 +4,7 @@ own translation can be fed back to /api/align)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,22 @@ from app.text.tokenizer import Tokenizer
 from app.translator import Translator
 
 
+class ReadyClient(TestClient):
+    """A TestClient whose ``with`` block starts once the models are loaded (``/api/ready``)."""
+
+    def __enter__(self) -> ReadyClient:
+        super().__enter__()
+        deadline = time.monotonic() + 60
+        while self.get("/api/ready").status_code != 200:
+            assert time.monotonic() < deadline, "the models did not load in 60 s"
+            time.sleep(0.02)
+        return self
+
+
 def make_client(models_dir: Path, **overrides: Any) -> TestClient:
     """A TestClient for an app over ``models_dir``; use it as a context manager (lifespan)."""
-    settings = Settings(models_dir=models_dir, device="cpu", data_dir=None, **overrides)
-    return TestClient(create_app(settings), raise_server_exceptions=False)
+    settings = Settings(models_dir=models_dir, device="cpu", **overrides)
+    return ReadyClient(create_app(settings), raise_server_exceptions=False)
 
 
 @pytest.fixture(scope="session")

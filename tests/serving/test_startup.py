@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from app.config import Settings
+from app.device import resolve_device
 from app.serving import server
-from app.serving.service import ModelService, resolve_device
+from app.serving.service import ModelService
 
 
-def test_broken_folders_are_logged_and_left_out(
+def test_broken_folders_are_listed_unavailable_with_the_file_at_fault(
     tmp_path: Path, tiny_models_dir: Path, client_for: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     shutil.copytree(tiny_models_dir / "en-de-transformer", tmp_path / "en-de-transformer")
@@ -27,10 +28,32 @@ def test_broken_folders_are_logged_and_left_out(
     shutil.copytree(tiny_models_dir / "en-de-rnn-none", tmp_path / "wrong-weights")
     shutil.copy(tiny_models_dir / "en-de-transformer" / "model.safetensors", tmp_path / "wrong-weights")
     (tmp_path / "not-a-model").mkdir()  # no config.json: not even discovered
-    with caplog.at_level(logging.INFO, logger="app.serving.service"), client_for(tmp_path) as c:
-        assert c.get("/api/health").json()["models"] == 1
-        assert [m["id"] for m in c.get("/api/models").json()["models"]] == ["en-de-transformer"]
-        assert c.post("/api/translate", json={"model": "no-weights", "text": "Hi"}).status_code == 404
+    shutil.copytree(tiny_models_dir / "en-de-rnn-none", tmp_path / "bad-card")
+    (tmp_path / "bad-card" / "card.json").write_text('{"bleu": 3')
+    with caplog.at_level(logging.INFO, logger="app.serving.registry"), client_for(tmp_path) as c:
+        assert c.get("/api/health").json()["models"] == 2
+        assert c.get("/api/ready").json() == {"status": "ready", "models": 2, "unavailable": 3}
+        listing = c.get("/api/models").json()
+        assert [m["id"] for m in listing["models"]] == ["bad-card", "en-de-transformer"]
+        bad_card = listing["models"][0]
+        assert bad_card["card"] == {} and len(bad_card["warnings"]) == 1
+        assert "card.json" in bad_card["warnings"][0] and "without its card" in bad_card["warnings"][0]
+        unavailable = {u["id"]: u for u in listing["unavailable"]}
+        assert sorted(unavailable) == ["bad-json", "no-weights", "wrong-weights"]
+        assert unavailable["bad-json"]["file"] == "config.json"
+        assert unavailable["bad-json"]["reason"].startswith("config.json: ")
+        assert unavailable["no-weights"] == {
+            "id": "no-weights", "file": "model.safetensors", "reason": "missing model.safetensors"
+        }
+        assert unavailable["wrong-weights"]["file"] == "model.safetensors" and len(unavailable["wrong-weights"]["reason"]) < 500
+        assert "do not match config.json" in unavailable["wrong-weights"]["reason"]
+        r = c.post("/api/translate", json={"model": "no-weights", "text": "Hi"})
+        assert r.status_code == 404 and "unavailable (missing model.safetensors)" in r.json()["detail"]
+        assert c.post("/api/translate", json={"model": "bad-card", "text": "Hi"}).status_code == 200
+        page_cards = {card["id"]: card for card in c.get("/models").context["cards"]}  # type: ignore[attr-defined]
+        assert "model.safetensors" in page_cards["no-weights"]["error"]
+        assert page_cards["bad-json"]["error"].startswith("config.json: ")
+        assert page_cards["bad-card"]["warnings"] == bad_card["warnings"]
     skipped = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(skipped) == 3
     assert any("no-weights" in m and "model.safetensors" in m for m in skipped)
@@ -41,7 +64,7 @@ def test_broken_folders_are_logged_and_left_out(
 def test_missing_models_dir_still_starts(tmp_path: Path, client_for: Any) -> None:
     with client_for(tmp_path / "nowhere") as c:
         assert c.get("/api/health").json() == {"status": "ok", "device": "cpu", "models": 0}
-        assert c.get("/api/models").json() == {"models": []}
+        assert c.get("/api/models").json() == {"models": [], "unavailable": []}
         r = c.post("/api/translate", json={"model": "any", "text": "Hi"})
         assert r.status_code == 404 and "none are loaded" in r.json()["detail"]
 

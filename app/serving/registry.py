@@ -1,0 +1,185 @@
+"""The model registry: the one place the API and the pages learn which models there are.
+
+Every folder of the models directory is loaded once (in the lifespan, off the event loop); a
+folder that fails is kept as *unavailable* with the reason and the file at fault, so
+``/api/models`` and the Models page can say what is wrong instead of silently leaving it out."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from app.nn.config import TransformerConfig, score_of
+from app.repository import (
+    LoadedModel,
+    ModelFolderError,
+    discover,
+    load_model_folder,
+    read_card,
+    read_config,
+)
+from app.serving.errors import Unavailable, UnknownModel
+from app.serving.schemas import ModelInfo, UnavailableModel
+from app.translator import Translator
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ServedModel:
+    """A loaded model with its translator and the limits its positional range allows."""
+
+    loaded: LoadedModel
+    translator: Translator
+    max_source_tokens: int  # without EOS
+    max_decode_length: int | None  # output tokens with EOS; None: no positional limit
+
+    @classmethod
+    def of(cls, loaded: LoadedModel, max_tokens: int) -> ServedModel:
+        """Serve ``loaded`` accepting at most ``max_tokens`` source tokens (fewer when the
+        model's positions run out first: its config says how many it has)."""
+        limit = max_tokens
+        if loaded.config.source_positions is not None:
+            limit = min(limit, loaded.config.source_positions - 1)  # leave room for EOS
+        translator = Translator(loaded, max_source_tokens=limit)
+        return cls(loaded, translator, limit, loaded.config.target_positions)
+
+    @property
+    def id(self) -> str:
+        return self.loaded.id
+
+    def info(self, device: torch.device) -> ModelInfo:
+        c, card = self.loaded.config, self.loaded.card
+        bleu = card.get("bleu")
+        return ModelInfo(
+            id=self.loaded.id,
+            architecture=c.architecture,
+            score=score_of(c),
+            source_lang=self.loaded.source_lang,
+            target_lang=self.loaded.target_lang,
+            layers=c.layers,
+            encoder_layers=c.encoder_layers if isinstance(c, TransformerConfig) else 1,
+            heads=c.num_heads,
+            parameters=self.loaded.model.num_parameters,
+            attention=list(c.attention_kinds),  # type: ignore[arg-type]
+            bleu=bleu if isinstance(bleu, dict | float | int) and not isinstance(bleu, bool) else None,
+            device=str(device),
+            card={k: v for k, v in card.items() if v is None or isinstance(v, str | int | float | bool)},
+            max_source_tokens=self.max_source_tokens,
+            max_length=self.max_decode_length,
+            warnings=list(self.loaded.warnings),
+        )
+
+    def page_card(self) -> dict[str, Any]:
+        """The full card for the Models page, with the facts it needs even when the card is
+        partial (or missing): language pair, architecture, score, parameters."""
+        c = self.loaded.config
+        facts = {"architecture": c.architecture, "score": score_of(c), "parameters": self.loaded.model.num_parameters}
+        return {
+            **facts,
+            **self.loaded.card,
+            "id": self.loaded.id,
+            "source_lang": self.loaded.source_lang,
+            "target_lang": self.loaded.target_lang,
+            "warnings": list(self.loaded.warnings),
+        }
+
+
+class ModelRegistry:
+    """The served models and the folders that could not be loaded, by id."""
+
+    def __init__(self, models_dir: Path, device: torch.device, max_tokens: int) -> None:
+        self.models_dir = models_dir
+        self.device = device
+        self.max_tokens = max_tokens
+        self._models: dict[str, ServedModel] = {}
+        self._unavailable: dict[str, UnavailableModel] = {}
+        self._loaded = threading.Event()
+
+    @property
+    def ready(self) -> bool:
+        """Whether :meth:`load_all` has finished (each folder loaded or marked unavailable)."""
+        return self._loaded.is_set()
+
+    def load_all(self) -> None:
+        """Load every model folder; a folder that fails is logged and kept as unavailable."""
+        root = self.models_dir
+        if not root.is_dir():
+            logger.warning("models directory %s does not exist; serving no models", root)
+        for folder in discover(root):
+            started = time.perf_counter()
+            try:
+                loaded = load_model_folder(folder, device=self.device)
+            except Exception as err:  # noqa: BLE001 - any broken folder is reported, never fatal
+                logger.error("skipping model folder %s: %s", folder.name, err)
+                self._unavailable[folder.name] = _unavailable(folder, err)
+                continue
+            self._models[loaded.id] = ServedModel.of(loaded, self.max_tokens)
+            logger.info(
+                "loaded %s (%s, %d parameters) on %s in %.1f s",
+                loaded.id,
+                loaded.config.architecture,
+                loaded.model.num_parameters,
+                self.device,
+                time.perf_counter() - started,
+            )
+        self._loaded.set()
+        logger.info("serving %d model(s) from %s on %s", len(self._models), root, self.device)
+
+    @property
+    def ids(self) -> list[str]:
+        return list(self._models)
+
+    def get(self, model_id: str) -> ServedModel:
+        """The served model ``model_id``; UnknownModel (404) when there is none, Unavailable
+        (503) while the models are still loading."""
+        try:
+            return self._models[model_id]
+        except KeyError:
+            if not self.ready:
+                raise Unavailable("the models are still loading; see /api/ready", retry_after_s=2) from None
+            raise UnknownModel(model_id, self.ids, self._unavailable.get(model_id)) from None
+
+    def describe(self) -> list[ModelInfo]:
+        return [served.info(self.device) for served in self._models.values()]
+
+    def unavailable(self) -> list[UnavailableModel]:
+        return list(self._unavailable.values())
+
+    def page_cards(self) -> list[dict[str, Any]]:
+        """Every model's card for the pages; an unavailable folder appears with an ``error``
+        (and what its config.json and card.json still tell, where they can be read)."""
+        cards = [served.page_card() for served in self._models.values()]
+        for entry in self._unavailable.values():
+            cards.append({**_folder_facts(self.models_dir / entry.id), "id": entry.id, "error": entry.reason})
+        return cards
+
+
+def _unavailable(folder: Path, err: Exception) -> UnavailableModel:
+    if isinstance(err, ModelFolderError):
+        reason = err.reason if err.file in err.reason else f"{err.file}: {err.reason}"
+        return UnavailableModel(id=folder.name, file=err.file, reason=reason)
+    return UnavailableModel(id=folder.name, file=None, reason=f"{type(err).__name__}: {err}")
+
+
+def _folder_facts(folder: Path) -> dict[str, Any]:
+    """What a folder that failed to load still tells: its card and its config's basic facts."""
+    facts: dict[str, Any] = {}
+    try:
+        config, meta = read_config(folder)
+        facts.update(
+            architecture=config.architecture,
+            score=score_of(config),
+            source_lang=meta.get("source_lang"),
+            target_lang=meta.get("target_lang"),
+        )
+    except ModelFolderError:
+        pass
+    card, _ = read_card(folder)
+    return {**card, **facts}
