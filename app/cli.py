@@ -38,8 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     from app.training.presets import PRESETS
 
     train = sub.add_parser("train", help="train a model on Multi30k and write a model folder")
-    train.add_argument("--preset", choices=sorted(PRESETS), required=True)
-    train.add_argument("--pair", type=_pair, default=("en", "de"), help="e.g. en-de or en-fr")
+    train.add_argument("--preset", choices=sorted(PRESETS), default=None,
+                       help="model shape and recipe (with --init-from: the recipe only; default transformer)")
+    train.add_argument("--init-from", default=None, metavar="FOLDER",
+                       help="fine-tune a model folder: its config, tokenizer and weights start the run")
+    train.add_argument("--pair", type=_pair, default=None,
+                       help="e.g. en-de or en-fr (default en-de, or the --init-from folder's pair)")
     train.add_argument("--out", required=True, help="model folder to write (e.g. models/en-de-transformer)")
     train.add_argument("--score", choices=SCORES, help="alignment score function (RNN models)")
     train.add_argument("--data-dir", default=None, help="Multi30k task 1 raw files")
@@ -52,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--max-time", type=float, dest="max_time_s", help="training budget in seconds")
     train.add_argument("--batch-tokens", type=int)
     train.add_argument("--lr", type=float)
+    train.add_argument("--warmup-steps", type=int)
+    train.add_argument("--align-head", default=None, metavar="L,H",
+                       help="supervise cross-attention head H of decoder layer L with reference alignments")
+    train.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss term")
+    train.add_argument("--align-dir", default=None,
+                       help="reference alignments from align-corpus (default <data-dir>/alignments)")
     train.add_argument("--vocab-size", type=int)
     train.add_argument("--seed", type=int)
     train.add_argument("--no-test-eval", action="store_true", help="skip the test-set evaluation")
@@ -67,11 +77,23 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--beam", type=int, default=5)
     ev.add_argument("--device", default=None)
     ev.add_argument("--update-card", action="store_true", help="write the results into card.json")
+    ev.add_argument("--alignment", action="store_true",
+                    help="instead of BLEU: every cross-attention head's word-alignment F1/AER against the "
+                         "reference links of --alignment-split (card key 'alignment')")
+    ev.add_argument("--alignment-split", default="test2016")
+    ev.add_argument("--align-dir", default=None, help="reference alignments (default <data-dir>/alignments)")
     ev.add_argument("--tune-length-penalty", action="store_true",
                     help="first pick the beam length penalty on the validation set (saved with --update-card)")
     ev.add_argument("--tune-coverage-penalty", action="store_true",
                     help="first pick GNMT's coverage penalty on the validation set (after the length penalty, "
                          "if tuned too; saved with --update-card), and report test BLEU with and without it")
+
+    al = sub.add_parser("align-corpus", help="reference word alignments (eflomal, grow-diag-final-and)")
+    al.add_argument("--pair", type=_pair, default=("en", "de"), help="e.g. en-de or en-fr")
+    al.add_argument("--data-dir", default=None)
+    al.add_argument("--split", nargs="+", default=["val", "test2016"], dest="splits",
+                    help="splits aligned (and written) besides train")
+    al.add_argument("--out-dir", default=None, help="where the references go (default <data-dir>/alignments)")
 
     dl = sub.add_parser("download", help="fetch Multi30k task 1 (en, de, fr) from its public repository")
     dl.add_argument("--data-dir", default=None)
@@ -137,15 +159,22 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
     ``--set`` and the recipe flags. ``--set architecture=...`` switches the model family; the
     preset's fields that the chosen architecture lacks are then left out (the tiny preset carries
     small dimensions for every family)."""
-    from app.nn.config import config_class, config_fields, config_from_dict
+    from app.nn.config import config_class, config_fields, config_from_dict, config_to_dict
     from app.training.presets import PRESETS, TrainConfig
 
-    preset = PRESETS[args.preset]
+    if args.preset is None and args.init_from is None:
+        raise ValueError("pass --preset, or --init-from a model folder to fine-tune")
+    preset = PRESETS[args.preset or "transformer"]
     sets = [_split_set(item) for item in args.set]
-    architecture = dict(sets).get("architecture", preset["model"]["architecture"])
+    preset_model: dict[str, Any] = dict(preset["model"])
+    if args.init_from:  # fine-tuning: the folder's own model; the preset gives only the recipe
+        from app.repository import read_config
+
+        preset_model = config_to_dict(read_config(args.init_from)[0])
+    architecture = dict(sets).get("architecture", preset_model["architecture"])
     config_class(architecture)  # an unknown architecture is named before anything else
     fields = config_fields(architecture)
-    model_fields: dict[str, Any] = {k: v for k, v in preset["model"].items() if k in fields}
+    model_fields: dict[str, Any] = {k: v for k, v in preset_model.items() if k in fields}
     model_fields["architecture"] = architecture
     if args.score:
         if "score" not in fields:
@@ -155,7 +184,7 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
     for key, text in sets:
         target, value = _set_field(key, text, architecture)
         (model_fields if target == "model" else train_fields)[key] = value
-    for name in ("max_epochs", "max_steps", "max_time_s", "batch_tokens", "lr", "vocab_size", "seed"):
+    for name in ("max_epochs", "max_steps", "max_time_s", "batch_tokens", "lr", "warmup_steps", "vocab_size", "seed"):
         if getattr(args, name) is not None:
             train_fields[name] = getattr(args, name)
     return config_from_dict({"vocab_size": 8000, **model_fields}), TrainConfig(**train_fields)
@@ -166,19 +195,43 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     model_config, train_config = _configs(args)
     out = Path(args.out)
+    corpus = data_dir(args.data_dir)
+    tokenizer_path, pair = args.tokenizer, args.pair or ("en", "de")
+    if args.init_from:  # fine-tuning keeps the folder's tokenizer and language pair
+        from app.repository import TOKENIZER_FILE, read_config
+
+        tokenizer_path = str(Path(args.init_from) / TOKENIZER_FILE)
+        meta = read_config(args.init_from)[1]
+        folder_pair = (meta["source_lang"], meta["target_lang"])
+        if args.pair and tuple(args.pair) != folder_pair:
+            raise ValueError(f"--pair {'-'.join(args.pair)} but {args.init_from} is {'-'.join(folder_pair)}")
+        pair = folder_pair
+    supervision = None
+    if args.align_head:
+        from app.alignment.corpus import default_align_dir
+        from app.alignment.supervision import HeadSupervision
+
+        layer, sep, head = args.align_head.partition(",")
+        if not sep or not layer.strip().isdigit() or not head.strip().isdigit():
+            raise ValueError(f"--align-head expects LAYER,HEAD (0-based), got {args.align_head!r}")
+        supervision = HeadSupervision(int(layer), int(head), args.align_weight,
+                                      str(args.align_dir or default_align_dir(corpus)))
+        supervision.check(model_config)
     card = train(
         model_config,
         train_config,
-        data_dir=data_dir(args.data_dir),
+        data_dir=corpus,
         out_dir=out,
         run_dir=args.run_dir or REPO_ROOT / "runs" / out.name,
-        source_lang=args.pair[0],
-        target_lang=args.pair[1],
-        tokenizer_path=args.tokenizer,
+        source_lang=pair[0],
+        target_lang=pair[1],
+        tokenizer_path=tokenizer_path,
         device=args.device,
         resume=args.resume,
         evaluate_test=not args.no_test_eval,
         progress=not args.quiet,
+        init_from=args.init_from,
+        supervision=supervision,
     )
     logging.getLogger("attnscope").info("wrote %s: %s", out, json.dumps(card.get("bleu", {}), indent=None))
     return 0
@@ -201,6 +254,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.tune_coverage_penalty and "cross" not in loaded.config.attention_kinds:
         raise ValueError(f"{loaded.id} has no cross-attention: --tune-coverage-penalty needs it")
     corpus = data_dir(args.data_dir)
+    if args.alignment:
+        return _evaluate_alignment(args, loaded, corpus)
     splits = args.splits or TEST_SPLITS
     tuned: dict[str, Any] = {}
     if args.tune_length_penalty or args.tune_coverage_penalty:
@@ -237,6 +292,26 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_align_corpus(args: argparse.Namespace) -> int:
+    from app.alignment.corpus import align_corpus
+
+    written = align_corpus(data_dir(args.data_dir), *args.pair, splits=args.splits, align_dir=args.out_dir)
+    for path in written.values():
+        print(path)  # noqa: T201 - the command's output
+    return 0
+
+
+def _evaluate_alignment(args: argparse.Namespace, loaded: Any, data_dir: str | Path) -> int:
+    from app.alignment.evaluate import evaluate_alignment
+    from app.repository import write_card
+
+    result = evaluate_alignment(loaded, data_dir, split=args.alignment_split, align_dir=args.align_dir)
+    print(json.dumps(result, indent=1))  # noqa: T201 - the command's output
+    if args.update_card:
+        write_card(loaded.path, {**loaded.card, "alignment": result})
+    return 0
+
+
 def cmd_tokenizer(args: argparse.Namespace) -> int:
     from app.text.tokenizer import Tokenizer
     from app.training.data import load_parallel
@@ -260,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_train(args)
         if args.command == "evaluate":
             return cmd_evaluate(args)
+        if args.command == "align-corpus":
+            return cmd_align_corpus(args)
         if args.command == "tokenizer":
             return cmd_tokenizer(args)
         if args.command == "download":

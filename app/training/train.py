@@ -15,16 +15,25 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file
 from torch.nn import functional as F
 from tqdm import tqdm
 
+from app.alignment.corpus import AlignedPair
+from app.alignment.evaluate import score_heads
+from app.alignment.supervision import (
+    HeadSupervision,
+    alignment_targets,
+    encode_aligned,
+    head_alignment_loss,
+)
 from app.device import resolve_device
 from app.nn.base import Seq2Seq
 from app.nn.config import PAD_ID, ModelConfig, config_to_dict, score_of
 from app.nn.factory import build_model
-from app.repository import LoadedModel, save_model_folder, write_card
+from app.repository import WEIGHTS_FILE, LoadedModel, save_model_folder, write_card
 from app.text.tokenizer import Tokenizer
-from app.training.data import Example, encode_pairs, iterate, load_parallel, token_batches
+from app.training.data import Example, collate, encode_pairs, iterate, load_parallel, token_batches
 from app.training.evaluate import bleu_scores, evaluate, translate_corpus
 from app.training.presets import TrainConfig
 from app.translator import Translator
@@ -32,6 +41,15 @@ from app.translator import Translator
 logger = logging.getLogger(__name__)
 
 StateDict = dict[str, torch.Tensor]
+
+
+def ckpt_exists(run_dir: Path) -> bool:
+    return (run_dir / "checkpoint.pt").is_file()
+
+
+def load_weights(folder: str | Path) -> StateDict:
+    """A model folder's weights (fp16 on disk; ``load_state_dict`` copies them into fp32)."""
+    return load_file(str(Path(folder) / WEIGHTS_FILE))
 
 
 def hardware_name(device: torch.device) -> str:
@@ -88,9 +106,13 @@ def train(
     resume: bool = False,
     evaluate_test: bool = True,
     progress: bool = True,
+    init_from: str | Path | None = None,
+    supervision: HeadSupervision | None = None,
 ) -> dict[str, Any]:
     """Train, pick the best weights, evaluate and write the model folder ``out_dir``.
-    Returns the card. ``run_dir`` keeps the checkpoints that ``resume`` continues from."""
+    Returns the card. ``run_dir`` keeps the checkpoints that ``resume`` continues from.
+    ``init_from``: a model folder whose weights start the run (fine-tuning; pass its config and
+    tokenizer too). ``supervision``: train one cross-attention head to align (Garg et al. 2019)."""
     started = time.monotonic()
     dev = resolve_device(device)
     run_dir, out_dir = Path(run_dir), Path(out_dir)
@@ -115,10 +137,21 @@ def train(
     tokenizer.save(tok_file)
     model_config = dataclasses.replace(model_config, vocab_size=tokenizer.vocab_size)
 
-    train_ex = encode_pairs(train_pairs, tokenizer.encode, config.max_train_tokens)
+    train_ex: list[Example]
+    val_refs: list[AlignedPair] = []
+    if supervision is None:
+        train_ex = encode_pairs(train_pairs, tokenizer.encode, config.max_train_tokens)
+    else:
+        supervision.check(model_config)
+        refs = supervision.references("train", source_lang, target_lang, len(train_pairs))
+        train_ex = list(encode_aligned(train_pairs, refs, tokenizer, config.max_train_tokens))
+        val_refs = supervision.references("val", source_lang, target_lang, len(val_pairs))
     val_ex = encode_pairs(val_pairs, tokenizer.encode, 10_000)
     val_batches = token_batches(val_ex, config.batch_tokens, shuffle=False)
     model = build_model(model_config).to(dev)
+    if init_from is not None and not (resume and ckpt_exists(run_dir)):
+        model.load_state_dict(load_weights(init_from))
+        logger.info("initialised from %s", init_from)
     loaded = LoadedModel(out_dir.name, out_dir, model_config, model, tokenizer, source_lang, target_lang)
     translator = Translator(loaded, max_source_tokens=10_000)
     optimizer = torch.optim.AdamW(
@@ -151,14 +184,24 @@ def train(
         model.train()
         batches = token_batches(train_ex, config.batch_tokens, shuffle=True, seed=config.seed + state["epoch"])
         bar = tqdm(total=len(batches), desc=f"epoch {state['epoch'] + 1}", disable=not progress, leave=False)
-        loss_sum, tokens_seen = 0.0, 0
-        for src, tgt_in, gold in iterate(train_ex, batches, dev):
+        loss_sum, tokens_seen, align_sum, n_batches = 0.0, 0, 0.0, 0
+        for batch in batches:
+            examples = [train_ex[i] for i in batch]
+            src, tgt_in, gold = collate(examples, dev)
             with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-                logits = model(src, tgt_in).logits
+                out = model(src, tgt_in, need_weights=supervision is not None)
+            logits = out.logits
             loss = F.cross_entropy(
                 logits.float().view(-1, logits.size(-1)), gold.view(-1),
                 ignore_index=PAD_ID, label_smoothing=config.label_smoothing,
             )
+            if supervision is not None:
+                assert out.cross is not None
+                targets = alignment_targets(examples, gold.size(1), src.size(1), dev)
+                align_loss = head_alignment_loss(out.cross[:, supervision.layer, supervision.head], targets)
+                loss = loss + supervision.weight * align_loss
+                align_sum += align_loss.item()
+            n_batches += 1
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm)
@@ -188,6 +231,11 @@ def train(
             "val_loss": round(val_loss, 4), "val_bleu": val_bleu, "lr": scheduler.get_last_lr()[0],
             "time_s": round(time.monotonic() - started, 1),
         })
+        if supervision is not None:  # the supervised head as an aligner on val, and its loss
+            head = score_heads(loaded, val_pairs, val_refs)["f1"][supervision.layer][supervision.head]
+            state["curve"][-1].update(train_align_loss=round(align_sum / max(n_batches, 1), 4), val_align_f1=head)
+            logger.info("%s epoch %d: head L%dH%d alignment loss %.3f, val F1 %.3f", out_dir.name, state["epoch"],
+                        supervision.layer, supervision.head, align_sum / max(n_batches, 1), head)
         logger.info(
             "%s epoch %d: train loss %.3f, val loss %.3f, val BLEU %.2f (greedy, lowercased), %.0f s",
             out_dir.name, state["epoch"], loss_sum / max(tokens_seen, 1), val_loss, val_bleu, time.monotonic() - epoch_start,
@@ -231,6 +279,8 @@ def train(
             "time_s": round(state["train_s"], 1), "hardware": hardware_name(dev), "epochs": state["epoch"],
             "steps": state["step"], "selected": chosen, "best_val_bleu": state["best_bleu"],
             "train_pairs": len(train_ex), "stopped_by_time_budget": out_of_time,
+            "init_from": str(init_from) if init_from else None,
+            "alignment_supervision": dataclasses.asdict(supervision) if supervision else None,
         },
         "curve": state["curve"],
         "val_bleu_convention": "greedy decoding, sacreBLEU lowercased 13a",
