@@ -4,6 +4,7 @@
 // model could not represent, are marked on both sides.
 import { el, setChildren } from "./dom.js";
 import { viewOf } from "./matrix.js";
+import { readablePieces } from "./pieces.js";
 
 export const UNK = "<unk>";
 
@@ -18,6 +19,7 @@ function unkBadge(token) {
  * chip a button (the what-if view opens from it).
  */
 export function renderConfidence(box, response, { onPick = null } = {}) {
+  const labels = readablePieces(response.target_tokens); // byte pieces as characters
   const chips = response.target_tokens.map((token, i) => {
     const lp = response.target_logprobs[i];
     const p = Math.exp(lp);
@@ -28,7 +30,7 @@ export function renderConfidence(box, response, { onPick = null } = {}) {
       dataset: { index: String(i), p: p.toFixed(6) },
     };
     const children = [
-      el("span", { class: "prob-token" }, token),
+      el("span", { class: "prob-token" }, labels[i]),
       el("span", { class: "prob-value" }, p >= 0.995 ? "1.00" : p.toFixed(2)),
       unkBadge(token),
     ];

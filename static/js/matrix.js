@@ -2,6 +2,8 @@
 // explorer derives from them: one head or the average of heads, subwords merged into words,
 // the end-of-sentence key hidden and the rows renormalised, per-head entropy.
 
+import { readablePieces } from "./pieces.js";
+
 export const KIND_ORDER = ["cross", "encoder_self", "decoder_self"];
 export const KIND_LABELS = { cross: "Cross", encoder_self: "Encoder self", decoder_self: "Decoder self" };
 export const KIND_HELP = {
@@ -84,8 +86,11 @@ export function viewOf(response, kind, { layer, head, merge = false, hideEos = f
   }
   const eos = response.eos_token || "</s>";
   const hidden = new Set(hideEos ? axes.cols.flatMap((token, i) => (token === eos ? [i] : [])) : []);
-  const group = (words, tokens) =>
-    merge ? words.map((w) => ({ label: w.text, tokens: w.tokens })) : tokens.map((t, i) => ({ label: t, tokens: [i] }));
+  const group = (words, tokens) => {
+    if (merge) return words.map((w) => ({ label: w.text, tokens: w.tokens }));
+    const labels = readablePieces(tokens); // byte pieces as characters: "🍕 1/4"
+    return tokens.map((t, i) => ({ label: labels[i], tokens: [i] }));
+  };
   const rowGroups = group(axes.rowWords, axes.rows);
   const colGroups = group(axes.colWords, axes.cols)
     .map((g) => ({ ...g, tokens: g.tokens.filter((i) => !hidden.has(i)) }))

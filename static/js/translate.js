@@ -5,6 +5,7 @@ import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
 import { HeadView } from "./headview.js";
 import { renderConfidence, renderCoverage } from "./insight.js";
 import { examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
+import { readablePieces } from "./pieces.js";
 
 const form = $("#translate-form");
 const textBox = $("#text");
@@ -163,13 +164,14 @@ function clearAlignment(redraw = true) {
 }
 
 function probabilityChips(tokens, logprobs) {
+  const labels = readablePieces(tokens); // byte pieces as characters
   return tokens.map((token, i) => {
     const lp = logprobs[i];
     const p = Math.exp(lp);
     return el(
       "span",
       { class: "prob", title: `${token}: p = ${p.toFixed(4)}, log p = ${lp.toFixed(3)}`, style: { "--p": p.toFixed(3) } },
-      el("span", { class: "prob-token" }, token),
+      el("span", { class: "prob-token" }, labels[i]),
       el("span", { class: "prob-value" }, p >= 0.995 ? "1.00" : p.toFixed(2)),
     );
   });
