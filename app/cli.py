@@ -105,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--out", required=True)
     tok.add_argument("--byte-fallback", action="store_true",
                      help="byte pieces instead of <unk>, digits split, no normalisation (lossless)")
+
+    from app.vision.cli import add_commands as add_vision_commands
+
+    add_vision_commands(sub)
     return parser
 
 
@@ -339,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_align_corpus(args)
         if args.command == "tokenizer":
             return cmd_tokenizer(args)
+        if args.command.startswith("vision-"):
+            from app.vision.cli import run as run_vision
+
+            return run_vision(args)
         if args.command == "download":
             from app.training.data import download
 
