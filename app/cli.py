@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="instead of BLEU: every cross-attention head's word-alignment F1/AER against the "
                          "reference links of --alignment-split (card key 'alignment')")
     ev.add_argument("--alignment-split", default="test2016")
+    ev.add_argument("--attention-only", action="store_true",
+                    help="instead of BLEU: only the mean cross-attention entropy (teacher-forced: seconds, "
+                         "no beam search; card key 'attention_entropy')")
     ev.add_argument("--align-dir", default=None, help="reference alignments (default <data-dir>/alignments)")
     ev.add_argument("--tune-length-penalty", action="store_true",
                     help="first pick the beam length penalty on the validation set (saved with --update-card)")
@@ -246,6 +249,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from app.repository import load_model_folder, write_card
     from app.training.data import TEST_SPLITS, load_parallel
     from app.training.evaluate import (
+        attention_entropy,
         coverage_comparison,
         evaluate,
         tune_coverage_penalty,
@@ -261,6 +265,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.alignment:
         return _evaluate_alignment(args, loaded, corpus)
     splits = args.splits or TEST_SPLITS
+    if args.attention_only:
+        entropy = attention_entropy(translator, corpus, splits=splits)
+        print(json.dumps(entropy, indent=2))  # noqa: T201 - the command's output
+        if args.update_card:
+            merged = {**loaded.card.get("attention_entropy", {}), **entropy["attention_entropy"]}
+            write_card(loaded.path, {**loaded.card, **entropy, "attention_entropy": merged})
+        return 0
     tuned: dict[str, Any] = {}
     if args.tune_length_penalty or args.tune_coverage_penalty:
         val = load_parallel(corpus, "val", loaded.source_lang, loaded.target_lang)
@@ -290,7 +301,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             loaded.card.get("coverage_penalty", 0.0),
         )
         if decoding_was == (args.beam, result["length_penalty"], result["coverage_penalty"]):
-            for key in ("bleu", "bleu_by_length"):  # keep the splits not evaluated this time
+            for key in ("bleu", "bleu_by_length", "attention_entropy"):  # keep the splits not evaluated
                 card[key] = {**loaded.card.get(key, {}), **result[key]}
         write_card(loaded.path, card)
     return 0

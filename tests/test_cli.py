@@ -211,6 +211,21 @@ def test_evaluate_update_card_keeps_the_other_splits(
     assert after["bleu_by_length"] == before["bleu_by_length"]
 
 
+def test_evaluate_attention_only_adds_the_entropy_and_keeps_the_rest(
+    trained: Path, corpus: Path, tmp_path: Path
+) -> None:
+    folder = shutil.copytree(trained, tmp_path / "model")
+    before = json.loads((folder / "card.json").read_text())
+    assert set(before["attention_entropy"]) == set(TEST_SPLITS)  # training's evaluation wrote it
+    (folder / "card.json").write_text(json.dumps({k: v for k, v in before.items() if k != "attention_entropy"}))
+    args = ["evaluate", str(folder), "--data-dir", str(corpus), "--splits", "test2016", "--attention-only", "--update-card"]
+    assert main(args) == 0
+    after = json.loads((folder / "card.json").read_text())
+    assert after["attention_entropy"] == {"test2016": before["attention_entropy"]["test2016"]}
+    assert after["attention_entropy"]["test2016"]["rows"] > 0
+    assert after["bleu"] == before["bleu"] and after["beam_size"] == before["beam_size"]
+
+
 def test_evaluate_tunes_the_length_penalty_on_val_into_the_card(
     trained: Path, corpus: Path, tmp_path: Path
 ) -> None:

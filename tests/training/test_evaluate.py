@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import pytest
 import sacrebleu
+import torch
 
 from app.training.data import load_parallel
 from app.training.evaluate import (
@@ -137,6 +138,11 @@ class ScriptedTranslator:
         self.batches.append(list(texts))
         return [SimpleNamespace(text=self.table[t]) for t in texts]
 
+    def align(self, texts: Sequence[str], targets: Sequence[str]) -> list[Any]:
+        """Teacher-forced: uniform cross-attention (1 layer, 1 head) over each source's words."""
+        rows = [torch.full((1, 1, len(t.split()), len(s.split())), 1 / len(s.split())) for s, t in zip(texts, targets, strict=True)]
+        return [SimpleNamespace(hypothesis=SimpleNamespace(cross=r)) for r in rows]
+
 
 def test_translate_corpus_returns_translations_in_input_order() -> None:
     sources = ["a much longer sentence here", "b", "cc cc", "ddd ddd ddd", "e"]
@@ -164,6 +170,9 @@ def test_evaluate_scores_each_split_in_the_model_direction(tiny_corpus: Path) ->
     )
     assert result["beam_size"] == 3
     assert set(result["bleu"]) == {"test2016", "test2017"} == set(result["bleu_by_length"])
+    assert set(result["attention_entropy"]) == {"test2016", "test2017"}
+    # Uniform attention: every row's entropy is log S, the normalised mean exactly 1.
+    assert result["attention_entropy"]["test2016"]["normalized"] == 1.0
     for split in ("test2016", "test2017"):
         assert result["bleu"][split]["cased"] == result["bleu"][split]["lowercase_13a"] == 100.0
         assert sum(r["sentences"] for r in result["bleu_by_length"][split]) == len(
