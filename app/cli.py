@@ -57,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--batch-tokens", type=int)
     train.add_argument("--lr", type=float)
     train.add_argument("--warmup-steps", type=int)
-    train.add_argument("--align-head", default=None, metavar="L,H",
-                       help="supervise cross-attention head H of decoder layer L with reference alignments")
+    train.add_argument("--align-head", default=None, metavar="L,H|auto",
+                       help="supervise cross-attention head H of decoder layer L with reference alignments "
+                            "(auto: the --init-from model's best-aligned head on val)")
     train.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss term")
     train.add_argument("--align-dir", default=None,
                        help="reference alignments from align-corpus (default <data-dir>/alignments)")
@@ -218,11 +219,20 @@ def cmd_train(args: argparse.Namespace) -> int:
         from app.alignment.corpus import default_align_dir
         from app.alignment.supervision import HeadSupervision
 
-        layer, sep, head = args.align_head.partition(",")
-        if not sep or not layer.strip().isdigit() or not head.strip().isdigit():
-            raise ValueError(f"--align-head expects LAYER,HEAD (0-based), got {args.align_head!r}")
-        supervision = HeadSupervision(int(layer), int(head), args.align_weight,
-                                      str(args.align_dir or default_align_dir(corpus)))
+        align_dir = str(args.align_dir or default_align_dir(corpus))
+        if args.align_head == "auto":
+            if not args.init_from:
+                raise ValueError("--align-head auto picks the best-aligned head of the --init-from model")
+            from app.alignment.evaluate import best_val_head
+
+            chosen = best_val_head(args.init_from, corpus, align_dir, args.device)
+            logging.getLogger("attnscope").info("supervising head L%dH%d (val F1 %.3f before)", *chosen)
+            layer, head = str(chosen[0]), str(chosen[1])
+        else:
+            layer, sep, head = args.align_head.partition(",")
+            if not sep or not layer.strip().isdigit() or not head.strip().isdigit():
+                raise ValueError(f"--align-head expects LAYER,HEAD (0-based) or auto, got {args.align_head!r}")
+        supervision = HeadSupervision(int(layer), int(head), args.align_weight, align_dir)
         supervision.check(model_config)
     card = train(
         model_config,

@@ -87,3 +87,17 @@ def evaluate_alignment(
         loaded.id, split, report["best_head"], report["average_of_heads"], report["diagonal"],
     )
     return {"split": split, "convention": CONVENTION, **report}
+
+
+def best_val_head(
+    folder: str | Path, data_dir: str | Path, align_dir: str | Path, device: str | torch.device | None = None
+) -> tuple[int, int, float]:
+    """(layer, head, F1) of the model folder's cross-attention head that aligns best on the
+    validation split: the natural head to supervise when fine-tuning it."""
+    from app.repository import load_model_folder
+
+    loaded = load_model_folder(folder, device or "cpu")
+    pairs = load_parallel(data_dir, "val", loaded.source_lang, loaded.target_lang)
+    refs = load_references(align_dir, "val", loaded.source_lang, loaded.target_lang, expected=len(pairs))
+    best = score_heads(loaded, pairs, refs)["best_head"]
+    return int(best["layer"]), int(best["head"]), float(best["f1"])

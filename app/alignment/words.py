@@ -51,14 +51,30 @@ def word_spans(text: str, lang: str) -> list[Span]:
     return locate(text, moses_words(text, lang))
 
 
+def _byte(piece: str) -> int | None:
+    """The byte of a byte-fallback piece such as ``<0xE6>``, else None."""
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        try:
+            return int(piece[3:5], 16)
+        except ValueError:
+            return None
+    return None
+
+
 def piece_spans(text: str, pieces: list[str]) -> list[Span | None]:
     """Character span of each SentencePiece piece of ``text`` (None for a lone "▁", which covers
-    only whitespace). Pieces are matched left to right after skipping whitespace; a piece that
-    does not match (the tokenizer normalised the text, or ``<unk>``) takes one character."""
+    only whitespace). Pieces are matched left to right after skipping whitespace. Byte-fallback
+    pieces (``<0xE6>``) spell a character's UTF-8 bytes: the lead byte takes the character, the
+    continuation bytes share its span. A piece that does not match (the tokenizer normalised the
+    text, or ``<unk>``) takes one character."""
     spans: list[Span | None] = []
     cursor = 0
     for piece in pieces:
-        surface = piece.replace(WORD_START, " ").strip()
+        byte = _byte(piece)
+        if byte is not None and 0x80 <= byte < 0xC0 and spans and spans[-1] is not None:
+            spans.append(spans[-1])  # a continuation byte of the character before
+            continue
+        surface = piece.replace(WORD_START, " ").strip() if byte is None else "?"
         while cursor < len(text) and text[cursor].isspace():
             cursor += 1
         if not surface:

@@ -36,3 +36,11 @@ def test_a_piece_spanning_two_words_goes_to_the_larger_overlap_and_lone_spaces_t
     # non-ASCII: offsets are characters, not bytes
     text = "Männer ßen."
     assert pieces_to_words(text, ["▁Mä", "nner", "▁ß", "en", "."], word_spans(text, "de")) == [0, 0, 1, 1, 2]
+
+
+def test_byte_fallback_pieces_take_one_character_per_utf8_sequence() -> None:
+    text = "ok 日本 !"
+    words = word_spans(text, "fr")  # ok 日 本 !
+    assert [text[a:b] for a, b in words] == ["ok", "日", "本", "!"]
+    pieces = ["▁ok", "▁", "<0xE6>", "<0x97>", "<0xA5>", "<0xE6>", "<0x9C>", "<0xAC>", "▁!"]
+    assert pieces_to_words(text, pieces, words) == [0, 1, 1, 1, 1, 2, 2, 2, 3]
