@@ -84,7 +84,12 @@ async def translate(body: TranslateRequest, service: ServiceDep) -> Response:
     has as ``[layer][head][query][key]``; the token lists include ``</s>``, so each matrix's
     dimensions equal the lengths of the token lists it pairs."""
     (answer,) = await service.translate(
-        body.model, [body.text], beam_size=body.beam_size, max_length=body.max_length, batch=False
+        body.model,
+        [body.text],
+        beam_size=body.beam_size,
+        max_length=body.max_length,
+        batch=False,
+        coverage_penalty=body.coverage_penalty,
     )
     return await _json(service, answer)
 
@@ -112,6 +117,11 @@ async def translate_batch(body: BatchTranslateRequest, service: ServiceDep) -> R
     """One answer per text, in order, decoded together; each ``timing_ms`` is the whole batch's.
     Without ``max_length`` the output budget follows the longest text of the batch."""
     answers = await service.translate(
-        body.model, body.texts, beam_size=body.beam_size, max_length=body.max_length, batch=True
+        body.model,
+        body.texts,
+        beam_size=body.beam_size,
+        max_length=body.max_length,
+        batch=True,
+        coverage_penalty=body.coverage_penalty,
     )
     return await _json(service, answers)

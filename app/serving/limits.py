@@ -31,6 +31,15 @@ def check_text(settings: Settings, served: ServedModel, text: str, loc: Loc, *, 
     return n + 1
 
 
+def check_coverage(served: ServedModel, coverage_penalty: float | None) -> None:
+    """A coverage penalty needs cross-attention to measure coverage with."""
+    if coverage_penalty and "cross" not in served.loaded.config.attention_kinds:
+        raise InvalidInput(
+            ("body", "coverage_penalty"),
+            f"must be 0 for {served.loaded.id}: it has no cross-attention to measure coverage with",
+        )
+
+
 def output_budget(served: ServedModel, lengths: list[int], max_length: int | None) -> int:
     """Most output tokens for sources of ``lengths`` (EOS included): ``max_length`` if given,
     else the decoders' default; never past the model's positions."""

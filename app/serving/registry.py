@@ -74,6 +74,10 @@ class ServedModel:
             max_source_tokens=self.max_source_tokens,
             max_length=self.max_decode_length,
             warnings=list(self.loaded.warnings),
+            decoding={
+                "length_penalty": self.translator.length_penalty,
+                "coverage_penalty": self.translator.coverage_penalty,
+            },
         )
 
     def page_card(self) -> dict[str, Any]:

@@ -51,6 +51,23 @@ MaxLength = Annotated[
     ),
 ]
 
+MAX_COVERAGE_PENALTY = 5.0
+CoveragePenalty = Annotated[
+    float | None,
+    Field(
+        ge=0.0,
+        le=MAX_COVERAGE_PENALTY,
+        description=(
+            "GNMT's coverage penalty beta (Wu et al. 2016): beam search ranks hypotheses by their "
+            "length-normalised log-probability plus beta × Σ_source log(min(attention received, 1)), "
+            "from the last layer's cross-attention averaged over heads, so outputs that leave source "
+            "words unattended rank lower. 0 turns it off; default: the model's own "
+            "(decoding.coverage_penalty in /api/models, tuned on validation data). No effect with "
+            "beam_size 1; a model without cross-attention accepts only 0."
+        ),
+    ),
+]
+
 _EXAMPLE_MODEL = "en-de-transformer"
 
 
@@ -64,6 +81,7 @@ class TranslateRequest(StrictRequest):
             "examples": [
                 {"model": _EXAMPLE_MODEL, "text": "A man is riding a bicycle.", "beam_size": 5},
                 {"model": _EXAMPLE_MODEL, "text": "Two dogs play in the snow.", "beam_size": 1, "max_length": 30},
+                {"model": _EXAMPLE_MODEL, "text": "A dog runs while a man reads.", "beam_size": 5, "coverage_penalty": 0.2},
             ]
         }
     )
@@ -72,6 +90,7 @@ class TranslateRequest(StrictRequest):
     text: Text = Field(description="Source text (limits: see the server's max_chars and max_tokens).")
     beam_size: BeamSize = 5
     max_length: MaxLength = None
+    coverage_penalty: CoveragePenalty = None
 
 
 class BatchTranslateRequest(StrictRequest):
@@ -91,6 +110,7 @@ class BatchTranslateRequest(StrictRequest):
     texts: list[Text] = Field(min_length=1, description="Source texts, decoded as one batch (at most max_batch).")
     beam_size: BeamSize = 5
     max_length: MaxLength = None
+    coverage_penalty: CoveragePenalty = None
 
 
 class AlignRequest(StrictRequest):
@@ -199,6 +219,13 @@ class ModelInfo(BaseModel):
     )
     warnings: list[str] = Field(
         default_factory=list, description="Problems that did not stop the model, e.g. a card.json that could not be read."
+    )
+    decoding: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "The beam-search defaults this model is decoded with: length_penalty (GNMT's alpha) and "
+            "coverage_penalty (GNMT's beta), from its card (tuned on validation data) or the defaults 0.6 and 0."
+        ),
     )
 
 

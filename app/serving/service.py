@@ -57,11 +57,19 @@ class ModelService:
     # -- inference ----------------------------------------------------------------------
 
     async def translate(
-        self, model_id: str, texts: list[str], *, beam_size: int, max_length: int | None, batch: bool
+        self,
+        model_id: str,
+        texts: list[str],
+        *,
+        beam_size: int,
+        max_length: int | None,
+        batch: bool,
+        coverage_penalty: float | None = None,
     ) -> list[TranslationResponse]:
         """Translate ``texts`` as one batch. ``batch`` only says how fields are named in errors
-        (``texts[i]`` rather than ``text``)."""
+        (``texts[i]`` rather than ``text``); ``coverage_penalty`` None is the model's default."""
         served = self.get(model_id)
+        limits.check_coverage(served, coverage_penalty)
         limits.check_batch(self.settings, texts)
         lengths = [
             limits.check_text(self.settings, served, text, ("body", "texts", i) if batch else ("body", "text"))
@@ -70,7 +78,9 @@ class ModelService:
         budget = limits.output_budget(served, lengths, max_length)
 
         def work() -> list[Translation]:
-            return served.translator.translate(texts, beam_size=beam_size, max_length=budget)
+            return served.translator.translate(
+                texts, beam_size=beam_size, max_length=budget, coverage_penalty=coverage_penalty
+            )
 
         return await self._run(served, work)
 
