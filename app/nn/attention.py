@@ -10,6 +10,7 @@ import math
 
 from torch import Tensor, nn
 
+from app.nn.ablation import zero_heads
 from app.nn.recording import record
 from app.nn.scores import masked_softmax
 
@@ -62,6 +63,7 @@ class MultiHeadAttention(nn.Module):
             record(self, scores, mask, out)  # kept only inside app.nn.recording.recording()
         else:
             out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        out = zero_heads(self, out)  # heads switched off by app.nn.ablation (usually none)
         b, _, t, _ = out.shape
         out = out.transpose(1, 2).reshape(b, t, -1)  # (B, T, D)
         return self.out_proj(out), weights

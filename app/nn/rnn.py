@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from app.nn.ablation import is_off
 from app.nn.base import Seq2Seq
 from app.nn.config import RecurrentConfig, RNNConfig, SelfAttentiveRNNConfig
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
@@ -98,6 +99,8 @@ class RNNSeq2Seq(Seq2Seq):
             weights = masked_softmax(scores, enc.mask)  # (N, S)
             context = torch.bmm(weights.unsqueeze(1), enc.memory).squeeze(1)  # (N, H)
             record(self.score, scores, enc.mask, context)  # only inside recording()
+            if is_off(self.score):  # switched off by app.nn.ablation
+                context = torch.zeros_like(context)
         hidden = self.cell(torch.cat([emb, context], dim=-1), hidden)
         out = torch.tanh(self.pre_output(self.dropout(torch.cat([hidden, context, emb], dim=-1))))
         logits = nn.functional.linear(self.dropout(out), self.embed.weight)  # tied (N, V)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from app.nn.ablation import is_off
 from app.nn.config import RecurrentConfig
 from app.nn.outputs import EncoderOutput
 from app.nn.recording import record
@@ -43,6 +44,8 @@ class SelfAttentiveEncoder(nn.Module):
             alpha = masked_softmax(scores, keys_ok)  # (B, t+1)
             context = torch.bmm(alpha.unsqueeze(1), past).squeeze(1)  # (B, H)
             record(self.align, scores, keys_ok, context)  # only inside recording()
+            if is_off(self.align):  # switched off by app.nn.ablation
+                context = torch.zeros_like(context)
             if need_weights:
                 rows.append(nn.functional.pad(alpha, (0, length - t - 1)))  # (B, S)
         memory = torch.stack(states, dim=1)  # (B, S, H)
