@@ -13,6 +13,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
 
+from app.serving.explain import Extras
 from app.serving.schemas import (
     AlignRequest,
     BatchTranslateRequest,
@@ -82,7 +83,10 @@ async def models(service: ServiceDep) -> ModelsResponse:
 async def translate(body: TranslateRequest, service: ServiceDep) -> Response:
     """Beam search (``beam_size`` 1 is greedy decoding). ``attention`` holds each kind the model
     has as ``[layer][head][query][key]``; the token lists include ``</s>``, so each matrix's
-    dimensions equal the lengths of the token lists it pairs."""
+    dimensions equal the lengths of the token lists it pairs. On request: the beam tree
+    (``return_beam``), a forced beginning (``prefix``), the scores before the softmax
+    (``return_scores``) and the model's top alternatives at each position (``alternatives``)."""
+    extras = Extras(return_beam=body.return_beam, return_scores=body.return_scores, alternatives=body.alternatives)
     (answer,) = await service.translate(
         body.model,
         [body.text],
@@ -90,6 +94,8 @@ async def translate(body: TranslateRequest, service: ServiceDep) -> Response:
         max_length=body.max_length,
         batch=False,
         coverage_penalty=body.coverage_penalty,
+        prefix=body.prefix,
+        extras=extras,
     )
     return await _json(service, answer)
 
@@ -103,7 +109,8 @@ async def translate(body: TranslateRequest, service: ServiceDep) -> Response:
 async def align(body: AlignRequest, service: ServiceDep) -> Response:
     """The model scores ``target`` (plus ``</s>``) token by token: the same fields as translate,
     with ``target_logprobs`` telling how likely the model finds each of your tokens."""
-    answer = await service.align(body.model, body.text, body.target)
+    extras = Extras(return_scores=body.return_scores, alternatives=body.alternatives)
+    answer = await service.align(body.model, body.text, body.target, extras)
     return await _json(service, answer)
 
 

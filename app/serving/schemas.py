@@ -71,6 +71,33 @@ CoveragePenalty = Annotated[
 _EXAMPLE_MODEL = "en-de-transformer"
 
 
+ScoreMatrix = list[list[list[list[float | None]]]]  # [layer][head][query][key], null where masked
+MAX_ALTERNATIVES = 20
+
+ReturnBeam = Annotated[
+    bool, Field(description="Add `beam`: every node beam search kept, the chosen path and the finished hypotheses.")
+]
+Prefix = Annotated[
+    str | None,
+    AfterValidator(lambda v: None if v is None else check_unicode(v)),
+    Field(
+        max_length=2000,
+        description=(
+            "Force the translation to begin with this target text (tokenised like a target), then decode on: "
+            "a what-if. `forced_tokens` in the answer says how many tokens were forced."
+        ),
+    ),
+]
+ReturnScores = Annotated[
+    bool,
+    Field(description="Add `attention_scores` (before the softmax), `context_norms`, `context_vectors` and `key_dim`."),
+]
+Alternatives = Annotated[
+    int,
+    Field(ge=0, le=MAX_ALTERNATIVES, description="Add `alternatives`: the model's top-k tokens at each target position (0: none)."),
+]
+
+
 class StrictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -91,6 +118,10 @@ class TranslateRequest(StrictRequest):
     beam_size: BeamSize = 5
     max_length: MaxLength = None
     coverage_penalty: CoveragePenalty = None
+    return_beam: ReturnBeam = False
+    prefix: Prefix = None
+    return_scores: ReturnScores = False
+    alternatives: Alternatives = 0
 
 
 class BatchTranslateRequest(StrictRequest):
@@ -127,6 +158,8 @@ class AlignRequest(StrictRequest):
     target: Target = Field(
         description="Your translation; the model is teacher-forced on it (may be empty: then only </s> is scored)."
     )
+    return_scores: ReturnScores = False
+    alternatives: Alternatives = 0
 
 
 class Word(BaseModel):
@@ -137,6 +170,37 @@ class Word(BaseModel):
         )
     )
     tokens: list[int] = Field(description="Indices into the token list that make up this word.")
+
+
+class BeamNode(BaseModel):
+    id: int
+    parent: int | None = Field(description="The node this one extends; null for the root (the start token <s>).")
+    step: int = Field(description="Position in the output: 0 for the root, t for the t-th token.")
+    token: str = Field(description="The piece this node adds.")
+    token_id: int
+    logprob: float = Field(description="Log-probability of this token given the path before it.")
+    score: float = Field(description="Cumulative log-probability of the path up to here.")
+    finished: bool = Field(description="True where a hypothesis ended (with </s>, or at the length limit).")
+
+
+class BeamHypothesis(BaseModel):
+    node: int = Field(description="Its last node.")
+    translation: str
+    tokens: list[str]
+    score: float = Field(description="Cumulative log-probability.")
+    ranking: float = Field(description="What beam search ranked by: the length-normalised score (plus any coverage penalty).")
+
+
+class BeamTree(BaseModel):
+    nodes: list[BeamNode] = Field(description="Every hypothesis prefix beam search kept; candidates never kept are not nodes.")
+    best: list[int] = Field(description="Node ids of the returned hypothesis, root first: their tokens after the root are target_tokens.")
+    hypotheses: list[BeamHypothesis] = Field(description="Every finished hypothesis, best first.")
+
+
+class Alternative(BaseModel):
+    token: str
+    token_id: int
+    logprob: float
 
 
 class TranslationResponse(BaseModel):
@@ -190,6 +254,43 @@ class TranslationResponse(BaseModel):
     logprob: float = Field(description="Log-probability of the whole output under the model.")
     target_logprobs: list[float] = Field(description="Log-probability of each target token.")
     timing_ms: float = Field(description="Server-side time for tokenising, decoding and building this answer.")
+    attention_cost: dict[AttentionKind, int] = Field(
+        default_factory=dict,
+        description=(
+            "How many attention weights each kind computed: layers × heads × queries × keys (m·t for "
+            "cross-attention; the decoder's masked upper triangle included). {} without attention."
+        ),
+    )
+    forced_tokens: int = Field(
+        default=0, description="How many leading target tokens were forced by `prefix` rather than chosen (0 without)."
+    )
+    beam: BeamTree | None = Field(default=None, description="The beam search tree (only with return_beam).")
+    attention_scores: dict[AttentionKind, ScoreMatrix] | None = Field(
+        default=None,
+        description=(
+            "Only with return_scores: the raw alignment scores before the softmax, in the shape of "
+            "`attention`; softmax over a row gives the attention row. Masked keys are null. RNN "
+            "cross-attention: the model's score function of the previous decoder state and each "
+            "source state (additive vᵀtanh(W_s s + W_h h), dot, scaled dot, general, query–key, "
+            "concat, cosine, location); Transformer: q·k/√d_k per head."
+        ),
+    )
+    context_norms: list[list[list[float]]] | None = Field(
+        default=None,
+        description="Only with return_scores: [layer][head][query] the norm of each cross-attention context vector cₜ = Σᵢ αₜᵢ vᵢ.",
+    )
+    context_vectors: list[list[list[list[float]]]] | None = Field(
+        default=None,
+        description="Only with return_scores: [layer][head][query][dim] the cross-attention context vectors themselves (per head for the Transformer).",
+    )
+    key_dim: int | None = Field(
+        default=None,
+        description="Only with return_scores: d_k, the size of the vectors a score compares (the Transformer divides q·k by √d_k).",
+    )
+    alternatives: list[list[Alternative]] | None = Field(
+        default=None,
+        description="Only with alternatives > 0: per target position, the model's most likely tokens there (given the tokens before), best first.",
+    )
 
 
 class ModelInfo(BaseModel):

@@ -20,6 +20,7 @@ from app.device import resolve_device
 from app.serving import limits
 from app.serving.answers import to_response
 from app.serving.execution import InferencePool
+from app.serving.explain import NO_EXTRAS, Extras, add_extras, forced_prefixes
 from app.serving.registry import ModelRegistry, ServedModel
 from app.serving.schemas import ModelInfo, TranslationResponse
 from app.translator import Translation
@@ -65,6 +66,8 @@ class ModelService:
         max_length: int | None,
         batch: bool,
         coverage_penalty: float | None = None,
+        prefix: str | None = None,
+        extras: Extras = NO_EXTRAS,
     ) -> list[TranslationResponse]:
         """Translate ``texts`` as one batch. ``batch`` only says how fields are named in errors
         (``texts[i]`` rather than ``text``); ``coverage_penalty`` None is the model's default."""
@@ -77,14 +80,23 @@ class ModelService:
         ]
         budget = limits.output_budget(served, lengths, max_length)
 
+        prefixes, budget = forced_prefixes(
+            served.translator, prefix, len(texts), budget, fixed=max_length is not None, cap=served.max_decode_length
+        )
+
         def work() -> list[Translation]:
             return served.translator.translate(
-                texts, beam_size=beam_size, max_length=budget, coverage_penalty=coverage_penalty
+                texts,
+                beam_size=beam_size,
+                max_length=budget,
+                coverage_penalty=coverage_penalty,
+                prefixes=prefixes,
+                return_tree=extras.return_beam,
             )
 
-        return await self._run(served, work)
+        return await self._run(served, work, extras)
 
-    async def align(self, model_id: str, text: str, target: str) -> TranslationResponse:
+    async def align(self, model_id: str, text: str, target: str, extras: Extras = NO_EXTRAS) -> TranslationResponse:
         served = self.get(model_id)
         limits.check_text(self.settings, served, text, ("body", "text"))
         limits.check_text(self.settings, served, target, ("body", "target"), empty_ok=True)
@@ -92,15 +104,19 @@ class ModelService:
         def work() -> list[Translation]:
             return served.translator.align([text], [target])
 
-        return (await self._run(served, work))[0]
+        return (await self._run(served, work, extras))[0]
 
-    async def _run(self, served: ServedModel, work: Callable[[], list[Translation]]) -> list[TranslationResponse]:
-        """Run ``work`` and build the answers in a decode slot."""
+    async def _run(
+        self, served: ServedModel, work: Callable[[], list[Translation]], extras: Extras = NO_EXTRAS
+    ) -> list[TranslationResponse]:
+        """Run ``work`` and build the answers (with any ``extras`` asked for) in a decode slot."""
 
         def job() -> list[TranslationResponse]:
             started = time.perf_counter()
             results = work()
             answers = [to_response(served.loaded, r) for r in results]
+            for answer, result in zip(answers, results, strict=True):
+                add_extras(answer, served.loaded, result, extras)
             elapsed = (time.perf_counter() - started) * 1000.0
             for answer in answers:
                 answer.timing_ms = round(elapsed, 3)

@@ -1,0 +1,144 @@
+"""The explorer's additions to an answer: the beam tree, how many tokens a prefix forced, the raw
+scores and context vectors behind the attention, the model's alternatives at each position, and
+what the attention cost.
+
+Scores, contexts and alternatives come from one teacher-forced pass over the returned hypothesis
+(:func:`app.anatomy.anatomy`), run only when asked for, so plain translation stays as fast."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import cast
+
+import torch
+
+from app.anatomy import anatomy
+from app.decoding.output import Hypothesis
+from app.decoding.tree import BeamTree as Tree
+from app.nn.config import TransformerConfig
+from app.repository import LoadedModel
+from app.serving.errors import InvalidInput
+from app.serving.schemas import (
+    Alternative,
+    AttentionKind,
+    BeamHypothesis,
+    BeamNode,
+    BeamTree,
+    ScoreMatrix,
+    TranslationResponse,
+)
+from app.text.tokenizer import Tokenizer
+from app.translator import Translation, Translator
+
+
+@dataclass(frozen=True)
+class Extras:
+    """What a request asked for beyond the translation and its attention."""
+
+    return_beam: bool = False
+    return_scores: bool = False
+    alternatives: int = 0
+
+    @property
+    def needs_pass(self) -> bool:
+        """Whether the teacher-forced pass has to run."""
+        return self.return_scores or self.alternatives > 0
+
+
+NO_EXTRAS = Extras()
+PREFIX_ROOM = 10  # tokens a long prefix gets after it to finish in
+
+
+def forced_prefixes(
+    translator: Translator, prefix: str | None, count: int, budget: int, *, fixed: bool, cap: int | None
+) -> tuple[list[list[int]] | None, int]:
+    """The ``prefix`` text as target ids for each of ``count`` sentences (None: no prefix) and the
+    output budget to decode with: a prefix longer than the default ``budget`` gets room to finish
+    (``PREFIX_ROOM`` more tokens, up to ``cap``) unless the caller ``fixed`` max_length. InvalidInput
+    (422 on ``prefix``) when it is too long or leaves no room."""
+    if prefix is None or not prefix.strip():
+        return None, budget
+    try:
+        ids = translator.target_ids(prefix)
+    except ValueError as err:
+        raise InvalidInput(("body", "prefix"), str(err)) from None
+    if not fixed:
+        budget = max(budget, len(ids) + PREFIX_ROOM)
+        budget = budget if cap is None else min(budget, cap)
+    if len(ids) >= budget:
+        raise InvalidInput(("body", "prefix"), f"has {len(ids)} tokens, leaving no room within the {budget}-token output budget")
+    return [ids] * count, budget
+
+
+def attention_cost(hyp: Hypothesis) -> dict[AttentionKind, int]:
+    """Weights computed per kind: layers × heads × queries × keys of each returned matrix."""
+    cost: dict[AttentionKind, int] = {}
+    for kind in ("cross", "encoder_self", "decoder_self"):
+        weights = getattr(hyp, kind)
+        if weights is not None:
+            cost[cast(AttentionKind, kind)] = math.prod(weights.shape)
+    return cost
+
+
+def score_matrix(scores: torch.Tensor, decimals: int = 6) -> ScoreMatrix:
+    """(L, H, Q, K) raw scores -> nested lists, ``-inf`` (masked) as None."""
+    rounded = scores.detach().to("cpu", torch.float64).round(decimals=decimals).tolist()
+    return [[[[v if v != -math.inf else None for v in row] for row in head] for head in layer] for layer in rounded]
+
+
+def beam_tree(tokenizer: Tokenizer, tree: Tree) -> BeamTree:
+    pieces = tokenizer.pieces([node.token for node in tree.nodes])
+    return BeamTree(
+        nodes=[
+            BeamNode(
+                id=node.id,
+                parent=node.parent,
+                step=node.step,
+                token=piece,
+                token_id=node.token,
+                logprob=round(node.logprob, 6),
+                score=round(node.score, 6),
+                finished=node.finished,
+            )
+            for node, piece in zip(tree.nodes, pieces, strict=True)
+        ],
+        best=list(tree.best),
+        hypotheses=[
+            BeamHypothesis(
+                node=h.node,
+                translation=tokenizer.decode(h.tokens),
+                tokens=tokenizer.pieces(h.tokens),
+                score=round(h.score, 6),
+                ranking=round(h.ranking, 6),
+            )
+            for h in tree.hypotheses
+        ],
+    )
+
+
+def add_extras(answer: TranslationResponse, loaded: LoadedModel, result: Translation, extras: Extras) -> None:
+    """Fill the extra fields of ``answer`` (built from ``result``) that ``extras`` asks for."""
+    hyp = result.hypothesis
+    answer.attention_cost = attention_cost(hyp)
+    answer.forced_tokens = hyp.forced_tokens
+    if extras.return_beam and hyp.tree is not None:
+        answer.beam = beam_tree(loaded.tokenizer, hyp.tree)
+    if not extras.needs_pass or not result.target_ids:
+        return
+    found = anatomy(loaded.model, result.source_ids, result.target_ids, top_k=extras.alternatives)
+    if extras.return_scores:
+        answer.attention_scores = {cast(AttentionKind, k): score_matrix(v) for k, v in found.scores.items()}
+        norms = found.context_norms
+        if found.contexts is not None and norms is not None:
+            answer.context_norms = norms.to("cpu", torch.float64).round(decimals=6).tolist()
+            answer.context_vectors = found.contexts.to("cpu", torch.float64).round(decimals=6).tolist()
+        config = loaded.config
+        answer.key_dim = config.d_model // config.heads if isinstance(config, TransformerConfig) else config.hidden_dim
+    if extras.alternatives:
+        ids = [i for step in found.alternatives for i, _ in step]
+        pieces = iter(loaded.tokenizer.pieces(ids))
+        answer.alternatives = [
+            [Alternative(token=next(pieces), token_id=i, logprob=round(lp, 6)) for i, lp in step]
+            for step in found.alternatives
+        ]
