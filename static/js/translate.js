@@ -4,6 +4,7 @@ import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./d
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
 import { HeadView } from "./headview.js";
 import { renderConfidence, renderCoverage } from "./insight.js";
+import { Inspector } from "./inspect.js";
 import { examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
 import { readablePieces } from "./pieces.js";
 
@@ -30,6 +31,7 @@ let requestId = 0;
 
 const explorer = new Explorer($("#explorer"), {
   onChange: () => writeUrl(),
+  onRowClick: (row) => inspector.showStep(row),
   onRender: () => {
     renderInsight();
     renderHeadView();
@@ -38,6 +40,11 @@ const explorer = new Explorer($("#explorer"), {
 });
 
 const headView = new HeadView($("#headview-card"));
+const inspector = new Inspector({
+  explorer,
+  errorBox,
+  redecode: (prefix) => translate({ prefix, view: { ...explorer.state } }),
+});
 
 function renderHeadView() {
   if (!current) return;
@@ -57,7 +64,7 @@ function renderHeadView() {
 function renderInsight() {
   if (!current) return;
   insight.hidden = false;
-  renderConfidence(role(insight, "confidence"), current.response);
+  renderConfidence(role(insight, "confidence"), current.response, { onPick: (i) => inspector.pickToken(i) });
   const coverage = renderCoverage(role(insight, "coverage"), current.response, explorer.state);
   role(insight, "insight-hint").textContent = coverage
     ? `Coverage sums the cross-attention each source token received over all ${current.response.target_tokens.length} output tokens${coverage.where ? ` (${coverage.where})` : ""}; dashed chips got under a quarter of an even share — words the model may have dropped.`
@@ -82,6 +89,7 @@ function writeUrl() {
   if (text) params.set("text", text);
   params.set("beam", String(current ? current.beam : beamSize()));
   if (explorer.aligned && targetInput.value) params.set("target", targetInput.value);
+  if (current && current.prefix) params.set("prefix", current.prefix);
   if (current) viewToParams(explorer.state, params);
   history.replaceState(null, "", `${location.pathname}?${params}`);
 }
@@ -102,7 +110,9 @@ function renderModelInfo() {
   $("#model-info").textContent = model ? infoLine(model) : "";
 }
 
-async function translate({ view = null, target = null } = {}) {
+/** Translate the text box; `prefix` forces the output's beginning (a what-if: the result without
+ *  one stays on screen as the original). */
+async function translate({ view = null, target = null, prefix = null } = {}) {
   const text = textBox.value.trim();
   const model = modelById(modelSelect.value);
   if (!model) return showError(errorBox, "Choose a model first (no models were found on the server?).");
@@ -114,9 +124,13 @@ async function translate({ view = null, target = null } = {}) {
   setBusy(button, true);
   button.querySelector(".btn-label").textContent = "Translating…";
   try {
-    const response = await postJSON("/api/translate", { model: model.id, text, beam_size: beam });
+    const body = { model: model.id, text, beam_size: beam, return_beam: true };
+    if (prefix) body.prefix = prefix;
+    const response = await postJSON("/api/translate", body);
     if (id !== requestId) return;
-    current = { response, model, text, beam };
+    const sameInput = current && current.text === text && current.model.id === model.id && current.beam === beam;
+    const original = prefix && sameInput ? current.original || (current.prefix ? null : current.response) : null;
+    current = { response, model, text, beam, prefix, original };
     markStale(false);
     renderResult();
     await explorer.setResponse(response, model);
@@ -150,11 +164,16 @@ function renderResult() {
     typeof response.logprob === "number" ? `log-probability ${response.logprob.toFixed(2)}` : null,
     `${response.source_tokens.length} source → ${response.target_tokens.length} target tokens`,
     response.finished === false ? "cut off at the length limit (no </s>)" : null,
+    response.forced_tokens ? `first ${response.forced_tokens} token${response.forced_tokens === 1 ? "" : "s"} forced (what-if)` : null,
+    response.attention_cost && Object.keys(response.attention_cost).length
+      ? `attention weights computed: ${Object.entries(response.attention_cost).map(([kind, n]) => `${kind.replace("_", " ")} ${n.toLocaleString("en")}`).join(", ")}`
+      : null,
     typeof response.timing_ms === "number" ? `${Math.round(response.timing_ms)} ms` : null,
   ];
   $("#result-meta").textContent = parts.filter(Boolean).join(" · ");
   targetInput.placeholder = response.translation ? `e.g. ${response.translation}` : "a reference translation";
   clearAlignment(false);
+  inspector.setResult(current);
 }
 
 function clearAlignment(redraw = true) {
@@ -287,7 +306,7 @@ async function init() {
   if (first && modelSelect.value) textBox.value = examplesFor(modelById(modelSelect.value)?.source_lang || "en")[0] || "";
   if (textBox.value.trim() && modelSelect.value) {
     // A first visit shows a translated example at once, in the default view (the sharpest head).
-    await translate({ view: first ? null : viewFromParams(params), target: params.get("target") });
+    await translate({ view: first ? null : viewFromParams(params), target: params.get("target"), prefix: params.get("prefix") });
   }
   document.body.dataset.ready = "true";
 }

@@ -1,0 +1,120 @@
+// The anatomy of one attention step, with the model's real numbers: for one query (a heatmap
+// row) and one head, the raw score of every key, the softmax that turns them into weights, and
+// the context vector they mix, with the formula of this model's score function. For the
+// Transformer also q·k and the division by √d_k. The numbers come from the API's
+// `return_scores` answer (fetched once per translation).
+import { el, role, setChildren } from "./dom.js";
+import { KIND_LABELS, axesOf } from "./matrix.js";
+
+export const FORMULAS = {
+  additive: "score(s, hᵢ) = vᵀ tanh(W_s s + W_h hᵢ)",
+  dot: "score(s, hᵢ) = sᵀ hᵢ",
+  scaled_dot: "score(s, hᵢ) = sᵀ hᵢ / √n",
+  general: "score(s, hᵢ) = sᵀ W hᵢ",
+  query_key: "score(s, hᵢ) = (W_K hᵢ)ᵀ (W_Q s)",
+  concat: "score(s, hᵢ) = W [s; hᵢ] = w_sᵀ s + w_hᵀ hᵢ",
+  cosine: "score(s, hᵢ) = β · cos(s, hᵢ)",
+  location: "score(s, i) = (W s)ᵢ — the position only, not the token",
+  transformer: "score(q, kᵢ) = q · kᵢ / √d_k",
+};
+
+const fmt = (x, digits = 3) => (x === null || x === undefined ? "masked" : Number(x).toFixed(digits));
+
+function formulaFor(response, kind) {
+  if (response.score === null || response.score === undefined || kind !== "cross") {
+    return kind === "encoder_self" && response.score ? FORMULAS.additive.replace("s,", "hₜ,").replace("W_s s", "W_s hₜ") : FORMULAS.transformer;
+  }
+  return FORMULAS[response.score] || `score function: ${response.score}`;
+}
+
+/**
+ * Render the step `query` of `kind` at (layer, head) of `details` (a translate answer with
+ * attention_scores) into `root`. Returns the weights shown (for tests and the caller).
+ */
+export function renderAnatomy(root, details, { kind, layer, head, query, sourceLang = "", targetLang = "" }) {
+  const scores = details.attention_scores?.[kind]?.[layer]?.[head]?.[query];
+  const weights = details.attention?.[kind]?.[layer]?.[head]?.[query];
+  const body = role(root, "anatomy-body");
+  root.hidden = false;
+  if (!scores || !weights) {
+    setChildren(body, el("p", { class: "empty" }, "No scores for this step."));
+    return null;
+  }
+  const axes = axesOf(details, kind);
+  const transformer = details.score === null || details.score === undefined;
+  const dk = details.key_dim || 1;
+  const root2 = Math.sqrt(dk);
+  const real = scores.map((s, i) => ({ key: axes.cols[i], s, w: weights[i], i })).filter((r) => r.s !== null);
+  const maxAbs = Math.max(...real.map((r) => Math.abs(r.s)), 1e-9);
+  const maxExp = Math.max(...real.map((r) => r.s));
+  const total = real.reduce((sum, r) => sum + Math.exp(r.s - maxExp), 0);
+  const queryToken = axes.rows[query];
+  const where = `${KIND_LABELS[kind]}${transformer ? ` · layer ${layer + 1} · head ${head + 1}` : ""}`;
+  role(root, "anatomy-title").textContent = `Step ${query + 1}: ${kind === "encoder_self" ? "source token" : "writing"} «${queryToken}» — ${where}`;
+  const rows = scores.map((s, i) => {
+    const masked = s === null;
+    const w = weights[i];
+    const scoreBar = masked ? null : el("span", { class: `bar score ${s < 0 ? "neg" : "pos"}`, style: { width: `${(50 * Math.abs(s)) / maxAbs}%` } });
+    return el(
+      "tr",
+      { class: masked ? "masked" : "", dataset: { key: String(i), score: masked ? "" : String(s), weight: String(w) } },
+      el("th", { scope: "row", class: "tok" }, axes.cols[i]),
+      transformer ? el("td", { class: "num" }, masked ? "–" : (s * root2).toFixed(2)) : null,
+      el("td", { class: "num" }, fmt(s, 3)),
+      el("td", { class: "bar-cell signed" }, el("span", { class: "axis" }), scoreBar),
+      el("td", { class: "num" }, masked ? "–" : (Math.exp(s - maxExp) / total).toFixed(4)),
+      el("td", { class: "bar-cell" }, el("span", { class: "bar weight", style: { width: `${100 * w}%` } })),
+    );
+  });
+  const keyName = kind === "decoder_self" ? "decoder input" : kind === "cross" ? `source${sourceLang ? ` (${sourceLang})` : ""}` : "source key";
+  const table = el(
+    "table",
+    { class: "anatomy-table" },
+    el(
+      "thead",
+      {},
+      el(
+        "tr",
+        {},
+        el("th", { scope: "col" }, keyName),
+        transformer ? el("th", { scope: "col", title: "the dot product of this head's query and key" }, "q · k") : null,
+        el("th", { scope: "col" }, transformer ? `÷ √${dk} = score` : "score"),
+        el("th", { scope: "col" }, "① raw score"),
+        el("th", { scope: "col" }, "softmax"),
+        el("th", { scope: "col" }, "② weight α"),
+      ),
+    ),
+    el("tbody", {}, rows),
+  );
+  const steps = [
+    el("li", {}, el("strong", {}, "Score"), " every key against the query: ", el("code", {}, formulaFor(details, kind)),
+      transformer ? ` (d_k = ${dk}, √d_k = ${root2.toFixed(2)})` : ""),
+    el("li", {}, el("strong", {}, "Softmax"), ` turns the scores into weights that sum to one: αᵢ = exp(scoreᵢ) / Σⱼ exp(scoreⱼ)${real.length < scores.length ? "; masked keys get zero" : ""}.`),
+    kind === "cross"
+      ? el("li", {}, el("strong", {}, "Weighted sum"), " of the ", transformer ? "values" : "encoder states", ": c = Σᵢ αᵢ ", transformer ? "vᵢ" : "hᵢ", ", the context vector below.")
+      : null,
+  ];
+  const children = [el("ol", { class: "anatomy-steps" }, steps), el("div", { class: "table-scroll" }, table)];
+  const context = details.context_vectors?.[layer]?.[head]?.[query];
+  if (kind === "cross" && context) {
+    const maxC = Math.max(...context.map(Math.abs), 1e-9);
+    const norm = details.context_norms?.[layer]?.[head]?.[query];
+    children.push(
+      el("h4", {}, `③ Context vector c (${context.length} numbers, ‖c‖ = ${fmt(norm, 2)})`),
+      el(
+        "div",
+        { class: "context-bars", role: "img", "aria-label": `context vector of ${context.length} numbers, norm ${fmt(norm, 2)}` },
+        context.map((v, d) =>
+          el("span", { class: "ccol", title: `dim ${d + 1}: ${v.toFixed(4)}` },
+            el("span", { class: `cbar ${v < 0 ? "neg" : "pos"}`, style: { height: `${(50 * Math.abs(v)) / maxC}%` } })),
+        ),
+      ),
+    );
+  }
+  if (details.score === "concat" && kind === "cross") {
+    children.unshift(el("p", { class: "note warn" }, "Concat: the sᵀ term is the same for every key, so it cancels in the softmax — only w_hᵀhᵢ decides the weights, the same at every step."));
+  }
+  setChildren(body, children);
+  root.dataset.query = String(query);
+  return weights;
+}
