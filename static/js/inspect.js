@@ -166,7 +166,7 @@ export class Inspector {
     }
     if (this.selected?.ids !== ids) return; // another node was picked meanwhile
     // The align call scores the path plus </s>; an unfinished path shows only its own rows.
-    const rows = last.finished ? aligned.target_tokens.length : Math.min(pieces.length, aligned.target_tokens.length);
+    const rows = last.finished ? aligned.target_tokens.length : Math.max(1, aligned.target_tokens.length - 1);
     const s = this.explorer.state;
     const layers = aligned.attention.cross.length;
     const layer = Math.min(s.kind === "cross" ? s.layer : layers - 1, layers - 1);

@@ -302,16 +302,60 @@ def test_long_input_keeps_labels_and_colour_bar_in_view(page: Page, server_url: 
     shoot(page, "translate-long")
 
 
-def test_export_png_and_json(page: Page, server_url: str) -> None:
+SPY_EXPORT = """() => {
+    const original = Plotly.toImage;
+    Plotly.toImage = async (gd, options) => {
+        const url = await original(gd, options);
+        const image = new Image();
+        image.src = url;
+        await image.decode();
+        const canvas = Object.assign(document.createElement("canvas"), { width: image.width, height: image.height });
+        const ctx = canvas.getContext("2d");
+        ctx.drawImage(image, 0, 0);
+        window.exported = {
+            format: options.format,
+            title: gd.layout.title.text,
+            x: gd.layout.xaxis.title.text,
+            y: gd.layout.yaxis.title.text,
+            rows: gd.data[0].z.length,
+            corner: [...ctx.getImageData(2, 2, 1, 1).data],
+        };
+        return url;
+    };
+}"""
+
+
+def test_exports_carry_title_model_sentence_and_axis_names(page: Page, server_url: str) -> None:
     open_translate(page, server_url)
     response = translate(page, SENTENCE)
+    page.evaluate(SPY_EXPORT)
     with page.expect_download() as png:
         page.click("#explorer [data-role=png]")
     assert png.value.suggested_filename.endswith(".png")
     assert png.value.path().read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    exported = page.evaluate("window.exported")
+    assert "Cross attention" in exported["title"] and TRANSFORMER in exported["title"]
+    assert "A man is riding a bicycle." in exported["title"]  # the sentence, as words
+    assert (exported["x"], exported["y"]) == ("source (en)", "target (de)")
+    assert exported["corner"] == [255, 255, 255, 255]  # opaque white, not transparent
+    assert exported["rows"] == len(response["target_tokens"])
+    with page.expect_download() as svg:
+        page.click("#explorer [data-role=svg]")
+    text = svg.value.path().read_text()
+    assert text.startswith("<svg") and "Cross attention" in text and "source (en)" in text
+    with page.expect_download() as csv:
+        page.click("#explorer [data-role=csv]")
+    header, *rows = csv.value.path().read_bytes().decode().strip().split("\r\n")
+    assert header.split(",")[1:] == response["source_tokens"]
+    assert [r.split(",")[0] for r in rows] == response["target_tokens"]
     with page.expect_download() as raw:
         page.click("#explorer [data-role=json]")
     assert json.loads(raw.value.path().read_text()) == response
+    # the accessible alternative: the same numbers as a table
+    page.click("#explorer [data-role=table-main] summary")
+    table = page.locator("#explorer [data-role=table-main] table")
+    expect(table.locator("tbody tr")).to_have_count(len(response["target_tokens"]))
+    expect(table.locator("thead th")).to_have_count(len(response["source_tokens"]) + 1)
 
 
 def test_compare_shows_two_heatmaps(page: Page, server_url: str, shoot) -> None:
@@ -328,15 +372,43 @@ def test_compare_shows_two_heatmaps(page: Page, server_url: str, shoot) -> None:
     page.locator("#explorer-b [data-role=kind] button", has_text="Encoder self").click()
     expect(page.locator("#explorer-b [data-role=caption-main]")).to_contain_text("Encoder self")
     expect(page.locator("#explorer-a [data-role=caption-main]")).to_contain_text("Cross")
+    # A lacks the kind B shows: said, not silent
+    expect(page.locator("#panel-a [data-role=panel-note]")).to_contain_text("no Encoder self attention")
     shoot(page, "compare")
+    page.locator("#explorer-b [data-role=kind] button", has_text="Cross").click()
+    # layer and head of both sides ride in the link
+    page.select_option("#explorer-b [data-role=layer]", "0")
+    page.select_option("#explorer-b [data-role=head]", "1")
+    query = parse_qs(urlparse(page.url).query)
+    assert query["blayer"] == ["1"] and query["bhead"] == ["2"]
+    page.goto(page.url)
+    page.wait_for_selector("body[data-ready=true]")
+    wait_drawn(page, "#explorer-b [data-role=plot-main]")
+    expect(page.locator("#explorer-b [data-role=caption-main]")).to_contain_text("layer 1 · head 2")
+    # the same target for both: identical tokens, so a difference heatmap
+    page.locator("#explorer-b [data-role=kind] button", has_text="Cross").click()
+    page.fill("#compare-target", "Ein Mann fährt Fahrrad.")
+    page.click("#compare-btn")
+    wait_drawn(page, "#diff-card [data-role=diff-plot]")
+    a, b = (heatmap(page, f"#explorer-{side} [data-role=plot-main]") for side in "ab")
+    diff = heatmap(page, "#diff-card [data-role=diff-plot]")
+    assert all(
+        math.isclose(d, x - y, abs_tol=1e-9)
+        for dr, ar, br in zip(diff["z"], a["z"], b["z"], strict=True)
+        for d, x, y in zip(dr, ar, br, strict=True)
+    )
+    shoot(page, "compare-difference")
     # attention vs the no-attention baseline: one heatmap and a plain explanation
     page.select_option("#model-b", "en-de-rnn-none")
     page.click("#compare-btn")
     expect(page.locator("#explorer-b [data-role=empty]")).to_contain_text("no attention")
     expect(page.locator("#explorer-b [data-role=plot-main]")).to_be_hidden()
+    expect(page.locator("#explorer-b [data-role=axes-main]")).to_have_text("")  # no stale token counts
 
 
 def test_models_page_draws_its_plots(page: Page, server_url: str, shoot, card_markup: str) -> None:
+    plotly_loads: list[str] = []
+    page.on("request", lambda r: plotly_loads.append(r.url) if "plotly" in r.url else None)
     page.goto(f"{server_url}/models")
     page.wait_for_selector("body[data-ready=true]")
     expect(page.locator(".model-card")).to_have_count(4)
@@ -345,6 +417,14 @@ def test_models_page_draws_its_plots(page: Page, server_url: str, shoot, card_ma
     expect(page.locator("[data-chart=curve].js-plotly-plot")).to_have_count(3)
     lines = page.eval_on_selector("[data-chart=bleu-by-length]", "gd => gd.data.map(t => t.name)")
     assert sorted(lines) == ["en-de-rnn-additive", "en-de-self-attentive", "en-de-transformer"]
+    styles = page.eval_on_selector(
+        "[data-chart=bleu-by-length]",
+        "gd => gd.data.map(t => [t.line.color, t.line.dash, t.marker.symbol])",
+    )
+    assert len({s[0] for s in styles}) == len({s[1] for s in styles}) == len(styles)  # told apart
+    ticks = page.eval_on_selector("[data-chart=bleu-by-length]", "gd => gd._fullLayout.yaxis.dtick")
+    assert float(ticks) in (1, 2, 5, 10, 20, 50)  # round tick values
+    assert len(plotly_loads) == 1  # one Plotly bundle for all the page's charts
     partial = page.locator("#model-en-de-rnn-none")
     expect(partial).to_contain_text("No learning curve")
     expect(partial).to_contain_text("RNN, no attention")
@@ -363,3 +443,151 @@ def test_plotly_comes_from_this_server(server_url: str) -> None:
     with urllib.request.urlopen(f"{server_url}/vendor/plotly.min.js?v=1") as response:
         assert "max-age=31536000" in response.headers["Cache-Control"]
         assert b"plotly" in response.read(2000).lower()
+
+
+def no_sideways_scroll(page: Page) -> bool:
+    return bool(page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth"))
+
+
+def test_a_phone_never_scrolls_sideways(page: Page, server_url: str, shoot) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_translate(page, server_url)
+    assert no_sideways_scroll(page)  # the header wraps
+    translate(page, "The man in the red shirt is cooking dinner for his family.")
+    expect(page.locator("#explorer [data-role=grid] .thumb")).to_have_count(6)
+    assert no_sideways_scroll(page)  # the layer x head grid scrolls in its own box
+    shoot(page, "translate-390")
+    page.goto(f"{server_url}/compare?{urlencode({'text': SENTENCE})}")
+    page.wait_for_selector("body[data-ready=true]")
+    assert no_sideways_scroll(page)
+    assert all(page.locator(f"#model-{side}").bounding_box()["width"] > 250 for side in "ab")
+    shoot(page, "compare-390")
+
+
+def test_first_visit_explains_and_translates_at_once(page: Page, server_url: str) -> None:
+    page.goto(server_url)
+    page.wait_for_selector("body[data-ready=true]")
+    expect(page.locator(".intro")).to_contain_text("where it looked")
+    expect(page.locator("#translation")).not_to_be_empty()
+    wait_drawn(page, "#explorer [data-role=plot-main]")
+    expect(page.locator("#explorer [data-role=caption-main]")).to_contain_text("sharpest head")
+
+
+def test_changing_the_model_retranslates_and_align_waits(page: Page, server_url: str) -> None:
+    open_translate(page, server_url)
+    translate(page, SENTENCE)
+    held: list[Any] = []
+    page.route("**/api/translate", lambda route: held.append(route))
+    page.select_option("#model", "en-de-rnn-additive")
+    expect(page.locator("#stale")).to_contain_text("en-de-transformer")
+    expect(page.locator("#align-btn")).to_be_disabled()  # no French target on a German model...
+    expect(page.locator("#copy-link")).to_be_disabled()  # ...and no link to a view not on screen
+    assert parse_qs(urlparse(page.url).query)["model"] == [TRANSFORMER]
+    page.wait_for_function("() => true")
+    assert held, "changing the model sent no new translation"
+    with page.expect_response("**/api/translate") as answer:
+        for route in held:
+            route.continue_()
+        page.unroute("**/api/translate")
+    assert answer.value.request.post_data_json["model"] == "en-de-rnn-additive"
+    expect(page.locator("#stale")).to_be_hidden()
+    expect(page.locator("#align-btn")).to_be_enabled()
+    expect(page.locator("#result-meta")).to_contain_text("en-de-rnn-additive")
+    assert parse_qs(urlparse(page.url).query)["model"] == ["en-de-rnn-additive"]
+
+
+def test_confidence_coverage_and_head_view(page: Page, server_url: str) -> None:
+    open_translate(page, server_url)
+    response = translate(page, SENTENCE)
+    chips = page.locator("#insight [data-role=confidence] .prob")
+    expect(chips).to_have_count(len(response["target_tokens"]))
+    ps = [float(chips.nth(i).get_attribute("data-p")) for i in range(chips.count())]
+    assert ps == pytest.approx([math.exp(lp) for lp in response["target_logprobs"]], abs=1e-5)
+    # coverage: column sums of the cross-attention shown
+    layer, head = sharpest(response["attention"]["cross"])
+    matrix = response["attention"]["cross"][layer][head]
+    covers = page.locator("#insight [data-role=coverage] .cover")
+    totals = [float(covers.nth(i).get_attribute("data-total")) for i in range(covers.count())]
+    assert totals == pytest.approx([sum(row[k] for row in matrix) for k in range(len(response["source_tokens"]))], abs=1e-5)
+    # head view: one line colour per head; hovering a token leaves only its links lit
+    card = page.locator("#headview-card")
+    expect(card.locator("[data-role=head-toggles] button")).to_have_count(2)
+    card.locator(".hv-token[data-side=q][data-index='0']").hover()
+    lit = card.locator("line:not(.dim)")
+    assert lit.count() > 0 and all(
+        lit.nth(i).get_attribute("data-q") == "0" for i in range(lit.count())
+    )
+
+
+def test_anatomy_of_a_step_matches_the_heatmap_row(page: Page, server_url: str, shoot) -> None:
+    open_translate(page, server_url)
+    translate(page, SENTENCE)
+    plot = heatmap(page)
+    row = 1
+    gd = page.locator("#explorer [data-role=plot-main] .nsewdrag").first
+    gd.scroll_into_view_if_needed()
+    box = gd.bounding_box()
+    with page.expect_response("**/api/translate") as answer:
+        page.mouse.click(box["x"] + plot["cell"] / 2, box["y"] + plot["cell"] * (row + 0.5))
+    assert answer.value.request.post_data_json["return_scores"] is True
+    rows = page.locator("#anatomy-card .anatomy-table tbody tr")
+    expect(rows).to_have_count(len(plot["z"][row]))
+    weights = [float(rows.nth(i).get_attribute("data-weight")) for i in range(rows.count())]
+    assert weights == pytest.approx(plot["z"][row], abs=1e-6)
+    scores = torch_free_softmax([float(rows.nth(i).get_attribute("data-score")) for i in range(rows.count())])
+    assert scores == pytest.approx(weights, abs=1e-5)
+    expect(page.locator("#anatomy-card")).to_contain_text("q · kᵢ / √d_k (d_k = 8")
+    expect(page.locator("#anatomy-card .context-bars .ccol")).to_have_count(8)  # d_k = 16 / 2 heads
+    shoot(page, "anatomy")
+
+
+def torch_free_softmax(xs: list[float]) -> list[float]:
+    top = max(xs)
+    exps = [math.exp(x - top) for x in xs]
+    return [e / sum(exps) for e in exps]
+
+
+def test_beam_tree_and_what_if(page: Page, server_url: str, shoot) -> None:
+    open_translate(page, server_url)
+    response = translate(page, SENTENCE, beam=3)
+    tree = response["beam"]
+    card = page.locator("#beam-card")
+    expect(card.locator("[data-role=tree-main] .node")).to_have_count(len(tree["nodes"]))
+    expect(card.locator("[data-role=tree-main] .node.best")).to_have_count(len(tree["best"]))
+    # a node: the attention of that partial hypothesis
+    second = tree["best"][2]
+    with page.expect_response("**/api/align") as answer:
+        card.locator(f"[data-role=tree-main] .node[data-id='{second}']").click()
+    aligned = answer.value.json()
+    wait_drawn(page, "#beam-card [data-role=beam-plot]")
+    partial = heatmap(page, "#beam-card [data-role=beam-plot]")
+    layer, head = sharpest(response["attention"]["cross"])
+    rows = len(aligned["target_tokens"]) - 1  # the path's own tokens, not the </s> align adds
+    assert partial["z"] == aligned["attention"]["cross"][layer][head][:rows]
+    assert partial["y"] == aligned["target_tokens"][:rows]
+    # two beam sizes side by side
+    card.locator("[data-role=beam-other]").fill("1")
+    card.locator("[data-role=beam-compare]").click()
+    expect(card.locator("[data-role=tree-other] .node.best")).not_to_have_count(0)
+    shoot(page, "beam")
+    # continue from the node: a what-if with that prefix
+    path = page.locator("#beam-card [data-role=beam-plot]").get_attribute("data-path")
+    with page.expect_response("**/api/translate") as answer:
+        card.locator("[data-role=beam-continue]").click()
+    assert answer.value.request.post_data_json["prefix"] == path
+    assert answer.value.json()["forced_tokens"] == rows
+    # what-if: another token at position 1 changes the translation, the original stays in view
+    with page.expect_response("**/api/translate") as first:
+        page.locator("#whatif-original [data-role=original-back]").click()
+    original = first.value.json()
+    page.locator("#insight [data-role=confidence] .prob").nth(0).click()
+    choice = page.locator("#whatif .chip.alt:not([disabled])[data-token^='▁']").first  # a whole word
+    token = choice.get_attribute("data-token")
+    with page.expect_response("**/api/translate") as answer:
+        choice.click()
+    changed = answer.value.json()
+    assert changed["target_tokens"][0] == token != original["target_tokens"][0]
+    assert changed["forced_tokens"] == 1
+    expect(page.locator("#translation")).to_have_text(changed["translation"] or "(empty translation)")
+    expect(page.locator("#whatif-original [data-role=original-text]")).to_have_text(original["translation"])
+    shoot(page, "what-if")
