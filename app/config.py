@@ -37,6 +37,13 @@ class Settings(BaseSettings):
         default_factory=default_data_dir,
         description="The Multi30k data (training and evaluation); see default_data_dir().",
     )
+    fashion_mnist_dir: Path | None = Field(
+        default=None,
+        description=(
+            "Fashion-MNIST IDX files for the vision samples and training; None: "
+            "/usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)."
+        ),
+    )
     device: str | None = Field(
         default=None,
         description="Torch device for inference (cpu, cuda, cuda:1 ...); None picks cuda when available.",

@@ -18,6 +18,7 @@ from app.config import Settings, get_settings
 from app.serving import api, pages
 from app.serving.errors import install_error_handlers
 from app.serving.service import ModelService
+from app.vision import api as vision_api
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(api.router)
     app.include_router(pages.router)
+    app.include_router(vision_api.router)  # its own lifespan loads the vision models
+    app.include_router(vision_api.pages)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     return app

@@ -93,12 +93,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from app.device import resolve_device
     from app.vision import folders
     from app.vision.data import load_items
-    from app.vision.train import TrainSettings, evaluate_test, pick_device
+    from app.vision.train import TrainSettings, evaluate_test
 
-    loaded = folders.load_folder(args.model, pick_device(args.device))
-    items = load_items("test", args.data_dir).to(pick_device(args.device))
+    device = resolve_device(args.device)
+    loaded = folders.load_folder(args.model, device)
+    items = load_items("test", args.data_dir).to(device)
     result = evaluate_test(loaded.model, loaded.dataset, items, TrainSettings(beam_size=args.beam))
     print(json.dumps(result, indent=2))  # noqa: T201 - the command's output
     if args.update_card:

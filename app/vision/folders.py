@@ -104,6 +104,11 @@ class VisionModel:
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 
+    @property
+    def canvas(self) -> int:
+        """Side of the square image the model takes, pixels."""
+        return int(getattr(getattr(self.model, "config", None), "canvas", 0))
+
 
 def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> VisionModel:
     """Load a vision model folder; ``FileNotFoundError``/``ValueError`` naming what is wrong."""

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from app.device import resolve_device
 from app.vision import folders
 from app.vision.baseline import BaselineConfig, FullImageCNN, matched_config
 from app.vision.captioner import Captioner, CaptionerConfig, caption_loss
@@ -44,10 +45,6 @@ class TrainSettings:
     test_scenes: int = 2000
     beam_size: int = 1  # captioners: test beam (1, greedy, is batched and fast; vision-evaluate --beam 3 for more)
     seed: int = 0
-
-
-def pick_device(name: str | None) -> torch.device:
-    return torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
 def split_train(items: Items) -> tuple[Items, Items]:
@@ -99,7 +96,7 @@ def train(
                          f"{' or '.join(CANVAS_KINDS)}")
     if dataset not in (*CANVAS_KINDS, "scenes"):
         raise ValueError(f"unknown dataset {dataset!r}")
-    dev = pick_device(device)
+    dev = resolve_device(device)
     torch.manual_seed(settings.seed)
     model = build_model(kind, dataset, overrides or {}).to(dev)
     train_items, val_items = split_train(load_items("train", data_dir))

@@ -1,0 +1,114 @@
+"""The vision API under ``/api/vision`` and the Vision page (``/vision``).
+
+Thin: each route validates its body, asks the :class:`VisionService` (in a worker thread) and
+returns its answer. The service is built and its models loaded by this router's own lifespan,
+which FastAPI merges into the app's, so the app needs only ``include_router``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio.to_thread
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse
+
+from app.config import Settings, get_settings
+from app.device import resolve_device
+from app.serving.errors import InvalidInput
+from app.serving.schemas import ErrorResponse
+from app.vision.schemas import (
+    CaptionRequest,
+    CaptionResponse,
+    GlimpsesRequest,
+    GlimpsesResponse,
+    SamplesResponse,
+    VisionModelsResponse,
+)
+from app.vision.service import BadImage, SamplesUnavailable, VisionService
+
+T = TypeVar("T")
+MAX_SAMPLES = 64
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = getattr(app.state, "settings", None) or get_settings()
+    service = VisionService(settings.models_dir, resolve_device(settings.device), settings.fashion_mnist_dir)
+    await anyio.to_thread.run_sync(service.load_all)
+    app.state.vision = service
+    yield
+
+
+router = APIRouter(prefix="/api/vision", tags=["vision"], lifespan=lifespan)
+pages = APIRouter(include_in_schema=False, tags=["pages"])
+
+
+def get_service(request: Request) -> VisionService:
+    service = getattr(request.app.state, "vision", None)
+    if service is None:
+        raise HTTPException(status_code=503, detail="the vision models are still loading")
+    return service
+
+
+ServiceDep = Annotated[VisionService, Depends(get_service)]
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorResponse, "description": "Unknown model; `available` lists the ids."},
+    413: {"model": ErrorResponse, "description": "The image is too large (bytes or pixels)."},
+    422: {"model": ErrorResponse, "description": "Invalid input: not a PNG, not grayscale, wrong model kind..."},
+}
+
+
+async def _run(fn: Callable[[], T]) -> T:
+    try:
+        return await anyio.to_thread.run_sync(fn)
+    except BadImage as err:
+        if err.status == 413:
+            raise HTTPException(status_code=413, detail=err.message) from None
+        raise InvalidInput(("body", "image"), err.message, "image_invalid") from None
+
+
+@router.get("/models", response_model=VisionModelsResponse, summary="The loaded vision models")
+async def models(service: ServiceDep) -> dict[str, Any]:
+    return {"models": service.describe(), "unavailable": service.failed}
+
+
+@router.post("/glimpses", response_model=GlimpsesResponse, responses=_ERRORS,
+             summary="Where the Recurrent Attention Model looks, and what it thinks after each glimpse")
+async def glimpses(body: GlimpsesRequest, service: ServiceDep) -> dict[str, Any]:
+    """The glimpse path (centres and retina patch sides in the input's pixels) and the class
+    probabilities after each glimpse. The RAM follows its policy's mean, so the answer is
+    deterministic. A full-image CNN answers too: no glimpses, one row of probabilities."""
+    return await _run(lambda: service.glimpses(body.model, body.image))
+
+
+@router.post("/caption", response_model=CaptionResponse, responses=_ERRORS,
+             summary="Caption a scene and return each word's attention over the image grid")
+async def caption(body: CaptionRequest, service: ServiceDep) -> dict[str, Any]:
+    return await _run(lambda: service.caption(body.model, body.image, body.beam_size))
+
+
+@router.get("/samples", response_model=SamplesResponse,
+            responses={503: {"model": ErrorResponse, "description": "Fashion-MNIST is not installed."}},
+            summary="Test-split images to try, with their labels")
+async def samples(
+    service: ServiceDep,
+    dataset: Annotated[Literal["translated", "cluttered", "scenes"], Query(description="Which images.")],
+    n: Annotated[int, Query(ge=1, le=MAX_SAMPLES, description="How many.")] = 8,
+    seed: Annotated[int, Query(ge=0, le=2**31 - 1, description="Same seed, same images.")] = 0,
+) -> dict[str, Any]:
+    """60×60 translated or cluttered canvases (label: the class word; ``item``: where it lies)
+    or 84×84 scenes (label: the reference caption; ``items``: the layout), as PNG data URLs,
+    drawn from Fashion-MNIST's test split. 503 naming the fix when the data set is missing."""
+    try:
+        return await anyio.to_thread.run_sync(lambda: service.samples(dataset, n, seed))
+    except SamplesUnavailable as err:
+        raise HTTPException(status_code=503, detail=str(err)) from None
+
+
+@pages.get("/vision", response_class=HTMLResponse)
+def vision_page(request: Request) -> HTMLResponse:
+    from app.serving.pages import templates
+
+    return templates.TemplateResponse(request, "vision.html", {"page": "vision", "examples": {}, "cards": []})

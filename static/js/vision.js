@@ -1,0 +1,263 @@
+// The Vision page: the Recurrent Attention Model's glimpse path (nested retina squares, a
+// scrubber, class probabilities after each glimpse) and Show, Attend and Tell's caption with
+// each word's attention over the image. All data comes from /api/vision as JSON; labels and
+// captions go in as text.
+import { getJSON, postJSON } from "./api.js";
+import { el, setBusy, setChildren, showError } from "./dom.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const SCALE_COLOURS = ["#ffb020", "#36c5f0", "#e0457b", "#7bd88f"];
+const $ = (id) => document.getElementById(id);
+const state = { ram: null, ramImage: null, ramLabel: null, step: 0, timer: null, sat: null, satImage: null, word: 0 };
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, String(value));
+  node.append(...children);
+  return node;
+}
+
+function loadImage(url) {
+  const img = new Image();
+  img.src = url;
+  return img.decode().then(() => img);
+}
+
+function readFile(input) {
+  return new Promise((resolve, reject) => {
+    const file = input.files && input.files[0];
+    if (!file) return reject(new Error("no file chosen"));
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(new Error(`could not read ${file.name}`));
+    reader.readAsDataURL(file);
+  });
+}
+
+function fillSelect(select, models, test) {
+  setChildren(select, models.map((m) => el("option", { value: m.id }, `${m.id} · ${test(m)}`)));
+  if (!models.length) setChildren(select, el("option", { value: "" }, "no models found"));
+}
+
+const pct = (x) => (x === null || x === undefined ? "–" : `${(100 * x).toFixed(1)} %`);
+
+// ---------------------------------------------------------------- samples
+async function loadSamples(dataset, box, note, onPick) {
+  try {
+    const answer = await getJSON(`/api/vision/samples?dataset=${encodeURIComponent(dataset)}&n=8&seed=${Math.floor(Math.random() * 1e6)}`);
+    if (note) showError(note, "");
+    setChildren(box, answer.samples.map((s) => el("button", {
+      type: "button", class: "thumb", title: s.label, dataset: { label: s.label },
+      onclick: () => onPick(s.image, s.label),
+    }, el("img", { src: s.image, alt: s.label, width: 64, height: 64 }))));
+    return answer.samples;
+  } catch (err) {
+    setChildren(box);
+    if (note) showError(note, `${err.message} Upload or draw an image instead.`);
+    return [];
+  }
+}
+
+// ---------------------------------------------------------------- RAM
+async function runRam(image, label) {
+  const model = $("ram-model").value;
+  if (!model) return;
+  stopPlay();
+  try {
+    const answer = await postJSON("/api/vision/glimpses", { model, image });
+    showError($("vision-error"), "");
+    state.ram = answer;
+    state.ramImage = image;
+    state.ramLabel = label;
+    const steps = Math.max(answer.glimpses.length, 1);
+    const scrub = $("glimpse-step");
+    scrub.max = String(steps - 1);
+    scrub.disabled = steps < 2;
+    $("glimpse-play").disabled = steps < 2;
+    setStep(steps - 1);
+  } catch (err) {
+    showError($("vision-error"), err.message);
+  }
+}
+
+function setStep(step) {
+  state.step = step;
+  $("glimpse-step").value = String(step);
+  drawGlimpses();
+  drawProbs();
+}
+
+function drawGlimpses() {
+  const { ram, step } = state;
+  const view = $("glimpse-view");
+  const w = ram.width, h = ram.height, unit = Math.max(w, h) / 60;
+  view.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  const nodes = [svg("image", { href: state.ramImage, x: 0, y: 0, width: w, height: h, preserveAspectRatio: "none", class: "glimpse-image" })];
+  const shown = ram.glimpses.slice(0, step + 1);
+  if (shown.length > 1) {
+    nodes.push(svg("polyline", { class: "glimpse-path", points: shown.map((g) => `${g.x},${g.y}`).join(" "), "stroke-width": 0.6 * unit }));
+  }
+  const current = shown[shown.length - 1];
+  if (current) {
+    current.scales.forEach((side, k) => nodes.push(svg("rect", {
+      class: "glimpse-square", "data-scale": k, x: current.x - side / 2, y: current.y - side / 2, width: side, height: side,
+      stroke: SCALE_COLOURS[k % SCALE_COLOURS.length], "stroke-width": 0.7 * unit,
+    })));
+  }
+  shown.forEach((g, t) => nodes.push(svg("circle", {
+    class: t === shown.length - 1 ? "glimpse-dot current" : "glimpse-dot", cx: g.x, cy: g.y, r: 1.6 * unit, "stroke-width": 0.4 * unit,
+  }, svg("title", {}, `glimpse ${t + 1}: (${g.x.toFixed(1)}, ${g.y.toFixed(1)})`))));
+  setChildren(view, nodes);
+  const total = ram.glimpses.length;
+  $("glimpse-label").textContent = total ? `${step + 1} of ${total}` : "– (a full-image CNN sees everything at once)";
+}
+
+function drawProbs() {
+  const { ram, step } = state;
+  const row = ram.class_probs[Math.min(step, ram.class_probs.length - 1)];
+  const best = row.indexOf(Math.max(...row));
+  setChildren($("class-probs"), ram.classes.map((name, c) => el("div", {
+    class: `bar-row${c === best ? " best" : ""}${name === state.ramLabel ? " truth" : ""}`, dataset: { cls: name },
+  }, el("span", { class: "bar-label" }, name),
+  el("span", { class: "bar-track" }, el("span", { class: "bar-fill", style: { width: `${(100 * row[c]).toFixed(1)}%` } })),
+  el("span", { class: "bar-value" }, pct(row[c])))));
+  const truth = state.ramLabel ? ` · true class: ${state.ramLabel}` : "";
+  $("ram-answer").textContent = `Answer: ${ram.prediction} (${pct(ram.probability)})${truth}`;
+}
+
+function stopPlay() {
+  if (state.timer) clearInterval(state.timer);
+  state.timer = null;
+  $("glimpse-play").textContent = "▶ Play";
+}
+
+function togglePlay() {
+  if (state.timer) return stopPlay();
+  const last = state.ram.glimpses.length - 1;
+  setStep(0);
+  $("glimpse-play").textContent = "■ Stop";
+  state.timer = setInterval(() => (state.step >= last ? stopPlay() : setStep(state.step + 1)), 700);
+}
+
+function setupDrawPad() {
+  const pad = $("draw-pad"), ctx = pad.getContext("2d");
+  const clear = () => { ctx.fillStyle = "#000"; ctx.fillRect(0, 0, pad.width, pad.height); };
+  clear();
+  let last = null;
+  const at = (e) => { const r = pad.getBoundingClientRect(); return [(e.clientX - r.left) * pad.width / r.width, (e.clientY - r.top) * pad.height / r.height]; };
+  pad.addEventListener("pointerdown", (e) => { last = at(e); pad.setPointerCapture(e.pointerId); });
+  pad.addEventListener("pointermove", (e) => {
+    if (!last) return;
+    const next = at(e);
+    Object.assign(ctx, { strokeStyle: "#fff", lineWidth: 16, lineCap: "round", lineJoin: "round" });
+    ctx.beginPath(); ctx.moveTo(...last); ctx.lineTo(...next); ctx.stroke();
+    last = next;
+  });
+  pad.addEventListener("pointerup", () => { last = null; });
+  $("draw-clear").addEventListener("click", clear);
+  $("draw-use").addEventListener("click", () => runRam(pad.toDataURL("image/png"), null));
+}
+
+// ---------------------------------------------------------------- Show, Attend and Tell
+async function runSat(image, reference) {
+  const model = $("sat-model").value;
+  if (!model) return;
+  const beam = Math.min(10, Math.max(1, parseInt($("sat-beam").value, 10) || 1));
+  try {
+    const [answer, img] = await Promise.all([
+      postJSON("/api/vision/caption", { model, image, beam_size: beam }), loadImage(image)]);
+    showError($("vision-error"), "");
+    state.sat = answer;
+    state.satImage = img;
+    $("sat-reference").textContent = reference ? `Reference: ${reference}` : "";
+    $("sat-result").hidden = false;
+    drawCaption();
+    selectWord(0);
+  } catch (err) {
+    showError($("vision-error"), err.message);
+  }
+}
+
+/** The image (its square extent) with one token's attention grid on top, upsampled smoothly. */
+function drawAttention(canvas, grid, overlay) {
+  const { sat, satImage } = state;
+  const ctx = canvas.getContext("2d"), size = canvas.width, scale = size / sat.extent.size;
+  ctx.fillStyle = "#000";
+  ctx.fillRect(0, 0, size, size);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(satImage, -sat.extent.left * scale, -sat.extent.top * scale, sat.width * scale, sat.height * scale);
+  if (!overlay) return;
+  const [rows, cols] = sat.grid, flat = grid.flat(), top = Math.max(...flat) || 1;
+  const uniform = top - Math.min(...flat) < 1e-6; // no attention: a light even tint
+  const cells = document.createElement("canvas");
+  cells.width = cols; cells.height = rows;
+  const pixels = cells.getContext("2d").createImageData(cols, rows);
+  flat.forEach((w, i) => pixels.data.set([255, 190, 30, uniform ? 50 : Math.round(200 * w / top)], 4 * i));
+  cells.getContext("2d").putImageData(pixels, 0, 0);
+  ctx.imageSmoothingEnabled = true;
+  ctx.drawImage(cells, 0, 0, size, size);
+}
+
+function drawCaption() {
+  const { sat } = state;
+  setChildren($("caption-words"), sat.tokens.map((token, i) => el("button", {
+    type: "button", class: token === "</s>" ? "word end" : "word", dataset: { index: i },
+    onmouseenter: () => selectWord(i), onfocus: () => selectWord(i), onclick: () => selectWord(i),
+  }, token)));
+  const maps = sat.tokens.map((token, i) => {
+    const canvas = el("canvas", { class: "attention-map", width: 96, height: 96, dataset: { word: token, index: i, max: Math.max(...sat.attention[i].flat()).toFixed(4) } });
+    drawAttention(canvas, sat.attention[i], true);
+    return el("figure", { class: "attention-figure", onclick: () => selectWord(i) }, canvas, el("figcaption", {}, token));
+  });
+  if (!sat.uses_attention) maps.unshift(el("p", { class: "note warn wide" }, "This captioner has no attention: every word sees the mean of the grid (uniform)."));
+  setChildren($("attention-maps"), maps);
+}
+
+function selectWord(i) {
+  state.word = i;
+  document.querySelectorAll("#caption-words .word").forEach((b, k) => b.classList.toggle("selected", k === i));
+  document.querySelectorAll("#attention-maps .attention-figure").forEach((f, k) => f.classList.toggle("selected", k === i));
+  const large = $("sat-large");
+  large.dataset.word = state.sat.tokens[i];
+  drawAttention(large, state.sat.attention[i], $("sat-overlay").checked);
+}
+
+// ---------------------------------------------------------------- start
+async function init() {
+  setupDrawPad();
+  $("glimpse-step").addEventListener("input", (e) => { stopPlay(); setStep(parseInt(e.target.value, 10)); });
+  $("glimpse-play").addEventListener("click", togglePlay);
+  $("sat-overlay").addEventListener("change", () => state.sat && selectWord(state.word));
+  // The attention models first: the RAM (cluttered first) and the captioner with attention.
+  const rank = (m) => (m.attention ? 0 : 2) + (m.dataset === "cluttered" ? 0 : 1);
+  const models = (await getJSON("/api/vision/models")).models.sort((a, b) => rank(a) - rank(b) || a.id.localeCompare(b.id));
+  fillSelect($("ram-model"), models.filter((m) => m.task === "classify"),
+    (m) => `${m.kind === "ram" ? `RAM, ${m.glimpses} glimpses` : "full-image CNN"} · test ${pct(m.test.accuracy)}`);
+  fillSelect($("sat-model"), models.filter((m) => m.task === "caption"),
+    (m) => `${m.attention ? "attention" : "no attention"} · exact ${pct(m.test.exact_match)}`);
+  const ramModel = models.find((m) => m.id === $("ram-model").value);
+  if (ramModel && ramModel.dataset !== "scenes") $("ram-dataset").value = ramModel.dataset;
+
+  const ramSamples = () => loadSamples($("ram-dataset").value, $("ram-samples"), $("ram-samples-note"), runRam);
+  const satSamples = () => loadSamples("scenes", $("sat-samples"), null, runSat);
+  $("ram-more").addEventListener("click", ramSamples);
+  $("ram-dataset").addEventListener("change", ramSamples);
+  $("sat-more").addEventListener("click", satSamples);
+  $("ram-model").addEventListener("change", () => state.ramImage && runRam(state.ramImage, state.ramLabel));
+  $("sat-model").addEventListener("change", () => state.satImage && runSat(state.satImage.src, null));
+  $("sat-beam").addEventListener("change", () => state.satImage && runSat(state.satImage.src, null));
+  for (const [input, run] of [[$("ram-upload"), runRam], [$("sat-upload"), runSat]]) {
+    input.addEventListener("change", async () => {
+      try { await run(await readFile(input), null); } catch (err) { showError($("vision-error"), err.message); }
+      input.value = "";
+    });
+  }
+  const [first, scenes] = await Promise.all([ramSamples(), satSamples()]);
+  await Promise.all([first[0] && runRam(first[0].image, first[0].label), scenes[0] && runSat(scenes[0].image, scenes[0].label)]);
+  document.body.dataset.ready = "true";
+}
+
+init().catch((err) => {
+  showError($("vision-error"), err.message);
+  document.body.dataset.ready = "true";
+});
