@@ -55,6 +55,9 @@ class NoEos(Seq2Seq):
     def init_state(self, enc: EncoderOutput) -> DecoderState:
         return self.inner.init_state(enc)
 
+    def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, DecoderState]:
+        return self.inner.init_beams(enc, beam_size)
+
     def step(
         self, tokens: Tensor, state: DecoderState, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, DecoderState]:
@@ -128,7 +131,7 @@ def main() -> None:
     parser.add_argument("--source-length", type=int, default=20)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--beam", type=int, default=5)
-    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=8, help="8, as in the shipped Transformers")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (CPU)")
     args = parser.parse_args()
 

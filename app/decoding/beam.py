@@ -124,8 +124,7 @@ def beam_search(
     use_coverage = coverage_penalty > 0
 
     alive = list(range(batch))  # sentence of each group of k consecutive rows
-    rows_enc = reorder_encoder(enc, torch.arange(batch, device=device).repeat_interleave(k))
-    state = model.init_state(rows_enc)
+    rows_enc, state = model.init_beams(enc, k)  # encoder rows: one per row, or per sentence
     scores = torch.full((batch * k,), NEG_INF, device=device)
     scores[::k] = 0.0  # only the first beam of each sentence is alive at the start
     host_scores = scores.tolist()
@@ -149,7 +148,9 @@ def beam_search(
         if coverage is not None:
             assert step.cross is not None
             coverage = coverage + last_layer_cross(step.cross)  # (N, S)
-            penalties = gnmt_coverage(coverage, rows_enc.mask, coverage_penalty).tolist()
+            mask = rows_enc.mask  # (N, S), or (G, S) when the model shares encoder rows
+            mask = mask if mask.size(0) == coverage.size(0) else mask.repeat_interleave(k, 0)
+            penalties = gnmt_coverage(coverage, mask, coverage_penalty).tolist()
         forced = _forced_tokens(alive, prefixes, t, k, log_probs)
         parents_local, words = (top_idx // vocab).tolist(), (top_idx % vocab).tolist()
         top_list, lp_list = top_scores.tolist(), top_lp.tolist()
@@ -214,8 +215,9 @@ def beam_search(
         state = state.reorder(index)
         if coverage is not None:
             coverage = coverage.index_select(0, index)
-        if len(still_alive) < len(alive):
-            rows_enc = reorder_encoder(rows_enc, index)
+        if len(still_alive) < len(alive):  # sentences left: drop their encoder rows
+            per_sentence = rows_enc.mask.size(0) == len(alive)
+            rows_enc = reorder_encoder(rows_enc, index[::k] // k if per_sentence else index)
         alive = still_alive
 
     best = [max(f, key=lambda h: h.ranking) for f in finished]

@@ -2,6 +2,9 @@
 
 Two paths with the same result: PyTorch's fused ``scaled_dot_product_attention`` when no weights
 are asked for, and an explicit softmax that also returns the per-head weights ``(B, H, T, S)``.
+Keys and values may be shared by groups of queries (the beams of one sentence attend over the
+same source): with keys for ``G`` sentences and ``G * g`` query rows, rows ``n*g .. n*g+g-1`` use
+sentence ``n``'s keys, in one batched product, without copying the keys ``g`` times.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import math
 
 from torch import Tensor, nn
 
+from app.nn import inference
 from app.nn.ablation import zero_heads
 from app.nn.recording import record
 from app.nn.scores import masked_softmax
@@ -34,7 +38,21 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """x: (B, S, D) -> keys and values, each (B, H, S, Dh)."""
+        if inference.decoding():
+            w, b = inference.fused_linear(self, "kv", (self.k_proj, self.v_proj))
+            kv = inference.apply(x, w, b).view(x.size(0), x.size(1), 2, self.heads, self.head_dim)
+            return kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)  # (B, H, S, Dh)
         return self.split(self.k_proj(x)), self.split(self.v_proj(x))
+
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x: (B, T, D) -> queries, keys and values of self-attention, each (B, H, T, Dh); one
+        fused product when decoding."""
+        if not inference.decoding():
+            return self.split(self.q_proj(x)), *self.project_kv(x)
+        w, b = inference.fused_linear(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
+        qkv = inference.apply(x, w, b).view(x.size(0), x.size(1), 3, self.heads, self.head_dim)
+        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, H, T, Dh)
+        return qkv[0], qkv[1], qkv[2]
 
     def forward(
         self,
@@ -44,26 +62,41 @@ class MultiHeadAttention(nn.Module):
         kv: tuple[Tensor, Tensor] | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        """query: (B, T, D). Keys/values come from ``key_value`` (B, S, D) or ready-made ``kv``.
+        """query: (B, T, D). Keys/values come from ``key_value`` (B, S, D) or ready-made ``kv``
+        (G, H, S, Dh), G dividing B (see the module docstring).
 
-        mask: broadcastable to (B, H, T, S), True where a query may attend to a key.
+        mask: broadcastable to (G, H, T, S), True where a query may attend to a key.
         Returns the output (B, T, D) and, if asked, the weights (B, H, T, S).
         """
         q = self.split(self.q_proj(query))  # (B, H, T, Dh)
         if kv is None:
             assert key_value is not None
             kv = self.project_kv(key_value)
-        k, v = kv
+        return self.attend(q, kv[0], kv[1], mask, need_weights)
+
+    def attend(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """q: (B, H, T, Dh); k, v: (G, H, S, Dh) with B = G * g. Returns the projected output
+        (B, T, D) and, if asked, the weights (B, H, T, S)."""
+        b, heads, t, dh = q.shape
+        groups = k.size(0)
+        g = b // groups
+        if g > 1:  # the g rows of a group become g * t queries of one attention
+            q = q.view(groups, g, heads, t, dh).transpose(1, 2).reshape(groups, heads, g * t, dh)
         p = self.dropout if self.training else 0.0
         weights = None
         if need_weights:
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, T, S)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (G, H, g*T, S)
             weights = masked_softmax(scores, mask) if mask is not None else scores.softmax(-1)
-            out = nn.functional.dropout(weights, p, self.training) @ v  # (B, H, T, Dh)
+            out = nn.functional.dropout(weights, p, self.training) @ v  # (G, H, g*T, Dh)
             record(self, scores, mask, out)  # kept only inside app.nn.recording.recording()
         else:
             out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         out = zero_heads(self, out)  # heads switched off by app.nn.ablation (usually none)
-        b, _, t, _ = out.shape
-        out = out.transpose(1, 2).reshape(b, t, -1)  # (B, T, D)
+        if g > 1:  # back to rows
+            out = out.view(groups, heads, g, t, dh).transpose(1, 2).reshape(b, heads, t, dh)
+            if weights is not None:
+                weights = weights.view(groups, heads, g, t, -1).transpose(1, 2).reshape(b, heads, t, -1)
+        out = out.transpose(1, 2).reshape(b, t, heads * dh)  # (B, T, D)
         return self.out_proj(out), weights

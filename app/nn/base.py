@@ -46,6 +46,15 @@ class Seq2Seq(nn.Module):
     def init_state(self, enc: EncoderOutput) -> DecoderState:
         raise NotImplementedError
 
+    def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, DecoderState]:
+        """The state of ``beam_size`` rows per sentence (rows ``b*k .. b*k+k-1`` are sentence
+        ``b``'s) and the encoder output to give :meth:`step` with it. By default each row gets
+        its own copy of its sentence's encoder rows; a model whose state shares them across a
+        sentence's rows returns one row per sentence instead."""
+        batch = enc.mask.size(0)
+        rows = reorder_encoder(enc, torch.arange(batch, device=enc.mask.device).repeat_interleave(beam_size))
+        return rows, self.init_state(rows)
+
     def step(
         self, tokens: Tensor, state: Any, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, DecoderState]:

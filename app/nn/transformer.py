@@ -11,6 +11,7 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
+from app.nn import inference
 from app.nn.attention import MultiHeadAttention
 from app.nn.base import Seq2Seq
 from app.nn.config import TransformerConfig
@@ -95,11 +96,11 @@ class DecoderLayer(nn.Module):
 
         def self_block(y: Tensor) -> tuple[Tensor, Tensor | None]:
             nonlocal grown
-            k, v = self.self_attn.project_kv(y)  # (B, H, T, Dh)
+            q, k, v = self.self_attn.project_qkv(y)  # (B, H, T, Dh)
             if self_kv is not None:
                 k, v = torch.cat([self_kv[0], k], dim=2), torch.cat([self_kv[1], v], dim=2)
             grown = (k, v)
-            return self.self_attn(y, kv=grown, mask=self_mask, need_weights=need_weights)
+            return self.self_attn.attend(q, k, v, self_mask, need_weights)
 
         x, self_w = self.res_self(x, self_block)
         x, cross_w = self.res_cross(
@@ -112,20 +113,35 @@ class DecoderLayer(nn.Module):
 @dataclass
 class TransformerState:
     """Per-layer caches: self keys/values (N, H, t, Dh) grow by one position per step; cross
-    keys/values (N, H, S, Dh) are computed once from the encoder memory."""
+    keys/values (G, H, S, Dh) and the source mask (G, 1, 1, S) are computed once per sentence from
+    the encoder memory. ``group`` rows share a sentence's cross keys/values (the beams of beam
+    search; rows ``n*group .. n*group+group-1`` are sentence ``n``'s), so N = G * group."""
 
     self_kv: list[tuple[Tensor, Tensor]] | None
     cross_kv: list[tuple[Tensor, Tensor]]
+    cross_mask: Tensor
     position: int = 0
+    group: int = 1
 
     def reorder(self, indices: Tensor) -> TransformerState:
-        def pick(pair: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
-            return pair[0].index_select(0, indices), pair[1].index_select(0, indices)
+        """With ``group > 1``, ``indices`` keeps groups: its rows ``j*group ..`` all come from one
+        earlier group (beam search picks parents within a sentence). The per-sentence caches are
+        then re-indexed only when sentences leave."""
 
+        def pick(pair: tuple[Tensor, Tensor], index: Tensor) -> tuple[Tensor, Tensor]:
+            return pair[0].index_select(0, index), pair[1].index_select(0, index)
+
+        cross_kv, cross_mask = self.cross_kv, self.cross_mask
+        if self.group == 1 or indices.numel() != self.cross_mask.size(0) * self.group:
+            sentences = indices if self.group == 1 else indices[:: self.group] // self.group
+            cross_kv = [pick(p, sentences) for p in self.cross_kv]
+            cross_mask = self.cross_mask.index_select(0, sentences)
         return TransformerState(
-            self_kv=None if self.self_kv is None else [pick(p) for p in self.self_kv],
-            cross_kv=[pick(p) for p in self.cross_kv],
+            self_kv=None if self.self_kv is None else [pick(p, indices) for p in self.self_kv],
+            cross_kv=cross_kv,
+            cross_mask=cross_mask,
             position=self.position,
+            group=self.group,
         )
 
 
@@ -166,22 +182,29 @@ class Transformer(Seq2Seq):
         enc_self = torch.stack(rows, dim=1) if need_weights else None  # (B, L, H, S, S)
         return EncoderOutput(memory=self.encoder_norm(x), mask=mask, encoder_self=enc_self)
 
-    def init_state(self, enc: EncoderOutput) -> TransformerState:
+    def init_state(self, enc: EncoderOutput, group: int = 1) -> TransformerState:
+        """The state of ``group`` rows per sentence of ``enc``, sharing its cross keys/values."""
         cross = [cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory) for layer in self.decoder_layers]
-        return TransformerState(self_kv=None, cross_kv=cross)
+        return TransformerState(self_kv=None, cross_kv=cross, cross_mask=enc.mask[:, None, None, :], group=group)
+
+    def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, TransformerState]:
+        """Cross keys/values projected once per sentence and shared by its beams; ``step``
+        reads the source mask from the state, so the encoder output stays one row per sentence."""
+        return enc, self.init_state(enc, group=beam_size)
 
     def _decode(
-        self, x: Tensor, state: TransformerState, self_mask: Tensor | None, enc: EncoderOutput, need_weights: bool
+        self, x: Tensor, state: TransformerState, self_mask: Tensor | None, need_weights: bool
     ) -> tuple[Tensor, TransformerState, Tensor | None, Tensor | None]:
-        cross_mask = enc.mask[:, None, None, :]  # (B, 1, 1, S)
         self_rows, cross_rows, caches = [], [], []
         for i, layer in enumerate(self.decoder_layers):
             past = None if state.self_kv is None else state.self_kv[i]
-            x, sw, cw, kv = layer(x, past, self_mask, state.cross_kv[i], cross_mask, need_weights)
+            x, sw, cw, kv = layer(x, past, self_mask, state.cross_kv[i], state.cross_mask, need_weights)
             self_rows.append(sw)
             cross_rows.append(cw)
             caches.append(kv)
-        new_state = TransformerState(caches, state.cross_kv, state.position + x.size(1))
+        new_state = TransformerState(
+            caches, state.cross_kv, state.cross_mask, state.position + x.size(1), state.group
+        )
         if not need_weights:
             return self.decoder_norm(x), new_state, None, None
         return self.decoder_norm(x), new_state, torch.stack(self_rows, 1), torch.stack(cross_rows, 1)
@@ -190,8 +213,11 @@ class Transformer(Seq2Seq):
         self, tokens: Tensor, state: TransformerState, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, TransformerState]:
         x = self._embed(tokens[:, None], offset=state.position)  # (N, 1, D)
-        y, state, self_w, cross_w = self._decode(x, state, None, enc, need_weights)
-        logits = nn.functional.linear(y[:, 0], self.embed.weight)  # tied (N, V)
+        y, state, self_w, cross_w = self._decode(x, state, None, need_weights)
+        if inference.decoding():  # tied, as a contiguous (D, V) matrix: see app.nn.inference
+            logits = torch.mm(y[:, 0], inference.transposed(self.embed, self.embed.weight))
+        else:
+            logits = nn.functional.linear(y[:, 0], self.embed.weight)  # tied (N, V)
         return (
             StepOutput(
                 torch.log_softmax(logits.float(), dim=-1),
@@ -206,7 +232,7 @@ class Transformer(Seq2Seq):
         length = tgt_in.size(1)
         causal = torch.ones(length, length, dtype=torch.bool, device=src.device).tril()
         y, _, self_w, cross_w = self._decode(
-            self._embed(tgt_in), self.init_state(enc), causal[None, None], enc, need_weights
+            self._embed(tgt_in), self.init_state(enc), causal[None, None], need_weights
         )
         return Seq2SeqOutput(
             logits=nn.functional.linear(y, self.embed.weight),

@@ -1,0 +1,112 @@
+"""The decoding fast paths: fused and transposed weights (app.nn.inference) and cross keys/values
+shared by a sentence's beams give what the training path gives, and follow weight updates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from app.nn.attention import MultiHeadAttention
+from app.nn.base import Seq2Seq
+from app.nn.transformer import Transformer
+
+ModelFactory = Callable[..., Seq2Seq]
+SourceFactory = Callable[..., Tensor]
+
+
+def _transformer(make_model: ModelFactory) -> Transformer:
+    model = make_model("transformer", heads=4)
+    assert isinstance(model, Transformer)
+    for p in model.parameters():  # non-zero biases, so a q/k/v mix-up in the fused weights shows
+        if p.dim() == 1:
+            nn.init.normal_(p, std=0.3)
+    return model
+
+
+def test_decoding_path_equals_the_training_path_with_shared_beams(
+    make_model: ModelFactory, make_source: SourceFactory
+) -> None:
+    """Teacher-forced logits and attention with gradients on (separate projections, F.linear)
+    equal the incremental decoding path (fused QKV, transposed output weight), with three beam
+    rows per sentence sharing its cross keys/values."""
+    model = _transformer(make_model)
+    src = make_source((7, 4, 6))
+    tgt_in = torch.tensor([[2, 9, 8, 7, 6], [2, 11, 12, 13, 14], [2, 15, 16, 17, 18]])
+    full = model(src, tgt_in, need_weights=True)
+    assert full.cross is not None and full.decoder_self is not None
+    beams = 3
+    rows = torch.arange(3).repeat_interleave(beams)
+    expected = torch.log_softmax(full.logits, -1).detach()
+    with torch.inference_mode():
+        enc = model.encode(src, need_weights=True)
+        enc_rows, state = model.init_beams(enc, beams)
+        assert enc_rows.mask.size(0) == 3 and state.group == beams
+        assert all(k.size(0) == 3 for k, _ in state.cross_kv)  # one copy per sentence
+        for t in range(tgt_in.size(1)):
+            step, state = model.step(tgt_in[rows, t], state, enc_rows, need_weights=True)
+            assert step.cross is not None and step.decoder_self is not None
+            torch.testing.assert_close(step.log_probs, expected[rows, t], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(step.cross, full.cross[rows, :, :, t].detach(), atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(
+                step.decoder_self, full.decoder_self[rows, :, :, t, : t + 1].detach(), atol=1e-6, rtol=1e-5
+            )
+
+
+def test_dropping_a_sentence_selects_its_shared_keys(
+    make_model: ModelFactory, make_source: SourceFactory
+) -> None:
+    model = _transformer(make_model)
+    src = make_source((7, 4, 6))
+    with torch.inference_mode():
+        enc = model.encode(src)
+        _, state = model.init_beams(enc, 2)
+        _, state = model.step(torch.full((6,), 2), state, enc)
+        swapped = state.reorder(torch.tensor([1, 0, 5, 5, 4, 4]))  # parents within each sentence
+        assert swapped.cross_kv[0][0] is state.cross_kv[0][0]  # nothing copied
+        dropped = state.reorder(torch.tensor([5, 4]))  # sentences 0 and 1 have finished
+        assert torch.equal(dropped.cross_kv[0][0], state.cross_kv[0][0][2:3])
+        assert torch.equal(dropped.cross_mask, state.cross_mask[2:3])
+        assert state.self_kv is not None and dropped.self_kv is not None
+        assert torch.equal(dropped.self_kv[0][0], state.self_kv[0][0][[5, 4]])
+
+
+def test_grouped_keys_equal_repeated_keys() -> None:
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4).eval()
+    q = torch.randn(6, 4, 2, 4)  # 3 sentences x 2 rows, 2 queries each
+    k, v = torch.randn(3, 4, 5, 4), torch.randn(3, 4, 5, 4)
+    mask = (torch.arange(5)[None, :] < torch.tensor([5, 2, 4])[:, None])[:, None, None, :]
+    rows = torch.arange(3).repeat_interleave(2)
+    for need_weights in (True, False):
+        shared, w_shared = mha.attend(q, k, v, mask, need_weights)
+        copied, w_copied = mha.attend(q, k[rows], v[rows], mask[rows], need_weights)
+        torch.testing.assert_close(shared, copied)
+        if need_weights:
+            assert w_shared is not None and w_copied is not None
+            torch.testing.assert_close(w_shared, w_copied)
+
+
+def test_cached_decoding_weights_follow_parameter_updates(
+    make_model: ModelFactory, make_source: SourceFactory
+) -> None:
+    """An optimizer step changes the parameters in place: the next decoding step must use the
+    new weights, not the fused/transposed copies made before."""
+    model = _transformer(make_model)
+    src, tokens = make_source((5, 3)), torch.tensor([2, 2])
+
+    def decode_step() -> Tensor:
+        with torch.no_grad():
+            enc = model.encode(src)
+            return model.step(tokens, model.init_state(enc), enc)[0].log_probs
+
+    before = decode_step()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    loss = model(src, tokens[:, None]).logits.logsumexp(-1).sum()
+    loss.backward()
+    optimizer.step()
+    after = decode_step()
+    reference = torch.log_softmax(model(src, tokens[:, None]).logits[:, 0], -1).detach()
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, reference, atol=1e-5, rtol=1e-5)
