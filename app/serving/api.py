@@ -96,6 +96,8 @@ async def translate(body: TranslateRequest, service: ServiceDep) -> Response:
         coverage_penalty=body.coverage_penalty,
         prefix=body.prefix,
         extras=extras,
+        alignment=body.alignment,
+        disable_heads=body.disable_heads,
     )
     return await _json(service, answer)
 
@@ -110,7 +112,9 @@ async def align(body: AlignRequest, service: ServiceDep) -> Response:
     """The model scores ``target`` (plus ``</s>``) token by token: the same fields as translate,
     with ``target_logprobs`` telling how likely the model finds each of your tokens."""
     extras = Extras(return_scores=body.return_scores, alternatives=body.alternatives)
-    answer = await service.align(body.model, body.text, body.target, extras)
+    answer = await service.align(
+        body.model, body.text, body.target, extras, alignment=body.alignment, disable_heads=body.disable_heads
+    )
     return await _json(service, answer)
 
 
@@ -130,5 +134,7 @@ async def translate_batch(body: BatchTranslateRequest, service: ServiceDep) -> R
         max_length=body.max_length,
         batch=True,
         coverage_penalty=body.coverage_penalty,
+        alignment=body.alignment,
+        disable_heads=body.disable_heads,
     )
     return await _json(service, answers)

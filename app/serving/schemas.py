@@ -11,6 +11,15 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from app.serving.heads import (
+    ALIGNMENT_DESCRIPTION,
+    DISABLE_DESCRIPTION,
+    MAX_DISABLED_HEADS,
+    AlignmentChoice,
+    HeadRef,
+    WordAlignment,
+)
+
 AttentionKind = Literal["cross", "encoder_self", "decoder_self"]
 Matrix = list[list[list[list[float]]]]  # [layer][head][query][key]
 
@@ -109,6 +118,12 @@ class TranslateRequest(StrictRequest):
                 {"model": _EXAMPLE_MODEL, "text": "A man is riding a bicycle.", "beam_size": 5},
                 {"model": _EXAMPLE_MODEL, "text": "Two dogs play in the snow.", "beam_size": 1, "max_length": 30},
                 {"model": _EXAMPLE_MODEL, "text": "A dog runs while a man reads.", "beam_size": 5, "coverage_penalty": 0.2},
+                {
+                    "model": _EXAMPLE_MODEL,
+                    "text": "A man is riding a bicycle.",
+                    "alignment": {"kind": "cross", "layer": 1, "head": 1},
+                    "disable_heads": [{"kind": "cross", "layer": 0, "head": 0}],
+                },
             ]
         }
     )
@@ -122,6 +137,8 @@ class TranslateRequest(StrictRequest):
     prefix: Prefix = None
     return_scores: ReturnScores = False
     alternatives: Alternatives = 0
+    alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
+    disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 
 
 class BatchTranslateRequest(StrictRequest):
@@ -142,6 +159,8 @@ class BatchTranslateRequest(StrictRequest):
     beam_size: BeamSize = 5
     max_length: MaxLength = None
     coverage_penalty: CoveragePenalty = None
+    alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
+    disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 
 
 class AlignRequest(StrictRequest):
@@ -160,6 +179,8 @@ class AlignRequest(StrictRequest):
     )
     return_scores: ReturnScores = False
     alternatives: Alternatives = 0
+    alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
+    disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 
 
 class Word(BaseModel):
@@ -291,6 +312,10 @@ class TranslationResponse(BaseModel):
         default=None,
         description="Only with alternatives > 0: per target position, the model's most likely tokens there (given the tokens before), best first.",
     )
+    word_alignment: WordAlignment | None = Field(
+        default=None, description="The hard word alignment asked for with `alignment` (else null)."
+    )
+    disabled_heads: list[HeadRef] = Field(default=[], description="The heads that were switched off (disable_heads).")
 
 
 class ModelInfo(BaseModel):

@@ -1,0 +1,57 @@
+"""Hard word alignments out of one translation's attention, for the API: Pharaoh ``i-j`` pairs
+over Moses words of the source text and of the output (or given target) text, with the same
+conventions as the evaluation (``app.alignment.heads``): the row of the step that produces each
+target piece, ``</s>`` dropped, source words summed and target words averaged over their pieces,
+argmax per target word."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from torch import Tensor
+
+from app.alignment.heads import argmax_links, build_word_map, word_attention
+from app.alignment.links import format_pharaoh
+from app.alignment.words import locate, moses_words
+from app.nn.config import EOS_ID
+from app.text.tokenizer import Tokenizer
+
+Choice = Literal["average"] | tuple[int, int]  # "average" of every cross head, or (layer, head)
+
+
+@dataclass
+class HardAlignment:
+    pharaoh: str  # "i-j ..." sorted by target word
+    source_words: list[str]
+    target_words: list[str]
+
+
+def hard_alignment(
+    tokenizer: Tokenizer,
+    *,
+    source: str,
+    target: str,
+    source_ids: list[int],
+    target_ids: list[int],
+    cross: Tensor,
+    choice: Choice,
+    source_lang: str,
+    target_lang: str,
+) -> HardAlignment:
+    """cross: (L, H, T, S) attention of ids that may end with ``</s>`` (``source_ids`` and
+    ``target_ids`` are the token ids of the rows and columns; a final EOS is dropped)."""
+    src_ids = source_ids[:-1] if source_ids and source_ids[-1] == EOS_ID else source_ids
+    tgt_ids = target_ids[:-1] if target_ids and target_ids[-1] == EOS_ID else target_ids
+    src_tokens, tgt_tokens = moses_words(source, source_lang), moses_words(target, target_lang)
+    if not src_tokens or not tgt_tokens or not src_ids or not tgt_ids:
+        return HardAlignment("", src_tokens, tgt_tokens)
+    words = build_word_map(
+        tokenizer.pieces, source, target, src_ids, tgt_ids, locate(source, src_tokens), locate(target, tgt_tokens)
+    )
+    if choice == "average":
+        attn = cross.float().mean((0, 1))
+    else:
+        attn = cross[choice[0], choice[1]].float()
+    links = argmax_links(word_attention(attn, words))
+    return HardAlignment(format_pharaoh(links), src_tokens, tgt_tokens)

@@ -1,0 +1,73 @@
+"""The service's part for head options: check ``disable_heads`` and ``alignment`` against the
+model (422 naming the field), decode with those heads off, and add the hard word alignment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from app.alignment.hard import Choice, hard_alignment
+from app.nn.ablation import HeadRef as HeadTuple
+from app.nn.ablation import attention_module, disabled_heads
+from app.serving.errors import InvalidInput
+from app.serving.heads import AlignmentChoice, CrossHead, HeadRef, WordAlignment
+from app.serving.registry import ServedModel
+from app.serving.schemas import TranslationResponse
+from app.translator import Translation
+
+T = TypeVar("T")
+
+
+def _check_head(served: ServedModel, kind: str, layer: int, head: int, loc: tuple[str | int, ...]) -> None:
+    try:
+        attention_module(served.loaded.model, kind, layer)
+    except ValueError as err:
+        raise InvalidInput(loc, f"{err} ({served.loaded.id})") from None
+    heads = served.loaded.config.num_heads
+    if head >= heads:
+        raise InvalidInput(loc, f"no head {head}: {served.loaded.id} has {heads} heads per layer")
+
+
+def check_disabled(served: ServedModel, heads: Sequence[HeadRef]) -> list[HeadTuple]:
+    """The heads as ``(kind, layer, head)``; InvalidInput for one the model does not have."""
+    for i, h in enumerate(heads):
+        _check_head(served, h.kind, h.layer, h.head, ("body", "disable_heads", i))
+    return [(h.kind, h.layer, h.head) for h in heads]
+
+
+def check_alignment(served: ServedModel, choice: AlignmentChoice | None) -> Choice | None:
+    if choice is None:
+        return None
+    if "cross" not in served.loaded.config.attention_kinds:
+        raise InvalidInput(("body", "alignment"), f"{served.loaded.id} has no cross-attention to align with")
+    if choice == "average":
+        return "average"
+    assert isinstance(choice, CrossHead)
+    _check_head(served, "cross", choice.layer, choice.head, ("body", "alignment"))
+    return (choice.layer, choice.head)
+
+
+def with_heads_off(served: ServedModel, heads: list[HeadTuple], work: Callable[[], T]) -> Callable[[], T]:
+    """``work`` run with ``heads`` switched off (in the thread that runs it)."""
+
+    def run() -> T:
+        with disabled_heads(served.loaded.model, heads):
+            return work()
+
+    return run
+
+
+def add_alignment(served: ServedModel, answer: TranslationResponse, result: Translation, choice: Choice | None,
+                  source: str, target: str) -> None:
+    """Fill ``answer.word_alignment`` from the result's cross-attention (no-op without a choice)."""
+    if choice is None or result.hypothesis.cross is None:
+        return
+    loaded = served.loaded
+    hard = hard_alignment(
+        loaded.tokenizer, source=source, target=target, source_ids=result.source_ids, target_ids=result.target_ids,
+        cross=result.hypothesis.cross, choice=choice, source_lang=loaded.source_lang, target_lang=loaded.target_lang,
+    )
+    head: CrossHead | str = "average" if choice == "average" else CrossHead(kind="cross", layer=choice[0], head=choice[1])
+    answer.word_alignment = WordAlignment(
+        pharaoh=hard.pharaoh, source_words=hard.source_words, target_words=hard.target_words, head=head  # type: ignore[arg-type]
+    )

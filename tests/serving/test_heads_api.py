@@ -1,0 +1,127 @@
+"""Head options of /api/translate and /api/align: `alignment` returns a Pharaoh word alignment,
+`disable_heads` switches heads off (none off changes nothing, a whole layer off changes the
+output), and bad heads are 422 errors naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.alignment.links import format_pharaoh, parse_pharaoh
+from app.alignment.words import moses_words
+
+from .conftest import make_client
+
+TEXT = "A man is riding a bicycle."
+TF = "en-de-transformer"
+
+
+def post(client: TestClient, path: str, **body: Any) -> dict[str, Any]:
+    response = client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+@pytest.mark.parametrize("choice", ["average", {"kind": "cross", "layer": 1, "head": 1}])
+@pytest.mark.parametrize("model", [TF, "en-de-rnn-additive", "en-de-self-attentive"])
+def test_translate_returns_a_pharaoh_alignment_that_round_trips(client: TestClient, model: str, choice: Any) -> None:
+    if model != TF and choice != "average":
+        choice = {"kind": "cross", "layer": 0, "head": 0}
+    answer = post(client, "/api/translate", model=model, text=TEXT, beam_size=1, max_length=8, alignment=choice)
+    wa = answer["word_alignment"]
+    assert wa["head"] == choice
+    assert wa["source_words"] == moses_words(TEXT, "en")
+    assert wa["target_words"] == moses_words(answer["translation"], "de")
+    links = parse_pharaoh(wa["pharaoh"])
+    assert format_pharaoh(links) == wa["pharaoh"]  # the text is canonical: parse -> format is identity
+    assert sorted(j for _, j in links) == list(range(len(wa["target_words"])))  # one link per target word
+    assert all(0 <= i < len(wa["source_words"]) for i, _ in links)
+
+
+def test_align_reads_the_alignment_of_the_given_target(client: TestClient) -> None:
+    target = "Ein Mann fährt Fahrrad."
+    answer = post(client, "/api/align", model=TF, text=TEXT, target=target, alignment="average")
+    wa = answer["word_alignment"]
+    assert wa["target_words"] == ["Ein", "Mann", "fährt", "Fahrrad", "."]
+    assert len(parse_pharaoh(wa["pharaoh"])) == 5
+    assert post(client, "/api/align", model=TF, text=TEXT, target=target)["word_alignment"] is None
+
+
+@pytest.mark.parametrize("path", ["/api/translate", "/api/align"])
+def test_disabling_no_head_changes_nothing_and_a_whole_layer_changes_the_output(client: TestClient, path: str) -> None:
+    body: dict[str, Any] = {"model": TF, "text": TEXT}
+    if path == "/api/translate":
+        body.update(beam_size=1, max_length=8)
+    else:
+        body["target"] = "Ein Mann fährt Fahrrad."
+    base = post(client, path, **body)
+    same = post(client, path, **body, disable_heads=[])
+    assert same["attention"] == base["attention"] and same["logprob"] == base["logprob"]
+    for kind in ("cross", "encoder_self", "decoder_self"):
+        off = [{"kind": kind, "layer": 0, "head": h} for h in range(2)]
+        changed = post(client, path, **body, disable_heads=off)
+        assert changed["disabled_heads"] == off
+        assert changed["logprob"] != base["logprob"] or changed["translation"] != base["translation"]
+
+
+def test_the_rnn_cross_head_can_be_switched_off(client: TestClient) -> None:
+    body = {"model": "en-de-rnn-additive", "text": TEXT, "target": "Ein Mann fährt Fahrrad."}
+    base = post(client, "/api/align", **body)
+    off = post(client, "/api/align", **body, disable_heads=[{"kind": "cross", "layer": 0, "head": 0}])
+    assert off["logprob"] != base["logprob"]
+    # The first step's weights come before any context is used; later ones follow the changed states.
+    assert off["attention"]["cross"][0][0][0] == base["attention"]["cross"][0][0][0]
+    assert off["attention"]["cross"] != base["attention"]["cross"]
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "field", "message"),
+    [
+        (TF, {"disable_heads": [{"kind": "cross", "layer": 0, "head": 0}, {"kind": "cross", "layer": 9, "head": 0}]},
+         "disable_heads[1]", "no layer 9"),
+        (TF, {"disable_heads": [{"kind": "cross", "layer": 0, "head": 5}]}, "disable_heads[0]", "no head 5"),
+        ("en-de-rnn-additive", {"disable_heads": [{"kind": "decoder_self", "layer": 0, "head": 0}]},
+         "disable_heads[0]", "no 'decoder_self' attention"),
+        (TF, {"alignment": {"kind": "cross", "layer": 0, "head": 7}}, "alignment", "no head 7"),
+        ("en-de-rnn-none", {"alignment": "average"}, "alignment", "no cross-attention"),
+    ],
+)
+def test_heads_the_model_lacks_are_named(client: TestClient, model: str, extra: dict[str, Any], field: str, message: str) -> None:
+    response = client.post("/api/translate", json={"model": model, "text": TEXT, **extra})
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert [e["field"] for e in body["errors"]] == [field]
+    assert message in body["detail"]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"alignment": {"kind": "encoder_self", "layer": 0, "head": 0}},
+        {"alignment": "median"},
+        {"disable_heads": [{"kind": "cross", "layer": -1, "head": 0}]},
+        {"disable_heads": [{"kind": "cross", "layer": 0}]},
+        {"disable_heads": {"kind": "cross", "layer": 0, "head": 0}},
+    ],
+)
+def test_malformed_head_fields_are_422(client: TestClient, extra: dict[str, Any]) -> None:
+    response = client.post("/api/translate", json={"model": TF, "text": TEXT, **extra})
+    assert response.status_code == 422
+    assert response.json()["errors"]
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "models"
+
+
+def test_on_a_shipped_transformer_a_layer_off_changes_the_translation(tmp_path: Path) -> None:
+    """What a user sees on the page: switch the first layer's cross heads off and the German changes."""
+    (tmp_path / TF).symlink_to(SHIPPED / TF)
+    with make_client(tmp_path) as client:
+        body = {"model": TF, "text": "A little girl climbs into a wooden playhouse.", "beam_size": 1}
+        base = post(client, "/api/translate", **body)
+        off = [{"kind": "cross", "layer": 0, "head": h} for h in range(8)]
+        changed = post(client, "/api/translate", **body, disable_heads=off)
+    assert changed["translation"] != base["translation"]
