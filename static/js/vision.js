@@ -3,7 +3,7 @@
 // each word's attention over the image. All data comes from /api/vision as JSON; labels and
 // captions go in as text.
 import { getJSON, postJSON } from "./api.js";
-import { el, setBusy, setChildren, showError } from "./dom.js";
+import { el, plotlyReady, setChildren, showError } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const SCALE_COLOURS = ["#ffb020", "#36c5f0", "#e0457b", "#7bd88f"];
@@ -222,6 +222,45 @@ function selectWord(i) {
   drawAttention(large, state.sat.attention[i], $("sat-overlay").checked);
 }
 
+// ---------------------------------------------------------------- model cards
+function testSummary(m) {
+  const t = m.test || {};
+  if (m.task === "caption") {
+    const cell = t.attention_in_cell_reference;
+    return `BLEU ${t.bleu ?? "–"} · exact match ${pct(t.exact_match)} · attention in the named cell ${cell === undefined || cell === null ? "–" : pct(cell)}`;
+  }
+  const glimpses = Array.isArray(t.by_glimpse) ? ` (after glimpse 1: ${pct(t.by_glimpse[0])})` : "";
+  return `accuracy ${pct(t.accuracy)}${glimpses}`;
+}
+
+function drawModelTable(models) {
+  const head = el("tr", {}, ...["model", "kind", "trained on", "parameters", "test split", "training"].map((h) => el("th", {}, h)));
+  const rows = models.map((m) => {
+    const tr = m.card.training || {};
+    const kind = m.kind === "ram" ? `RAM, ${m.glimpses} glimpses` : m.kind === "captioner" ? (m.attention ? "Show, Attend and Tell" : "captioner, no attention") : "full-image CNN";
+    const when = tr.time_s ? `${Math.round(tr.time_s)} s, ${tr.steps} steps, ${tr.hardware || tr.device || ""}` : "–";
+    return el("tr", {}, el("td", {}, m.id), el("td", {}, kind), el("td", {}, m.dataset), el("td", {}, m.parameters.toLocaleString("en")),
+      el("td", {}, testSummary(m), m.card.note ? el("div", { class: "hint" }, m.card.note) : null), el("td", {}, when));
+  });
+  setChildren($("vm-table"), el("thead", {}, head), el("tbody", {}, rows));
+}
+
+async function drawCurves(models) {
+  const Plotly = await plotlyReady();
+  for (const [task, key] of [["classify", "val_accuracy"], ["caption", "val_exact_match"]]) {
+    const traces = models.filter((m) => m.task === task && Array.isArray(m.card.curve) && m.card.curve.length).map((m) => ({
+      type: "scatter", mode: "lines+markers", name: m.id, marker: { size: 4 },
+      x: m.card.curve.map((p) => p.step), y: m.card.curve.map((p) => p[key] ?? null),
+    }));
+    await Plotly.newPlot($(`vm-curve-${task}`), traces, {
+      height: 260, margin: { l: 48, r: 12, t: 8, b: 40 }, paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
+      font: { size: 11 }, xaxis: { title: { text: "step" }, zeroline: false },
+      yaxis: { tickformat: ".0%", rangemode: "tozero", gridcolor: "#eef2f7", zeroline: false },
+      legend: { orientation: "h", y: -0.25, x: 0 },
+    }, { displaylogo: false, responsive: true });
+  }
+}
+
 // ---------------------------------------------------------------- start
 async function init() {
   setupDrawPad();
@@ -235,6 +274,8 @@ async function init() {
     (m) => `${m.kind === "ram" ? `RAM, ${m.glimpses} glimpses` : "full-image CNN"} · test ${pct(m.test.accuracy)}`);
   fillSelect($("sat-model"), models.filter((m) => m.task === "caption"),
     (m) => `${m.attention ? "attention" : "no attention"} · exact ${pct(m.test.exact_match)}`);
+  drawModelTable(models);
+  const curves = drawCurves(models).catch((err) => showError($("vision-error"), err.message));
   const ramModel = models.find((m) => m.id === $("ram-model").value);
   if (ramModel && ramModel.dataset !== "scenes") $("ram-dataset").value = ramModel.dataset;
 
@@ -253,7 +294,7 @@ async function init() {
     });
   }
   const [first, scenes] = await Promise.all([ramSamples(), satSamples()]);
-  await Promise.all([first[0] && runRam(first[0].image, first[0].label), scenes[0] && runSat(scenes[0].image, scenes[0].label)]);
+  await Promise.all([first[0] && runRam(first[0].image, first[0].label), scenes[0] && runSat(scenes[0].image, scenes[0].label), curves]);
   document.body.dataset.ready = "true";
 }
 

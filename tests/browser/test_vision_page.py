@@ -80,6 +80,9 @@ def test_glimpse_path_scrubber_class_bars_and_uploads(page: Page, server_url: st
     expect(bars).to_have_count(10)
     expect(page.locator("#class-probs .bar-row.best")).to_have_count(1)
     expect(page.locator("#ram-answer")).to_contain_text(f"Answer: {glimpses['prediction']}")
+    expect(page.locator("#vm-table tbody tr")).to_have_count(5)  # every model's card, and curves
+    expect(page.locator("#vm-table")).to_contain_text("tiny random model for tests")
+    page.wait_for_function("() => document.querySelector('#vm-curve-classify').data?.length === 3")
     shoot(page, "vision-1400")
 
     page.locator("#glimpse-step").fill("0")  # scrub back to the first glimpse
