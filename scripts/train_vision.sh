@@ -23,14 +23,14 @@ mkdir -p "$OUT/logs"
 
 # EXTRA: more flags for every job (e.g. a smoke test: EXTRA="--steps 2 --test-examples 10").
 # shellcheck disable=SC2206
-common=(--data-dir "$DATA" --max-time "$MAX_TIME" --steps 200000 --batch 256 --threads "$THREADS" --quiet ${EXTRA:-})
+common=(--data-dir "$DATA" --max-time "$MAX_TIME" --steps 200000 --threads "$THREADS" --quiet ${EXTRA:-})
 jobs_list=(
-  "vision-ram-translated      --model ram            --dataset translated --eval-every 1000"
-  "vision-ram-cluttered       --model ram            --dataset cluttered  --eval-every 1000"
-  "vision-cnn-translated      --model full-image-cnn --dataset translated --eval-every 1000"
-  "vision-cnn-cluttered       --model full-image-cnn --dataset cluttered  --eval-every 1000"
-  "vision-sat-scenes          --model captioner      --dataset scenes     --eval-every 1000"
-  "vision-noattn-scenes       --model captioner      --dataset scenes     --eval-every 1000 --no-attention"
+  "vision-ram-translated      --model ram            --dataset translated --batch 512 --eval-every 1000"
+  "vision-ram-cluttered       --model ram            --dataset cluttered  --batch 512 --eval-every 1000"
+  "vision-cnn-translated      --model full-image-cnn --dataset translated --batch 256 --eval-every 1000"
+  "vision-cnn-cluttered       --model full-image-cnn --dataset cluttered  --batch 256 --eval-every 1000"
+  "vision-sat-scenes          --model captioner      --dataset scenes     --batch 512 --eval-every 500"
+  "vision-noattn-scenes       --model captioner      --dataset scenes     --batch 512 --eval-every 500 --no-attention"
 )
 
 running=0

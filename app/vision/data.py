@@ -148,19 +148,21 @@ def make_canvases(
     """Items ``index`` (B,) each at a uniformly random position on a black ``size``² canvas; with
     ``clutter`` > 0, that many ``clutter_size``² crops of other random items are added first
     (the RAM paper's cluttered translated MNIST uses 4 pieces of 8×8 on 60×60).
-    Random numbers come from ``generator`` (CPU), so a seed fixes the whole batch."""
+    Random numbers come from ``generator`` (on the CPU for the fixed evaluation sets, on the
+    items' device while training), so a seed fixes the whole batch."""
     if size < ITEM:
         raise ValueError(f"canvas size {size} is smaller than an item ({ITEM})")
     device = items.images.device
+    rng = generator.device if generator is not None else device  # a generator on the GPU: no copies
     b = int(index.shape[0])
     canvas = torch.zeros(b, size, size, device=device)
     for _ in range(clutter):
-        other = torch.randint(len(items), (b,), generator=generator)
-        at = torch.randint(ITEM - clutter_size + 1, (b, 2), generator=generator)
-        to = torch.randint(size - clutter_size + 1, (b, 2), generator=generator)
+        other = torch.randint(len(items), (b,), generator=generator, device=rng)
+        at = torch.randint(ITEM - clutter_size + 1, (b, 2), generator=generator, device=rng)
+        to = torch.randint(size - clutter_size + 1, (b, 2), generator=generator, device=rng)
         pieces = crop(items.images[other.to(device)].float() / 255, at[:, 0], at[:, 1], clutter_size)
         paste(canvas, pieces, to[:, 0], to[:, 1])
-    corner = torch.randint(size - ITEM + 1, (b, 2), generator=generator)  # (x, y)
+    corner = torch.randint(size - ITEM + 1, (b, 2), generator=generator, device=rng)  # (x, y)
     paste(canvas, items.images[index.to(device)].float() / 255, corner[:, 1], corner[:, 0])
     return Canvases(canvas[:, None], items.labels[index.to(device)], corner.to(device))
 

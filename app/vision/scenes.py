@@ -126,24 +126,26 @@ class Scenes:
 
 
 def render(items: Items, layouts: list[list[Placed]], generator: torch.Generator) -> Tensor:
-    """(B, 1, 84, 84): each layout's items drawn from random examples of their classes."""
+    """(B, 1, 84, 84): each layout's items drawn from random examples of their classes (one
+    random draw and one host-to-device copy per item slot)."""
     device = items.images.device
     canvas = torch.zeros(len(layouts), SCENE, SCENE, device=device)
     labels = items.labels.cpu()
-    by_class = [torch.nonzero(labels == c).flatten() for c in range(len(CLASSES))]
+    by_class = torch.argsort(labels, stable=True)  # item indices grouped by class
+    counts = torch.bincount(labels, minlength=len(CLASSES))
+    starts = torch.cumsum(counts, 0) - counts
     for slot in range(max((len(lay) for lay in layouts), default=0)):
         rows = [b for b, lay in enumerate(layouts) if len(lay) > slot]
-        picks = []
-        for b in rows:
-            pool = by_class[layouts[b][slot].cls]
-            if len(pool) == 0:
-                raise ValueError(f"no {CLASSES[layouts[b][slot].cls]} in this split")
-            picks.append(int(pool[int(torch.randint(len(pool), (1,), generator=generator))]))
-        sub = canvas[rows]
-        top = torch.tensor([layouts[b][slot].row * ITEM for b in rows])
-        left = torch.tensor([layouts[b][slot].col * ITEM for b in rows])
-        paste(sub, items.images[torch.tensor(picks, device=device)].float() / 255, top, left)
-        canvas[rows] = sub
+        classes = torch.tensor([layouts[b][slot].cls for b in rows])
+        if bool((counts[classes] == 0).any()):
+            missing = CLASSES[int(classes[counts[classes] == 0][0])]
+            raise ValueError(f"no {missing} in this split")
+        offsets = (torch.rand(len(rows), generator=generator) * counts[classes]).long()
+        picks = by_class[starts[classes] + torch.minimum(offsets, counts[classes] - 1)]
+        where = torch.tensor([[b, layouts[b][slot].row * ITEM, layouts[b][slot].col * ITEM] for b in rows]).to(device)
+        sub = canvas[where[:, 0]]
+        paste(sub, items.images[picks.to(device)].float() / 255, where[:, 1], where[:, 2])
+        canvas[where[:, 0]] = sub
     return canvas[:, None]
 
 

@@ -102,7 +102,9 @@ def train(
     train_items, val_items = split_train(load_items("train", data_dir))
     train_items, val_items = train_items.to(dev), val_items.to(dev)
     test_items = load_items("test", data_dir).to(dev)
-    generator = torch.Generator().manual_seed(settings.seed)
+    # Canvases are drawn with a generator on the training device (no host-device copies, so
+    # the GPU never waits on the CPU); scenes need their layouts on the CPU for the captions.
+    generator = torch.Generator(dev if dataset != "scenes" else "cpu").manual_seed(settings.seed)
     if dataset == "scenes":
         val_set: Any = make_scenes(val_items, settings.val_examples, torch.Generator().manual_seed(1))
     else:
@@ -111,7 +113,7 @@ def train(
     curve: list[dict[str, Any]] = []
     best: tuple[float, dict[str, torch.Tensor]] | None = None
     start = time.monotonic()
-    running: dict[str, float] = {}
+    running: dict[str, torch.Tensor] = {}  # summed on the device: no sync per step
     bar = tqdm(total=settings.steps, disable=not progress, desc=Path(out_dir).name, mininterval=5)
     step = since = 0
     while step < settings.steps:
@@ -128,7 +130,7 @@ def train(
         nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         optimizer.step()
         for name, value in losses.items():
-            running[name] = running.get(name, 0.0) + float(value.detach())
+            running[name] = running[name] + value.detach() if name in running else value.detach().clone()
         step += 1
         since += 1
         bar.update()
@@ -176,7 +178,7 @@ def _loss(model: nn.Module, dataset: str, items: Items, batch: int, generator: t
         scenes = make_scenes(items, batch, generator)
         nll, reg = caption_loss(model(scenes.images, scenes.tokens), scenes.tokens, model.config.doubly_stochastic)
         return {"loss": nll + reg, "nll": nll.detach(), "doubly_stochastic": reg.detach()}
-    index = torch.randint(len(items), (batch,), generator=generator)
+    index = torch.randint(len(items), (batch,), generator=generator, device=generator.device)
     canvases = make_canvases(items, index, size=_canvas(model), clutter=CANVAS_KINDS[dataset], generator=generator)
     if isinstance(model, RecurrentAttentionModel):
         parts = ram_losses(model(canvases.images), canvases.labels)
@@ -186,11 +188,11 @@ def _loss(model: nn.Module, dataset: str, items: Items, batch: int, generator: t
     return {"loss": nll, "nll": nll.detach()}
 
 
-def _validate(model: nn.Module, val_set: Any, steps: int, running: dict[str, float], step: int,
+def _validate(model: nn.Module, val_set: Any, steps: int, running: dict[str, torch.Tensor], step: int,
               start: float) -> tuple[float, dict[str, Any]]:
     """(score to maximise, curve point with the mean training losses since the last point)."""
     point: dict[str, Any] = {"step": step, "time_s": round(time.monotonic() - start, 1)}
-    point.update({f"train_{k}": v / max(steps, 1) for k, v in running.items()})
+    point.update({f"train_{k}": float(v) / max(steps, 1) for k, v in running.items()})
     if isinstance(model, Captioner):
         metrics = caption_metrics(model, val_set, beam_size=1)
         point.update(val_bleu=metrics["bleu"], val_exact_match=metrics["exact_match"],
