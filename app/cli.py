@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--models-dir", default=None)
     serve.add_argument("--device", default=None, help="cpu, cuda, cuda:0 ... (default: cuda if available)")
+    serve.add_argument("--quantize", choices=["int8"], default=None,
+                       help="int8: linear layers dynamically quantised (CPU only; default ATTNSCOPE_QUANTIZE or fp32)")
 
     from app.nn.config import SCORES
     from app.training.presets import PRESETS
@@ -77,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--splits", nargs="+", default=None)
     ev.add_argument("--beam", type=int, default=5)
     ev.add_argument("--device", default=None)
+    ev.add_argument("--quantize", choices=["int8"], default=None,
+                    help="int8: evaluate with the linear layers dynamically quantised (CPU only)")
     ev.add_argument("--update-card", action="store_true", help="write the results into card.json")
     ev.add_argument("--alignment", action="store_true",
                     help="instead of BLEU: every cross-attention head's word-alignment F1/AER against the "
@@ -267,7 +271,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     )
     from app.translator import Translator
 
-    loaded = load_model_folder(args.model, resolve_device(args.device))
+    loaded = load_model_folder(args.model, resolve_device(args.device), quantize=args.quantize)
     translator = Translator(loaded, max_source_tokens=10_000)
     if args.tune_coverage_penalty and "cross" not in loaded.config.attention_kinds:
         raise ValueError(f"{loaded.id} has no cross-attention: --tune-coverage-penalty needs it")
@@ -354,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from app.serving.server import run
 
-            run(host=args.host, port=args.port, models_dir=args.models_dir, device=args.device)
+            run(host=args.host, port=args.port, models_dir=args.models_dir, device=args.device, quantize=args.quantize)
             return 0
         if args.command == "train":
             return cmd_train(args)

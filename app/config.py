@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -47,6 +48,13 @@ class Settings(BaseSettings):
     device: str | None = Field(
         default=None,
         description="Torch device for inference (cpu, cuda, cuda:1 ...); None picks cuda when available.",
+    )
+    quantize: Literal["int8"] | None = Field(
+        default=None,
+        description=(
+            "int8: serve with the linear layers dynamically quantised (CPU only; faster, slightly "
+            "different outputs, see the README). None: fp32."
+        ),
     )
     host: str = Field(default="127.0.0.1", description="Address the server binds.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port the server listens on.")

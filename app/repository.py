@@ -146,8 +146,11 @@ def read_card(folder: str | Path) -> tuple[dict[str, Any], list[str]]:
     return card, []
 
 
-def load_model_folder(folder: str | Path, device: str | torch.device = "cpu") -> LoadedModel:
-    """Load a model folder for inference (fp32 parameters on ``device``, eval mode).
+def load_model_folder(
+    folder: str | Path, device: str | torch.device = "cpu", quantize: str | None = None
+) -> LoadedModel:
+    """Load a model folder for inference (fp32 parameters on ``device``, eval mode); with
+    ``quantize="int8"``, its linear layers dynamically quantised (CPU only; app.nn.quantize).
 
     Raises ModelFolderError (MissingModelFile, a FileNotFoundError, for a missing file) whose
     ``file`` names the file at fault: config.json, tokenizer.model or model.safetensors. A broken
@@ -177,6 +180,10 @@ def load_model_folder(folder: str | Path, device: str | torch.device = "cpu") ->
         detail = detail if len(detail) <= 400 else detail[:400] + " …"
         raise ModelFolderError(folder, WEIGHTS_FILE, f"weights do not match config.json: {detail}") from err
     model.to(device).eval()
+    if quantize:
+        from app.nn.quantize import quantize as quantize_model
+
+        quantize_model(model, quantize)
     card, warnings = read_card(folder)
     for warning in warnings:
         logger.warning("%s: %s", folder, warning)

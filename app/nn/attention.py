@@ -38,7 +38,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """x: (B, S, D) -> keys and values, each (B, H, S, Dh)."""
-        if inference.decoding():
+        if inference.decoding() and inference.fusable(self.k_proj, self.v_proj):
             w, b = inference.fused_linear(self, "kv", (self.k_proj, self.v_proj))
             kv = inference.apply(x, w, b).view(x.size(0), x.size(1), 2, self.heads, self.head_dim)
             return kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)  # (B, H, S, Dh)
@@ -47,7 +47,7 @@ class MultiHeadAttention(nn.Module):
     def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """x: (B, T, D) -> queries, keys and values of self-attention, each (B, H, T, Dh); one
         fused product when decoding."""
-        if not inference.decoding():
+        if not (inference.decoding() and inference.fusable(self.q_proj, self.k_proj, self.v_proj)):
             return self.split(self.q_proj(x)), *self.project_kv(x)
         w, b = inference.fused_linear(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
         qkv = inference.apply(x, w, b).view(x.size(0), x.size(1), 3, self.heads, self.head_dim)

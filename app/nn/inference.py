@@ -56,6 +56,11 @@ def transposed(owner: nn.Module, weight: Tensor) -> Tensor:
     return derived(owner, "transposed", (weight,), lambda: weight.detach().t().contiguous())
 
 
+def fusable(*layers: nn.Module) -> bool:
+    """Whether these are plain float linear layers (not int8 ones: see app.nn.quantize)."""
+    return all(type(layer) is nn.Linear for layer in layers)
+
+
 def fused_linear(owner: nn.Module, name: str, layers: tuple[nn.Linear, ...]) -> tuple[Tensor, Tensor]:
     """Linear layers of the same input size as one: weight (in, sum of outs), contiguous, and
     bias (sum of outs), both cached. ``x @ weight + bias`` is the outputs side by side."""

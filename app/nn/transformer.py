@@ -162,6 +162,7 @@ class Transformer(Seq2Seq):
         self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
         self.encoder_norm = nn.LayerNorm(c.d_model) if c.pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(c.d_model) if c.pre_norm else nn.Identity()
+        self.quantized_output: nn.Module | None = None  # an int8 copy of the tied output layer
 
     def _embed(self, tokens: Tensor, offset: int = 0) -> Tensor:
         """tokens: (B, T) -> (B, T, D) scaled embeddings plus positions."""
@@ -214,10 +215,7 @@ class Transformer(Seq2Seq):
     ) -> tuple[StepOutput, TransformerState]:
         x = self._embed(tokens[:, None], offset=state.position)  # (N, 1, D)
         y, state, self_w, cross_w = self._decode(x, state, None, need_weights)
-        if inference.decoding():  # tied, as a contiguous (D, V) matrix: see app.nn.inference
-            logits = torch.mm(y[:, 0], inference.transposed(self.embed, self.embed.weight))
-        else:
-            logits = nn.functional.linear(y[:, 0], self.embed.weight)  # tied (N, V)
+        logits = self.logits(y[:, 0])  # (N, V)
         return (
             StepOutput(
                 torch.log_softmax(logits.float(), dim=-1),
@@ -227,6 +225,16 @@ class Transformer(Seq2Seq):
             state,
         )
 
+    def logits(self, y: Tensor) -> Tensor:
+        """y: (..., D) decoder outputs -> (..., V) logits through the tied embedding matrix: when
+        decoding, as a contiguous (D, V) matrix (app.nn.inference), or its int8 copy when the
+        model was quantised (app.nn.quantize)."""
+        if self.quantized_output is not None:
+            return self.quantized_output(y)
+        if inference.decoding():
+            return inference.apply(y, inference.transposed(self.embed, self.embed.weight))
+        return nn.functional.linear(y, self.embed.weight)
+
     def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False) -> Seq2SeqOutput:
         enc = self.encode(src, need_weights=need_weights)
         length = tgt_in.size(1)
@@ -235,7 +243,7 @@ class Transformer(Seq2Seq):
             self._embed(tgt_in), self.init_state(enc), causal[None, None], need_weights
         )
         return Seq2SeqOutput(
-            logits=nn.functional.linear(y, self.embed.weight),
+            logits=self.logits(y),
             encoder_self=enc.encoder_self,
             decoder_self=self_w,
             cross=cross_w,

@@ -98,9 +98,12 @@ class ServedModel:
 class ModelRegistry:
     """The served models and the folders that could not be loaded, by id."""
 
-    def __init__(self, models_dir: Path, device: torch.device, max_tokens: int) -> None:
+    def __init__(
+        self, models_dir: Path, device: torch.device, max_tokens: int, quantize: str | None = None
+    ) -> None:
         self.models_dir = models_dir
         self.device = device
+        self.quantize = quantize  # "int8": app.nn.quantize
         self.max_tokens = max_tokens
         self._models: dict[str, ServedModel] = {}
         self._unavailable: dict[str, UnavailableModel] = {}
@@ -119,7 +122,7 @@ class ModelRegistry:
         for folder in discover(root):
             started = time.perf_counter()
             try:
-                loaded = load_model_folder(folder, device=self.device)
+                loaded = load_model_folder(folder, device=self.device, quantize=self.quantize)
             except Exception as err:  # noqa: BLE001 - any broken folder is reported, never fatal
                 logger.error("skipping model folder %s: %s", folder.name, err)
                 self._unavailable[folder.name] = _unavailable(folder, err)

@@ -20,9 +20,12 @@ def run(
     port: int | None = None,
     models_dir: str | Path | None = None,
     device: str | None = None,
+    quantize: str | None = None,
 ) -> None:
     """Serve until interrupted. Arguments left as None come from ``ATTNSCOPE_*`` or the defaults."""
-    flags: dict[str, Any] = {"host": host, "port": port, "models_dir": models_dir, "device": device}
+    flags: dict[str, Any] = {
+        "host": host, "port": port, "models_dir": models_dir, "device": device, "quantize": quantize
+    }
     settings = Settings(**{k: v for k, v in flags.items() if v is not None})
     try:
         resolve_device(settings.device)  # fail here, with one clear line, not inside the lifespan

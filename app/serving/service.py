@@ -33,7 +33,9 @@ class ModelService:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.device: torch.device = resolve_device(settings.device)
-        self.registry = ModelRegistry(settings.models_dir, self.device, settings.max_tokens)
+        self.registry = ModelRegistry(
+            settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize
+        )
         self.pool = InferencePool(settings.inference_threads)
         self.stopping = False
 
