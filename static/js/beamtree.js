@@ -5,7 +5,7 @@ import { el, setChildren } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const COL = 104; // px per step
-const ROW = 30; // px per leaf
+const ROW = 26; // px per leaf
 
 function svg(tag, attrs = {}, text = null) {
   const node = document.createElementNS(SVG, tag);
@@ -102,12 +102,13 @@ export function drawBeamTree(container, beam, { title = "", onPick = () => {}, s
     nodes.append(g);
   }
   s.append(edges, nodes);
+  const scroller = el("div", { class: "beam-scroll" }, s);
   const summary = `${beam.nodes.length - 1} nodes kept over ${steps} steps · ${beam.hypotheses.length} finished hypotheses`;
   setChildren(
     container,
     title ? el("h3", { class: "beam-title" }, title) : null,
     el("p", { class: "hint" }, summary),
-    el("div", { class: "beam-scroll" }, s),
+    scroller,
     beam.hypotheses.length
       ? el(
           "ol",
@@ -116,12 +117,25 @@ export function drawBeamTree(container, beam, { title = "", onPick = () => {}, s
             el(
               "li",
               {},
-              el("button", { type: "button", class: "linklike", onclick: () => onPick(pathTo(beam, h.node), byId.get(h.node)) }, h.translation || "(empty)"),
+              el(
+                "a",
+                {
+                  href: "#",
+                  class: "hypothesis",
+                  onclick: (event) => {
+                    event.preventDefault();
+                    onPick(pathTo(beam, h.node), byId.get(h.node));
+                  },
+                },
+                h.translation || "(empty)",
+              ),
               el("span", { class: "muted" }, ` log-prob ${h.score.toFixed(2)}${i === 0 ? " · chosen" : ""}`),
             ),
           ),
         )
       : null,
   );
+  // Tall trees scroll: start with the root (and the first choices) in view.
+  scroller.scrollTop = Math.max(0, Y(root) - scroller.clientHeight / 2);
   return s;
 }

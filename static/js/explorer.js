@@ -80,7 +80,7 @@ export class Explorer {
     const s = this.state;
     const arch = this.model ? [this.model.architecture, this.model.score].filter(Boolean).join(", ") : "";
     const meta = {
-      title: `${KIND_LABELS[s.kind]} attention — ${this.where(s.layer, this.head()).split(" · ").slice(1).join(" · ") || "the only head"}`,
+      title: [`${KIND_LABELS[s.kind]} attention`, ...this.where(s.layer, this.head()).split(" · ").slice(1)].join(" — "),
       subtitle: [
         `model ${response.model}${arch ? ` (${arch})` : ""}${which === "aligned" ? " · teacher-forced on your target" : ""}`,
         `source: ${this.sentence(response)}`,

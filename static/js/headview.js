@@ -50,7 +50,7 @@ export class HeadView {
     const longest = (labels) => Math.max(...labels.map((l) => [...String(l)].length), 3);
     const leftW = Math.min(180, 14 + 7.2 * longest(first.rowLabels));
     const rightW = Math.min(180, 14 + 7.2 * longest(first.colLabels));
-    const width = Math.max(300, Math.min(640, (this.root.clientWidth || 600) - 8));
+    const width = Math.max(280, Math.min(640, this.svg.parentElement.clientWidth || 600));
     const height = 28 + ROW * Math.max(rows, cols);
     const x0 = leftW + 6;
     const x1 = width - rightW - 6;

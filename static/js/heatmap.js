@@ -59,16 +59,18 @@ export async function drawHeatmap(
   const roomW = Math.max(120, boxWidth - colorbar - 10);
   const probe = Math.max(16, Math.min(40, Math.floor((roomW - 120) / Math.max(cols, rows * 0.8, 1))));
   const fontSize = probe >= 22 ? 12 : 11;
-  const title = 20;
+  const title = 28;
   const left = labelWidth(view.rowLabels, fontSize * 0.62) + 12 + (yTitle ? title : 0);
   const top = labelWidth(view.colLabels, fontSize * 0.62 * 0.85) + 14 + (xTitle ? title : 0);
   const cell = Math.max(16, Math.min(40, Math.floor((roomW - left) / Math.max(cols, rows * 0.8, 1))));
   const visibleCols = Math.max(1, Math.min(cols, Math.floor((roomW - left) / cell)));
   const visibleRows = Math.max(1, Math.min(rows, Math.floor((Math.max(boxHeight, 240) - top - 16) / cell)));
   const width = left + visibleCols * cell + colorbar + 10;
-  const height = top + visibleRows * cell + 16;
+  // A matrix of few rows still leaves room below for the (rotated) name of its y axis.
+  const bottom = yTitle ? Math.max(10, 100 - visibleRows * cell) : 10;
+  const height = top + visibleRows * cell + bottom + 6;
   const windowed = visibleCols < cols || visibleRows < rows;
-  const layout = heatmapLayout(view, { cell, fontSize, left, top, colorbar, width, height, xTitle, yTitle });
+  const layout = heatmapLayout(view, { cell, fontSize, left, top, colorbar, width, height, xTitle, yTitle, bottom });
   layout.xaxis.range = [-0.5, visibleCols - 0.5];
   layout.yaxis.range = [visibleRows - 0.5, -0.5];
   layout.xaxis.minallowed = layout.yaxis.minallowed = -0.5;
@@ -202,18 +204,21 @@ export async function exportImage(view, meta, format, filename) {
   const cell = Math.max(16, Math.min(36, Math.floor(900 / Math.max(cols, rows, 1))));
   const fontSize = cell >= 22 ? 12 : 11;
   const left = labelWidth(view.rowLabels, fontSize * 0.62) + 34;
-  const head = 78;
-  const top = labelWidth(view.colLabels, fontSize * 0.62 * 0.85) + 36 + head;
   const colorbar = 80;
-  const width = Math.max(560, left + cols * cell + colorbar + 10);
-  const height = top + rows * cell + 20;
-  const layout = heatmapLayout(view, { fontSize, left, top, colorbar, width, height, xTitle: meta.xTitle, yTitle: meta.yTitle, bottom: 20 });
+  const width = Math.max(640, left + cols * cell + colorbar + 10);
+  const lines = meta.subtitle.flatMap((line) => wrap(line, Math.floor((width - 30) / 7)));
+  const head = 40 + 17 * lines.length;
+  const top = labelWidth(view.colLabels, fontSize * 0.62 * 0.85) + 36 + head;
+  const bottom = Math.max(20, 110 - rows * cell);
+  const height = top + rows * cell + bottom;
+  const layout = heatmapLayout(view, { fontSize, left, top, colorbar, width, height, xTitle: meta.xTitle, yTitle: meta.yTitle, bottom });
   layout.paper_bgcolor = "#ffffff";
   layout.title = {
-    text: `<b>${plotlyText(meta.title)}</b><br><span style="font-size:12px;color:#475569">${meta.subtitle.map(plotlyText).join("<br>")}</span>`,
+    text: `<b>${plotlyText(meta.title)}</b><br><span style="font-size:12px;color:#475569">${lines.map(plotlyText).join("<br>")}</span>`,
     x: 0.01,
     xanchor: "left",
-    y: 1 - 10 / height,
+    yref: "container",
+    y: 1 - 24 / height,
     yanchor: "top",
     font: { size: 16 },
   };
@@ -236,6 +241,26 @@ export async function exportImage(view, meta, format, filename) {
     Plotly.purge(holder);
     holder.remove();
   }
+}
+
+/** Break `text` into lines of at most `width` characters, at spaces where it can. */
+function wrap(text, width) {
+  const lines = [];
+  let line = "";
+  for (const word of String(text).split(" ")) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else {
+      line = line ? `${line} ${word}` : word;
+    }
+    while (line.length > width) {
+      lines.push(line.slice(0, width));
+      line = line.slice(width);
+    }
+  }
+  if (line) lines.push(line);
+  return lines;
 }
 
 /** The matrix as CSV: a header of column labels, one line per row label (RFC 4180 quoting). */
