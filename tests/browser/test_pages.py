@@ -19,7 +19,9 @@ XSS = ["<img src=x onerror=alert(1)>", "</script><script>alert(1)</script>"]
 
 
 def open_translate(page: Page, server_url: str, **params: str) -> None:
-    page.goto(f"{server_url}/?{urlencode(params)}")
+    """The Translate page; an empty ``text`` unless given skips the example a first visit
+    translates (test_first_visit_explains_and_translates_at_once covers that)."""
+    page.goto(f"{server_url}/?{urlencode({'text': '', **params})}")
     page.wait_for_selector("body[data-ready=true]")
 
 
