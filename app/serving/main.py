@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from app import __version__
 from app.config import Settings, get_settings
 from app.serving import api, pages
+from app.serving import attribution as attribution_api
 from app.serving.errors import install_error_handlers
 from app.serving.service import ModelService
 from app.vision import api as vision_api
@@ -53,6 +54,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = service
     install_error_handlers(app)
     app.include_router(api.router)
+    app.include_router(attribution_api.router)
     app.include_router(pages.router)
     app.include_router(vision_api.router)  # its own lifespan loads the vision models
     app.include_router(vision_api.pages)

@@ -1,0 +1,113 @@
+"""``POST /api/attribution``: gradient attribution (input × gradient, integrated gradients) of a
+translation or a given target, beside the model's cross-attention, with the rank correlation of
+each head's attention with the attribution (see ``app.attribution``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.attribution import attribute, summary
+from app.serving import limits
+from app.serving.answers import matrix
+from app.serving.errors import InvalidInput
+from app.serving.schemas import BeamSize, ErrorResponse, ModelId, Target, Text
+from app.serving.service import ServiceDep
+
+router = APIRouter(prefix="/api", tags=["api"])
+
+Grid = list[list[float | None]]  # [layer][head]
+
+
+class AttributionRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {"model": "en-de-transformer", "text": "A man is riding a bicycle."},
+                {"model": "en-de-transformer", "text": "A man is riding a bicycle.", "target": "Ein Mann fährt Fahrrad.", "steps": 16},
+            ]
+        },
+    )
+
+    model: ModelId
+    text: Text = Field(description="Source text.")
+    target: Target | None = Field(
+        default=None, description="Attribute this target (teacher-forced); default: the model's own translation."
+    )
+    beam_size: BeamSize = 5
+    steps: Annotated[int, Field(ge=1, le=128, description="Integrated-gradients steps (trapezoid intervals).")] = 16
+
+
+class Correlations(BaseModel):
+    input_x_gradient: Grid = Field(description="[layer][head] Spearman ρ with input × gradient.")
+    integrated_gradients: Grid = Field(description="[layer][head] Spearman ρ with integrated gradients.")
+
+
+class AttributionResponse(BaseModel):
+    model: str
+    translation: str = Field(description="The attributed target text (the translation, or the given target).")
+    source_tokens: list[str] = Field(description="Source pieces; the last is </s>.")
+    target_tokens: list[str] = Field(description="Target pieces; the last is </s>.")
+    input_x_gradient: list[list[float]] = Field(
+        description="target_tokens × source_tokens: |x·∂f_t/∂x| summed over the embedding, each row normalised to sum 1; "
+        "f_t = log p(target token t)."
+    )
+    integrated_gradients: list[list[float]] = Field(
+        description="The same for integrated gradients from the all-<pad> (zero) source embedding."
+    )
+    cross_attention: list[list[list[list[float]]]] | None = Field(
+        description="[layer][head][target][source] the model's cross-attention on the same pair (null: none)."
+    )
+    correlation: Correlations | None = Field(
+        description="Per head, the mean over target rows of Spearman's rank correlation between attention and "
+        "attribution (null without cross-attention; a row where either side is constant is skipped)."
+    )
+    completeness_gap: float = Field(
+        description="max over target tokens of |Σ_s IG[t,s] − (f_t(x) − f_t(baseline))| (0 is exact; shrinks with steps)."
+    )
+
+
+@router.post(
+    "/attribution",
+    response_model=AttributionResponse,
+    responses={404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+    summary="Gradient attribution of each target token to the source tokens, beside attention",
+)
+async def attribution(body: AttributionRequest, service: ServiceDep) -> AttributionResponse:
+    """Which source tokens the output depends on by gradients, and how well each attention head's
+    ranking of the source agrees (Jain & Wallace 2019)."""
+    served = service.get(body.model)
+    limits.check_text(service.settings, served, body.text, ("body", "text"))
+    if body.target is not None:
+        limits.check_text(service.settings, served, body.target, ("body", "target"), empty_ok=True)
+    budget = limits.output_budget(served, [len(served.loaded.tokenizer.encode(body.text)) + 1], None)
+    translator, model = served.translator, served.loaded.model
+
+    def job() -> AttributionResponse:
+        if body.target is None:
+            (result,) = translator.translate([body.text], beam_size=body.beam_size, max_length=budget)
+        else:
+            (result,) = translator.align([body.text], [body.target])
+        if not result.target_ids:
+            raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
+        attr = attribute(model, result.source_ids, result.target_ids, steps=body.steps)
+        cross = result.hypothesis.cross
+        s = summary(attr, cross)
+        tok = served.loaded.tokenizer
+        return AttributionResponse(
+            model=served.loaded.id,
+            translation=result.text if body.target is None else body.target,
+            source_tokens=tok.pieces(result.source_ids),
+            target_tokens=tok.pieces(result.target_ids),
+            input_x_gradient=[[round(v, 6) for v in row] for row in s["input_x_gradient"].tolist()],
+            integrated_gradients=[[round(v, 6) for v in row] for row in s["integrated_gradients"].tolist()],
+            cross_attention=None if cross is None else matrix(cross),
+            correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
+            completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
+        )
+
+    return await service.pool.decode(job)
