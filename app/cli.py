@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="instead of BLEU: every cross-attention head's word-alignment F1/AER against the "
                          "reference links of --alignment-split (card key 'alignment')")
     ev.add_argument("--alignment-split", default="test2016")
+    ev.add_argument("--ablate", action="store_true",
+                    help="instead of BLEU on every split: BLEU of --ablate-split with each attention head "
+                         "switched off in turn (card key 'ablation')")
+    ev.add_argument("--ablate-split", default="test2016")
+    ev.add_argument("--ablate-kinds", nargs="+", default=None, choices=("cross", "encoder_self", "decoder_self"),
+                    help="attention kinds whose heads are switched off (default: all the model has)")
     ev.add_argument("--attention-only", action="store_true",
                     help="instead of BLEU: only the mean cross-attention entropy (teacher-forced: seconds, "
                          "no beam search; card key 'attention_entropy')")
@@ -278,6 +284,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     corpus = data_dir(args.data_dir)
     if args.alignment:
         return _evaluate_alignment(args, loaded, corpus)
+    if args.ablate:
+        from app.training.ablation import ablation_bleu
+
+        ablation = ablation_bleu(translator, corpus, split=args.ablate_split, kinds=args.ablate_kinds, beam_size=args.beam)
+        print(json.dumps(ablation, indent=1))  # noqa: T201 - the command's output
+        if args.update_card:
+            write_card(loaded.path, {**loaded.card, "ablation": ablation})
+        return 0
     splits = args.splits or TEST_SPLITS
     if args.attention_only:
         entropy = attention_entropy(translator, corpus, splits=splits)
