@@ -27,13 +27,13 @@ from app.alignment.supervision import (
     encode_aligned,
     head_alignment_loss,
 )
-from app.device import resolve_device
 from app.nn.base import Seq2Seq
 from app.nn.config import PAD_ID, ModelConfig, config_to_dict, score_of
 from app.nn.factory import build_model
 from app.repository import WEIGHTS_FILE, LoadedModel, save_model_folder, write_card
 from app.text.tokenizer import Tokenizer
 from app.training.data import Example, collate, encode_pairs, iterate, load_parallel, token_batches
+from app.training.distributed import join
 from app.training.evaluate import bleu_scores, evaluate, translate_corpus
 from app.training.presets import TrainConfig
 from app.translator import Translator
@@ -114,7 +114,8 @@ def train(
     ``init_from``: a model folder whose weights start the run (fine-tuning; pass its config and
     tokenizer too). ``supervision``: train one cross-attention head to align (Garg et al. 2019)."""
     started = time.monotonic()
-    dev = resolve_device(device)
+    world, dev = join(device)  # under torchrun: this process's rank and device (see distributed.py)
+    progress = progress and world.is_main
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)
@@ -122,10 +123,13 @@ def train(
     val_pairs = load_parallel(data_dir, "val", source_lang, target_lang)
 
     tok_file = run_dir / "tokenizer.model"
+    tokenizer: Tokenizer | None
     if tok_file.is_file() and resume:
         tokenizer = Tokenizer.load(tok_file)
     elif tokenizer_path:
         tokenizer = Tokenizer.load(tokenizer_path)
+    elif not world.is_main:  # rank 0 trains it; the others read its file below
+        tokenizer = None
     else:
         logger.info("training a %d-piece SentencePiece model on %d pairs", config.vocab_size, len(train_pairs))
         tokenizer = Tokenizer.train(
@@ -134,7 +138,10 @@ def train(
             seed=config.seed,
             byte_fallback=config.byte_fallback,
         )
-    tokenizer.save(tok_file)
+    if tokenizer is not None and world.is_main:
+        tokenizer.save(tok_file)
+    world.barrier()
+    tokenizer = tokenizer or Tokenizer.load(tok_file)
     model_config = dataclasses.replace(model_config, vocab_size=tokenizer.vocab_size)
 
     train_ex: list[Example]
@@ -152,6 +159,9 @@ def train(
     if init_from is not None and not (resume and ckpt_exists(run_dir)):
         model.load_state_dict(load_weights(init_from))
         logger.info("initialised from %s", init_from)
+    net = world.wrap(model, dev)  # DistributedDataParallel under torchrun, else the model itself
+    if world.distributed:
+        torch.manual_seed(config.seed + world.rank)  # the same weights, a different dropout stream
     loaded = LoadedModel(out_dir.name, out_dir, model_config, model, tokenizer, source_lang, target_lang)
     translator = Translator(loaded, max_source_tokens=10_000)
     optimizer = torch.optim.AdamW(
@@ -173,28 +183,32 @@ def train(
 
     n_params = model.num_parameters
     logger.info(
-        "%s: %s parameters on %s; %d training pairs, %d batches an epoch",
-        out_dir.name, f"{n_params:,}", hardware_name(dev), len(train_ex),
-        len(token_batches(train_ex, config.batch_tokens, shuffle=False)),
+        "%s: %s parameters on %s%s; %d training pairs, %d batches an epoch",
+        out_dir.name, f"{n_params:,}", hardware_name(dev), f" x {world.size} processes" if world.distributed else "",
+        len(train_ex), len(world.usable(token_batches(train_ex, config.batch_tokens, shuffle=False))),
     )
     amp = dev.type == "cuda"
     out_of_time = False
     while state["epoch"] < config.max_epochs and not out_of_time:
         epoch_start = time.monotonic()
         model.train()
-        batches = token_batches(train_ex, config.batch_tokens, shuffle=True, seed=config.seed + state["epoch"])
+        # The same global batches in every process (same seed); each trains on its shard.
+        batches = world.usable(token_batches(train_ex, config.batch_tokens, shuffle=True, seed=config.seed + state["epoch"]))
         bar = tqdm(total=len(batches), desc=f"epoch {state['epoch'] + 1}", disable=not progress, leave=False)
         loss_sum, tokens_seen, align_sum, n_batches = 0.0, 0, 0.0, 0
         for batch in batches:
-            examples = [train_ex[i] for i in batch]
+            examples = [train_ex[i] for i in world.shard(batch)]
+            n_tok = sum(len(train_ex[i].tgt) for i in batch)  # target tokens of the global batch
             src, tgt_in, gold = collate(examples, dev)
             with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-                out = model(src, tgt_in, need_weights=supervision is not None)
+                out = net(src, tgt_in, need_weights=supervision is not None)
             logits = out.logits
-            loss = F.cross_entropy(
+            token_loss = F.cross_entropy(
                 logits.float().view(-1, logits.size(-1)), gold.view(-1),
-                ignore_index=PAD_ID, label_smoothing=config.label_smoothing,
+                ignore_index=PAD_ID, label_smoothing=config.label_smoothing, reduction="sum",
             )
+            # Per token of the global batch; DDP averages the processes' gradients, hence * size.
+            loss = token_loss * (world.size / n_tok)
             if supervision is not None:
                 assert out.cross is not None
                 targets = alignment_targets(examples, gold.size(1), src.size(1), dev)
@@ -208,50 +222,55 @@ def train(
             optimizer.step()
             scheduler.step()
             state["step"] += 1
-            n_tok = int(gold.ne(PAD_ID).sum())
-            loss_sum += loss.item() * n_tok
-            tokens_seen += n_tok
             elapsed = time.monotonic() - epoch_start
+            stop = bool(config.max_steps and state["step"] >= config.max_steps) or bool(
+                config.max_time_s and state["train_s"] + elapsed >= config.max_time_s
+            )
+            batch_sum, stop = world.sum_and_any(token_loss.item(), stop, dev)  # every process stops together
+            loss_sum += batch_sum
+            tokens_seen += n_tok
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens_seen / max(elapsed, 1e-6):,.0f}")
-            total_train = state["train_s"] + elapsed
-            if (config.max_steps and state["step"] >= config.max_steps) or (
-                config.max_time_s and total_train >= config.max_time_s
-            ):
+            bar.set_postfix(loss=f"{batch_sum / n_tok:.3f}", tok_s=f"{tokens_seen / max(elapsed, 1e-6):,.0f}")
+            if stop:
                 out_of_time = True
                 break
         bar.close()
         state["train_s"] += time.monotonic() - epoch_start
         state["epoch"] += 1
-        val_loss = validation_loss(model, val_ex, val_batches, dev)
-        hyps = translate_corpus(translator, [s for s, _ in val_pairs], beam_size=1, batch_size=256, progress=False)
-        val_bleu = bleu_scores(hyps, [t for _, t in val_pairs])["lowercase_13a"]
-        state["curve"].append({
-            "epoch": state["epoch"], "step": state["step"], "train_loss": round(loss_sum / max(tokens_seen, 1), 4),
-            "val_loss": round(val_loss, 4), "val_bleu": val_bleu, "lr": scheduler.get_last_lr()[0],
-            "time_s": round(time.monotonic() - started, 1),
-        })
-        if supervision is not None:  # the supervised head as an aligner on val, and its loss
-            head = score_heads(loaded, val_pairs, val_refs)["f1"][supervision.layer][supervision.head]
-            state["curve"][-1].update(train_align_loss=round(align_sum / max(n_batches, 1), 4), val_align_f1=head)
-            logger.info("%s epoch %d: head L%dH%d alignment loss %.3f, val F1 %.3f", out_dir.name, state["epoch"],
-                        supervision.layer, supervision.head, align_sum / max(n_batches, 1), head)
-        logger.info(
-            "%s epoch %d: train loss %.3f, val loss %.3f, val BLEU %.2f (greedy, lowercased), %.0f s",
-            out_dir.name, state["epoch"], loss_sum / max(tokens_seen, 1), val_loss, val_bleu, time.monotonic() - epoch_start,
-        )
-        recent.append(cpu_state(model))
-        if val_bleu > state["best_bleu"]:
-            state.update(best_bleu=val_bleu, best_epoch=state["epoch"], bad=0)
-            best = cpu_state(model)
-        else:
-            state["bad"] += 1
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "state": state, "best": best, "recent": list(recent)}, ckpt)
+        if world.is_main:  # validation, curve and checkpoint: rank 0's; the others wait for its state
+            val_loss = validation_loss(model, val_ex, val_batches, dev)
+            hyps = translate_corpus(translator, [s for s, _ in val_pairs], beam_size=1, batch_size=256, progress=False)
+            val_bleu = bleu_scores(hyps, [t for _, t in val_pairs])["lowercase_13a"]
+            state["curve"].append({
+                "epoch": state["epoch"], "step": state["step"], "train_loss": round(loss_sum / max(tokens_seen, 1), 4),
+                "val_loss": round(val_loss, 4), "val_bleu": val_bleu, "lr": scheduler.get_last_lr()[0],
+                "time_s": round(time.monotonic() - started, 1),
+            })
+            if supervision is not None:  # the supervised head as an aligner on val, and its loss
+                head = score_heads(loaded, val_pairs, val_refs)["f1"][supervision.layer][supervision.head]
+                state["curve"][-1].update(train_align_loss=round(align_sum / max(n_batches, 1), 4), val_align_f1=head)
+                logger.info("%s epoch %d: head L%dH%d alignment loss %.3f, val F1 %.3f", out_dir.name, state["epoch"],
+                            supervision.layer, supervision.head, align_sum / max(n_batches, 1), head)
+            logger.info(
+                "%s epoch %d: train loss %.3f, val loss %.3f, val BLEU %.2f (greedy, lowercased), %.0f s",
+                out_dir.name, state["epoch"], loss_sum / max(tokens_seen, 1), val_loss, val_bleu, time.monotonic() - epoch_start,
+            )
+            recent.append(cpu_state(model))
+            if val_bleu > state["best_bleu"]:
+                state.update(best_bleu=val_bleu, best_epoch=state["epoch"], bad=0)
+                best = cpu_state(model)
+            else:
+                state["bad"] += 1
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                        "state": state, "best": best, "recent": list(recent)}, ckpt)
+        state = world.broadcast(state)
         if state["bad"] >= config.patience:
             logger.info("early stop: no better validation BLEU for %d epochs", config.patience)
             break
 
+    world.close()
+    if not world.is_main:  # rank 0 writes the model folder and the card
+        return {}
     chosen = f"best epoch {state['best_epoch']}"
     model.load_state_dict(best)
     if config.average_last > 1 and len(recent) > 1:
@@ -278,7 +297,7 @@ def train(
         "training": {
             "time_s": round(state["train_s"], 1), "hardware": hardware_name(dev), "epochs": state["epoch"],
             "steps": state["step"], "selected": chosen, "best_val_bleu": state["best_bleu"],
-            "train_pairs": len(train_ex), "stopped_by_time_budget": out_of_time,
+            "train_pairs": len(train_ex), "stopped_by_time_budget": out_of_time, "processes": world.size,
             "init_from": str(init_from) if init_from else None,
             "alignment_supervision": dataclasses.asdict(supervision) if supervision else None,
         },
