@@ -18,6 +18,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from app.config import REPO_ROOT
+from app.score_table import score_rows
 from app.serving.service import ModelService
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,9 @@ router = APIRouter(include_in_schema=False, tags=["pages"])
 
 
 def _page(request: Request, name: str, **context: Any) -> HTMLResponse:
-    context = {"examples": EXAMPLES, "cards": model_cards(request), **context}
+    context = {"examples": EXAMPLES, **context}
+    if "cards" not in context:
+        context["cards"] = model_cards(request)
     return templates.TemplateResponse(request, name, context)
 
 
@@ -79,7 +82,8 @@ def compare_page(request: Request) -> HTMLResponse:
 
 @router.get("/models", response_class=HTMLResponse)
 def models_page(request: Request) -> HTMLResponse:
-    return _page(request, "models.html", page="models")
+    cards = model_cards(request)
+    return _page(request, "models.html", page="models", cards=cards, score_rows=score_rows(cards))
 
 
 @router.get("/vendor/plotly.min.js")

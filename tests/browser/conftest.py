@@ -65,7 +65,10 @@ def enrich_cards(models_dir: Path) -> None:
                 "epochs": 4,
                 "steps": 400,
             },
-            hyperparameters={"lr": 1e-3, "batch_size": 64},
+            hyperparameters={  # as training writes them: the model's config and the recipe
+                "model": json.loads((folder / "config.json").read_text())["model"],
+                "training": {"lr": 1e-3, "batch_tokens": 4096},
+            },
             curve=[
                 {
                     "epoch": e,
