@@ -151,9 +151,9 @@ def score_rows(cards: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         })  # fmt: skip
     floors = {r["pair"]: r for r in rows if r["floor"]}
     for row in rows:
-        floor = floors.get(row["pair"])
-        row["delta_bleu"] = _difference(row["bleu"], floor and floor["bleu"])
-        row["delta_long"] = _difference(row["bleu_long"], floor and floor["bleu_long"])
+        floor = floors.get(row["pair"]) or {}
+        row["delta_bleu"] = _difference(row["bleu"], floor.get("bleu"))
+        row["delta_long"] = _difference(row["bleu_long"], floor.get("bleu_long"))
     return rows
 
 
