@@ -53,7 +53,8 @@ function scoreRow(row) {
     el("td", { class: "num", title: entropyTitle }, num(row.entropy, 2)),
     el("td", { class: "num" }, time),
     el("td", { class: "num", title: "word-alignment F1 of the attention (card key 'alignment')" }, num(row.alignment_f1, 2)),
-    el("td", { class: "reading" }, row.reading, row.note ? el("span", { class: "row-note" }, ` Note: ${row.note}`) : null),
+    el("td", { class: "reading" }, row.reading,
+      row.note ? el("details", { class: "row-note" }, el("summary", {}, "⚠ Note on this run"), el("p", {}, row.note)) : null),
   );
 }
 
@@ -90,14 +91,14 @@ async function drawLengths(div, rows) {
     }));
   await Plotly.newPlot(div, traces, {
     height: 360,
-    margin: { l: 52, r: 16, t: 10, b: 44 },
+    margin: { l: 52, r: 16, t: 10, b: 56 },
     paper_bgcolor: "rgba(0,0,0,0)",
     plot_bgcolor: "#ffffff",
     font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: "#1e293b" },
-    legend: { orientation: "h", y: -0.2, x: 0 },
+    legend: { orientation: "h", y: -0.3, x: 0, yanchor: "top" },
     hovermode: "x unified",
     showlegend: true,
-    xaxis: { title: { text: "source length (words), test2016" }, type: "category" },
+    xaxis: { title: { text: "source length (words), test2016", standoff: 6 }, type: "category" },
     yaxis: { title: { text: "BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7", dtick: 10 },
   }, PLOT_CONFIG);
 }
