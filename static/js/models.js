@@ -1,6 +1,7 @@
 // The Models page: each model's card (rendered into the page as JSON by the server), its learning
 // curve, and per language pair the BLEU-by-sentence-length and validation-BLEU plots of all its models.
 import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
+import { ablationGrids, alignmentGrid } from "./head-grids.js";
 import { plotlyText } from "./heatmap.js";
 import { describeArchitecture, pageCards, showHealth } from "./models-api.js";
 
@@ -131,6 +132,7 @@ async function drawCurve(div, card) {
 function modelCard(card) {
   const hasCurve = Array.isArray(card.curve) && card.curve.length > 0;
   const curveDiv = el("div", { class: "mini-chart chart", dataset: { chart: "curve" } });
+  const grids = [alignmentGrid(card), ablationGrids(card)].filter(Boolean);
   const node = el(
     "article",
     { class: "card model-card", id: `model-${card.id}` },
@@ -145,11 +147,13 @@ function modelCard(card) {
     bleuTable(card),
     el("h4", {}, "Learning curve"),
     hasCurve ? curveDiv : el("p", { class: "hint" }, "No learning curve in this model's card."),
+    ...grids.map((g) => g.node),
     card.hyperparameters && Object.keys(card.hyperparameters).length
       ? el("details", {}, el("summary", {}, "Hyperparameters"), el("pre", {}, JSON.stringify(card.hyperparameters, null, 2)))
       : null,
   );
-  return { node, draw: hasCurve ? () => drawCurve(curveDiv, card) : null };
+  const draws = [hasCurve ? () => drawCurve(curveDiv, card) : null, ...grids.map((g) => g.draw)].filter(Boolean);
+  return { node, draw: draws.length ? () => Promise.all(draws.map((d) => d())) : null };
 }
 
 async function drawBleuByLength(div, list, set) {

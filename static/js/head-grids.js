@@ -1,0 +1,75 @@
+// Per-head grids from a model's card, for the Models page: word-alignment F1 of every
+// cross-attention head (card.alignment, from `attnscope evaluate --alignment`) and test BLEU with
+// each head switched off (card.ablation, from `attnscope evaluate --ablate`).
+import { el, plotlyReady } from "./dom.js";
+
+const CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
+const fmt = (v, digits = 2) => (typeof v === "number" ? v.toFixed(digits) : "–");
+
+/** A layer x head heatmap with each value written in its cell. */
+async function drawGrid(div, grid, { zmin, zmax, colorscale, title, hover, reversescale = false }) {
+  const Plotly = await plotlyReady();
+  const heads = grid[0].length;
+  const layers = grid.length;
+  await Plotly.newPlot(div, [{
+    type: "heatmap",
+    z: grid,
+    x: [...Array(heads).keys()].map((h) => `H${h}`),
+    y: [...Array(layers).keys()].map((l) => `L${l}`),
+    zmin, zmax, colorscale, reversescale,
+    text: grid.map((row) => row.map((v) => fmt(v, title === "F1" ? 2 : 1))),
+    texttemplate: "%{text}",
+    hovertemplate: hover,
+    colorbar: { title: { text: title }, thickness: 10 },
+  }], {
+    height: 60 + 34 * layers,
+    margin: { l: 36, r: 10, t: 6, b: 26 },
+    paper_bgcolor: "rgba(0,0,0,0)",
+    xaxis: { side: "bottom", fixedrange: true },
+    yaxis: { autorange: "reversed", fixedrange: true },
+    font: { size: 11 },
+  }, CONFIG);
+}
+
+/** The card's alignment section (null when the card has none). Returns {node, draw}. */
+export function alignmentGrid(card) {
+  const a = card.alignment;
+  if (!a || !Array.isArray(a.f1) || !a.f1.length) return null;
+  const div = el("div", { class: "mini-chart chart", dataset: { chart: "alignment-f1" } });
+  const best = a.best_head || {};
+  const summary = el("p", { class: "hint" },
+    `Word-alignment F1 on ${a.split} against eflomal (grow-diag-final-and): average of all heads `
+    + `${fmt(a.average_of_heads?.f1)}, best head L${best.layer}H${best.head} ${fmt(best.f1)}, `
+    + `diagonal baseline ${fmt(a.diagonal?.f1)} (AER = 1 − F1 here).`);
+  const node = el("div", { class: "head-grid", dataset: { grid: "alignment" } },
+    el("h4", {}, "Which heads align words"), summary, div);
+  const draw = () => drawGrid(div, a.f1, {
+    zmin: 0, zmax: 1, colorscale: "Blues", reversescale: true, title: "F1",
+    hover: "layer %{y}, head %{x}: F1 %{z:.3f}<extra></extra>",
+  });
+  return { node, draw };
+}
+
+/** The card's ablation section: BLEU change with each head off (null when the card has none). */
+export function ablationGrids(card) {
+  const ab = card.ablation;
+  if (!ab || !ab.bleu_without_head) return null;
+  const parts = [];
+  const draws = [];
+  for (const [kind, grid] of Object.entries(ab.bleu_without_head)) {
+    const delta = grid.map((row) => row.map((v) => (typeof v === "number" ? v - ab.baseline : null)));
+    const div = el("div", { class: "mini-chart chart", dataset: { chart: `ablation-${kind}` } });
+    parts.push(el("h5", {}, kind.replace("_", " ")), div);
+    const span = Math.max(0.5, ...delta.flat().map((v) => Math.abs(v ?? 0)));
+    draws.push(() => drawGrid(div, delta, {
+      zmin: -span, zmax: span, colorscale: "RdBu", title: "ΔBLEU",
+      hover: `layer %{y}, head %{x} off: %{z:+.2f} BLEU<extra></extra>`,
+    }));
+  }
+  const node = el("div", { class: "head-grid", dataset: { grid: "ablation" } },
+    el("h4", {}, "BLEU with one head switched off"),
+    el("p", { class: "hint" }, `${ab.split}, beam ${ab.beam_size}, lowercased BLEU ${fmt(ab.baseline)} with every head on; `
+      + "each cell is the change when that head alone is switched off."),
+    ...parts);
+  return { node, draw: () => Promise.all(draws.map((d) => d())) };
+}
