@@ -1,6 +1,7 @@
 """Training under ``torchrun`` with DistributedDataParallel: two CPU processes on gloo, each on
-its shard of every token batch, give the same losses as one process on the whole batches, and
-only rank 0 writes the model folder, the card and the checkpoint.
+its shard of every token batch, give the same losses as one process on the whole batches (the
+two-process run is even interrupted after its first epoch and resumed), and only rank 0 writes
+the model folder, the card and the checkpoint.
 
 Tolerance: 1e-4 absolute on losses of about 4-5 nats. The two runs differ only in the order of
 floating-point sums (each shard is padded to its own length; DDP sums two half-batch gradients),
@@ -23,25 +24,28 @@ from app.testing import REPO_ROOT, tiny_tokenizer
 TOLERANCE = 1e-4
 
 
-def train_args(corpus: Path, tokenizer: Path, root: Path) -> list[str]:
+def train_args(corpus: Path, tokenizer: Path, root: Path, epochs: int = 2) -> list[str]:
     return [
         "train", "--preset", "tiny", "--data-dir", str(corpus), "--tokenizer", str(tokenizer),
         "--out", str(root / "model"), "--run-dir", str(root / "run"), "--batch-tokens", "64",
-        "--epochs", "2", "--device", "cpu", "--no-test-eval", "--quiet",
+        "--epochs", str(epochs), "--device", "cpu", "--no-test-eval", "--quiet",
     ]  # fmt: skip
+
+
+def torchrun(args: list[str]) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "app.cli", *args]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    run = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return run
 
 
 def test_two_gloo_processes_match_one_process(tiny_corpus: Path, tmp_path: Path) -> None:
     tokenizer = tmp_path / "tokenizer.model"
     tiny_tokenizer().save(tokenizer)
     assert main(train_args(tiny_corpus, tokenizer, tmp_path / "one")) == 0
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-        "-m", "app.cli", *train_args(tiny_corpus, tokenizer, tmp_path / "two"),
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-    run = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-4000:]
+    torchrun(train_args(tiny_corpus, tokenizer, tmp_path / "two", epochs=1))  # then "interrupted"
+    run = torchrun([*train_args(tiny_corpus, tokenizer, tmp_path / "two"), "--resume"])
 
     one = json.loads((tmp_path / "one" / "model" / "card.json").read_text())
     two = json.loads((tmp_path / "two" / "model" / "card.json").read_text())
@@ -55,4 +59,4 @@ def test_two_gloo_processes_match_one_process(tiny_corpus: Path, tmp_path: Path)
     assert one["curve"][-1]["train_loss"] < one["curve"][0]["train_loss"] + 1.0  # it trained, sanely
     # Rank 0 alone wrote the run's files; rank 1 logged nothing at INFO level.
     assert sorted(p.name for p in (tmp_path / "two" / "run").iterdir()) == ["checkpoint.pt", "tokenizer.model"]
-    assert run.stderr.count("epoch 1: train loss") == 1
+    assert run.stderr.count("resumed from") == 1 and "epoch 2: train loss" in run.stderr
