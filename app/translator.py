@@ -4,6 +4,7 @@ Used by evaluation and by the web service alike; knows nothing of either."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -78,24 +79,32 @@ class Translator:
         texts: list[str],
         *,
         beam_size: int = 5,
-        max_length: int | None = None,
+        max_length: int | Sequence[int] | None = None,
         need_weights: bool = True,
         alpha: float | None = None,
         prefixes: list[list[int]] | None = None,
         coverage_penalty: float | None = None,
         return_tree: bool = False,
+        should_stop: Callable[[], bool] | None = None,
     ) -> list[Translation]:
         """Translate a batch; ``beam_size == 1`` is greedy decoding (beam search of size 1 when
         the tree is asked for: the same result). ``alpha`` is the length penalty and
         ``coverage_penalty`` GNMT's beta (defaults: this model's tuned ones, from its card);
         ``prefixes`` are target ids each translation is forced to begin with (see
-        :meth:`target_ids`); ``return_tree`` adds the beam tree to each hypothesis."""
+        :meth:`target_ids`); ``return_tree`` adds the beam tree to each hypothesis. ``max_length``
+        may give each text its own budget; ``should_stop`` is asked before every decoder step
+        (True raises DecodeStopped)."""
         sources = [self.source_ids(t) for t in texts]
         src = self._pad(sources)
         model = self.loaded.model
         if beam_size == 1 and not return_tree:
             out = greedy_decode(
-                model, src, need_weights=need_weights, max_length=max_length, prefix=prefixes
+                model,
+                src,
+                need_weights=need_weights,
+                max_length=max_length,
+                prefix=prefixes,
+                should_stop=should_stop,
             )
         else:
             out = beam_search(
@@ -108,6 +117,7 @@ class Translator:
                 prefix=prefixes,
                 coverage_penalty=self._coverage(coverage_penalty),
                 return_tree=return_tree,
+                should_stop=should_stop,
             )
         return self._finish(texts, sources, out)
 

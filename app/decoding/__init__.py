@@ -3,7 +3,7 @@ teacher-forced scoring of a given target. Knows nothing of training or the web."
 
 from app.decoding.beam import beam_search
 from app.decoding.greedy import greedy_decode
-from app.decoding.output import DecodeOutput, Hypothesis
+from app.decoding.output import DecodeOutput, DecodeStopped, Hypothesis
 from app.decoding.scoring import score_targets
 from app.decoding.tree import BeamNode, BeamTree, FinishedHypothesis
 
@@ -11,6 +11,7 @@ __all__ = [
     "BeamNode",
     "BeamTree",
     "DecodeOutput",
+    "DecodeStopped",
     "FinishedHypothesis",
     "Hypothesis",
     "beam_search",

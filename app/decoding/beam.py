@@ -18,7 +18,7 @@ it (:mod:`app.decoding.tree`), at no cost when not asked for.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +27,7 @@ from torch import Tensor
 from app.decoding.history import AttentionHistory, gnmt_coverage, last_layer_cross
 from app.decoding.output import (
     DecodeOutput,
+    check_stop,
     never_emit,
     plan_decoding,
     stack_padded,
@@ -98,16 +99,20 @@ def beam_search(
     need_weights: bool = True,
     max_len_ratio: float = 1.5,
     max_len_offset: int = 10,
-    max_length: int | None = None,
+    max_length: int | Sequence[int] | None = None,
     prefix: Sequence[Sequence[int]] | None = None,
     coverage_penalty: float = 0.0,
     return_tree: bool = False,
+    should_stop: Callable[[], bool] | None = None,
 ) -> DecodeOutput:
     """src: (B, S) padded source ids. Returns the best hypothesis of each sentence.
 
     prefix: per sentence, target ids forced before the search starts (no pad, ``<s>``, ``</s>``).
     coverage_penalty: GNMT's beta (0 disables it; needs a model with cross-attention).
-    return_tree: also return each sentence's :class:`BeamTree` (``DecodeOutput.trees``)."""
+    return_tree: also return each sentence's :class:`BeamTree` (``DecodeOutput.trees``).
+    max_length: one budget for all sentences or one per sentence (each sentence finishes at its
+    own, exactly as if decoded alone with it).
+    should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline)."""
     if beam_size < 1:
         raise ValueError("beam_size must be at least 1")
     if coverage_penalty < 0:
@@ -116,9 +121,10 @@ def beam_search(
     if coverage_penalty > 0 and "cross" not in c.attention_kinds:
         raise ValueError("coverage_penalty needs a model with cross-attention")
     batch, device = src.size(0), src.device
-    prefixes, limit = plan_decoding(
+    prefixes, limits = plan_decoding(
         c, src, prefix, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length
     )
+    limit = max(limits)
     enc = model.encode(src, need_weights=need_weights)
     src_lengths = enc.mask.sum(1)
     use_coverage = coverage_penalty > 0
@@ -136,6 +142,7 @@ def beam_search(
     nodes = [0] * (batch * k)  # the tree node each row holds (the root at the start)
 
     for t in range(limit):
+        check_stop(should_stop, t)
         step, state = model.step(tokens, state, rows_enc, need_weights=need_weights or use_coverage)
         if need_weights:
             history.record(step)
@@ -154,11 +161,11 @@ def beam_search(
         forced = _forced_tokens(alive, prefixes, t, k, log_probs)
         parents_local, words = (top_idx // vocab).tolist(), (top_idx % vocab).tolist()
         top_list, lp_list = top_scores.tolist(), top_lp.tolist()
-        last = t == limit - 1
 
         kept: list[_Candidate] = []
         still_alive: list[int] = []
         for g, b in enumerate(alive):
+            last = t == limits[b] - 1  # this sentence's budget ends with this step
             if g in forced:  # the prefix decides; only row g*k is alive during it
                 w, lp = forced[g]
                 keep = [_Candidate(g * k, w, host_scores[g * k] + lp, lp)]

@@ -8,13 +8,13 @@ freely from there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
 
 from app.decoding.history import AttentionHistory
-from app.decoding.output import DecodeOutput, never_emit, plan_decoding
+from app.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
 from app.nn.base import Seq2Seq, reorder_encoder
 
 
@@ -26,18 +26,24 @@ def greedy_decode(
     need_weights: bool = True,
     max_len_ratio: float = 1.5,
     max_len_offset: int = 10,
-    max_length: int | None = None,
+    max_length: int | Sequence[int] | None = None,
     prefix: Sequence[Sequence[int]] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> DecodeOutput:
     """src: (B, S) padded source ids (each ending with EOS). Stops when every sentence has
     produced EOS or after ``max_length`` (default ``ratio * S + offset``) tokens.
 
-    prefix: per sentence, target ids forced before free decoding (no pad, ``<s>`` or ``</s>``)."""
+    prefix: per sentence, target ids forced before free decoding (no pad, ``<s>`` or ``</s>``).
+    max_length: one budget for all sentences or one per sentence (a sentence that reaches its
+    own stops there, exactly as if decoded alone with it).
+    should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline)."""
     c = model.config
     batch, device = src.size(0), src.device
-    prefixes, limit = plan_decoding(
+    prefixes, limits = plan_decoding(
         c, src, prefix, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length
     )
+    limit = max(limits)
+    row_limits = torch.tensor(limits, device=device)  # (B,)
     enc = model.encode(src, need_weights=need_weights)
     src_lengths = enc.mask.sum(1)
     forced_width = max(len(p) for p in prefixes)
@@ -48,7 +54,7 @@ def greedy_decode(
 
     out_tokens = torch.full((batch, limit), c.pad_id, dtype=torch.long, device=device)
     out_lp = torch.zeros(batch, limit, device=device)
-    lengths = torch.full((batch,), limit, dtype=torch.long, device=device)
+    lengths = row_limits.clone()
     history = AttentionHistory()
     alive = torch.arange(batch, device=device)  # the sentence each row decodes
     alive_per_step: list[list[int]] = []
@@ -57,6 +63,7 @@ def greedy_decode(
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)
     steps = 0
     for t in range(limit):
+        check_stop(should_stop, t)
         step, state = model.step(tokens, state, rows_enc, need_weights=need_weights)
         history.record(step)
         alive_per_step.append(alive_list)
@@ -69,7 +76,7 @@ def greedy_decode(
         out_tokens[alive, t] = tokens
         out_lp[alive, t] = logp
         steps = t + 1
-        finished = tokens.eq(c.eos_id)
+        finished = tokens.eq(c.eos_id) | row_limits[alive].le(t + 1)  # EOS, or out of budget
         if t == limit - 1 or not bool(finished.any()):
             continue
         lengths[alive[finished]] = t + 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -115,22 +115,36 @@ def plan_decoding(
     *,
     ratio: float,
     offset: int,
-    max_length: int | None,
-) -> tuple[list[list[int]], int]:
+    max_length: int | Sequence[int] | None,
+) -> tuple[list[list[int]], list[int]]:
     """src: (B, S) padded source ids. Returns the checked prefixes (:func:`check_prefixes`) and
-    how many steps to decode: ``max_length`` when given, else ``ratio * S + offset``; a prefix
-    longer than that default gets ``offset`` more tokens after it to finish in."""
-    prefixes = check_prefixes(prefix, src.size(0), config)
-    forced = max((len(p) for p in prefixes), default=0)
+    how many steps each sentence may decode: ``max_length`` when given (one number for all, or
+    one per sentence: a batch of requests with budgets of their own), else ``ratio * S + offset``;
+    a prefix longer than that default gets ``offset`` more tokens after it to finish in."""
+    batch = src.size(0)
+    prefixes = check_prefixes(prefix, batch, config)
     if max_length:
-        if forced >= max_length:
-            raise ValueError(
-                f"a prefix of {forced} tokens leaves no room within max_length={max_length}"
-            )
-        return prefixes, max_length
+        limits = [int(max_length)] * batch if isinstance(max_length, int) else [int(n) for n in max_length]
+        if len(limits) != batch or min(limits) < 1:
+            raise ValueError(f"max_length needs {batch} positive lengths, got {max_length!r}")
+        for p, n in zip(prefixes, limits, strict=True):
+            if len(p) >= n:
+                raise ValueError(f"a prefix of {len(p)} tokens leaves no room within max_length={n}")
+        return prefixes, limits
+    forced = max((len(p) for p in prefixes), default=0)
     source_lengths = src.ne(config.pad_id).sum(1)
     default = max_target_length(source_lengths, ratio, offset, None)
-    return prefixes, max(default, forced + max(offset, 1))
+    return prefixes, [max(default, forced + max(offset, 1))] * batch
+
+
+class DecodeStopped(RuntimeError):
+    """A decoder's ``should_stop`` answered True (its client left, its deadline passed)."""
+
+
+def check_stop(should_stop: Callable[[], bool] | None, step: int) -> None:
+    """Raise DecodeStopped when ``should_stop`` says so; called before each decoder step."""
+    if should_stop is not None and should_stop():
+        raise DecodeStopped(f"decoding stopped before step {step}")
 
 
 def stack_padded(rows: list[Tensor], length: int, pad_value: float = 0.0) -> Tensor:
