@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--device", default=None, help="cpu, cuda, cuda:0 ... (default: cuda if available)")
     serve.add_argument("--quantize", choices=["int8"], default=None,
                        help="int8: linear layers dynamically quantised (CPU only; default ATTNSCOPE_QUANTIZE or fp32)")
+    serve.add_argument("--workers", type=int, default=None,
+                       help="server processes on one port, each with every model (default 1)")
 
     from app.nn.config import SCORES
     from app.training.presets import PRESETS
@@ -372,7 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "serve":
             from app.serving.server import run
 
-            run(host=args.host, port=args.port, models_dir=args.models_dir, device=args.device, quantize=args.quantize)
+            run(host=args.host, port=args.port, models_dir=args.models_dir, device=args.device,
+                quantize=args.quantize, workers=args.workers)
             return 0
         if args.command == "train":
             return cmd_train(args)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 """The checkout: ``models/``, ``templates/``, ``static/`` and ``runs/`` live here."""
@@ -75,6 +75,58 @@ class Settings(BaseSettings):
         le=64,
         description="Decodes that run at once (each in its own worker thread); about one per core.",
     )
+    max_queue: int = Field(
+        default=64,
+        ge=0,
+        description="Requests that may wait for a decode slot; more get 503 with Retry-After.",
+    )
+    batch_window_ms: float = Field(
+        default=5.0,
+        ge=0,
+        le=1000,
+        description=(
+            "How long a request may wait for others with the same model and decoding settings, to "
+            "be decoded with them as one batch (micro-batching); 0 turns it off."
+        ),
+    )
+    max_batch_texts: int = Field(
+        default=32, ge=1, description="Most texts one micro-batched decode takes (requests are never split)."
+    )
+    max_attention_floats: int = Field(
+        default=32_000_000,
+        ge=1,
+        description=(
+            "Admission budget per request: the attention weights its decode keeps (beams × output "
+            "tokens × the model's attention floats per token). 32 M floats is 128 MB in float32."
+        ),
+    )
+    request_timeout_s: float = Field(
+        default=60.0, gt=0, description="Deadline of a translate/align request, queueing included."
+    )
+    max_body_bytes: int = Field(
+        default=1_000_000, ge=1, description="Largest accepted request body; larger ones get 413."
+    )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default=["localhost", "127.0.0.1", "::1"],
+        description=(
+            "Host header values the server answers (against DNS rebinding); '*' allows any, "
+            "'*.example.org' a domain's subdomains. Set the names of a deployment, comma-separated "
+            "in ATTNSCOPE_ALLOWED_HOSTS."
+        ),
+    )
+    shutdown_timeout_s: float = Field(
+        default=10.0, ge=0, description="On shutdown, how long running requests may take to finish."
+    )
+    workers: int = Field(default=1, ge=1, le=64, description="Server processes (each loads every model).")
+
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        """``"a.example,b.example"`` (the environment's form) -> a list of names."""
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
 
 @lru_cache

@@ -7,15 +7,18 @@ however busy inference is."""
 
 from __future__ import annotations
 
+import gzip
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter
 
+from app.serving.execution import watch_disconnect
 from app.serving.explain import Extras
 from app.serving.schemas import (
     AlignRequest,
+    AnswerFields,
     BatchTranslateRequest,
     ErrorResponse,
     HealthResponse,
@@ -24,15 +27,23 @@ from app.serving.schemas import (
     TranslateRequest,
     TranslationResponse,
 )
-from app.serving.service import ModelService, ServiceDep
+from app.serving.service import AnswerOptions, ModelService, ServiceDep
 
 router = APIRouter(prefix="/api", tags=["api"])
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorResponse, "description": "Unknown model; `available` lists the ids."},
-    422: {"model": ErrorResponse, "description": "Invalid input; `errors` names each field."},
+    413: {"model": ErrorResponse, "description": "The request body is over the size limit."},
+    422: {
+        "model": ErrorResponse,
+        "description": "Invalid input, or a decode over the cost budget; `errors` names each field.",
+    },
     500: {"model": ErrorResponse, "description": "Unexpected failure (logged on the server)."},
+    503: {"model": ErrorResponse, "description": "Busy (queue full) or still loading; see `Retry-After`."},
+    504: {"model": ErrorResponse, "description": "The request ran past its deadline and was stopped."},
 }
+GZIP_MIN_BYTES = 1024
+GZIP_LEVEL = 5  # JSON of numbers: level 5 is within a few % of 9, at a fraction of the time
 _ONE = TypeAdapter(TranslationResponse)
 _BATCH = TypeAdapter(list[TranslationResponse])
 
@@ -41,13 +52,32 @@ class JSONBytes(Response):
     media_type = "application/json"
 
 
-async def _json(service: ModelService, value: TranslationResponse | list[TranslationResponse]) -> JSONBytes:
-    """Serialise in a worker thread: a Transformer's answer holds many thousands of floats."""
-    if isinstance(value, list):
-        body = await service.pool.encode(lambda: _BATCH.dump_json(value))
-    else:
-        body = await service.pool.encode(lambda: _ONE.dump_json(value))
-    return JSONBytes(body)
+async def _json(
+    service: ModelService, request: Request, value: TranslationResponse | list[TranslationResponse]
+) -> JSONBytes:
+    """Serialise (and gzip, when the client accepts it) in a worker thread: a Transformer's answer
+    holds many thousands of floats, too much work for the event loop."""
+    gzip_ok = "gzip" in request.headers.get("accept-encoding", "").lower()
+
+    def encode() -> bytes:
+        body = _BATCH.dump_json(value) if isinstance(value, list) else _ONE.dump_json(value)
+        return gzip.compress(body, GZIP_LEVEL, mtime=0) if gzip_ok and len(body) >= GZIP_MIN_BYTES else body
+
+    body = await service.pool.encode(encode)
+    headers = {"Vary": "Accept-Encoding"}
+    if body[:2] == b"\x1f\x8b":
+        headers["Content-Encoding"] = "gzip"
+    return JSONBytes(body, headers=headers)
+
+
+def _options(body: AnswerFields) -> AnswerOptions:
+    return AnswerOptions(None if body.attention is None else tuple(body.attention), body.precision)
+
+
+def _log(request: Request) -> dict[str, Any] | None:
+    """The request's log-line fields (set up by the middleware), for the service to fill in."""
+    fields: dict[str, Any] | None = request.scope.get("attnscope.log")
+    return fields
 
 
 @router.get("/health", response_model=HealthResponse, summary="Liveness: the process answers")
@@ -80,26 +110,30 @@ async def models(service: ServiceDep) -> ModelsResponse:
     responses=_ERRORS,
     summary="Translate one text and return every attention matrix",
 )
-async def translate(body: TranslateRequest, service: ServiceDep) -> Response:
+async def translate(body: TranslateRequest, service: ServiceDep, request: Request) -> Response:
     """Beam search (``beam_size`` 1 is greedy decoding). ``attention`` holds each kind the model
     has as ``[layer][head][query][key]``; the token lists include ``</s>``, so each matrix's
     dimensions equal the lengths of the token lists it pairs. On request: the beam tree
     (``return_beam``), a forced beginning (``prefix``), the scores before the softmax
     (``return_scores``) and the model's top alternatives at each position (``alternatives``)."""
     extras = Extras(return_beam=body.return_beam, return_scores=body.return_scores, alternatives=body.alternatives)
-    (answer,) = await service.translate(
-        body.model,
-        [body.text],
-        beam_size=body.beam_size,
-        max_length=body.max_length,
-        batch=False,
-        coverage_penalty=body.coverage_penalty,
-        prefix=body.prefix,
-        extras=extras,
-        alignment=body.alignment,
-        disable_heads=body.disable_heads,
-    )
-    return await _json(service, answer)
+    async with watch_disconnect(request) as gone:
+        (answer,) = await service.translate(
+            body.model,
+            [body.text],
+            beam_size=body.beam_size,
+            max_length=body.max_length,
+            batch=False,
+            coverage_penalty=body.coverage_penalty,
+            prefix=body.prefix,
+            extras=extras,
+            options=_options(body),
+            gone=gone,
+            alignment=body.alignment,
+            disable_heads=body.disable_heads,
+            log=_log(request),
+        )
+    return await _json(service, request, answer)
 
 
 @router.post(
@@ -108,14 +142,23 @@ async def translate(body: TranslateRequest, service: ServiceDep) -> Response:
     responses=_ERRORS,
     summary="Teacher-force the model on your own translation",
 )
-async def align(body: AlignRequest, service: ServiceDep) -> Response:
+async def align(body: AlignRequest, service: ServiceDep, request: Request) -> Response:
     """The model scores ``target`` (plus ``</s>``) token by token: the same fields as translate,
     with ``target_logprobs`` telling how likely the model finds each of your tokens."""
     extras = Extras(return_scores=body.return_scores, alternatives=body.alternatives)
-    answer = await service.align(
-        body.model, body.text, body.target, extras, alignment=body.alignment, disable_heads=body.disable_heads
-    )
-    return await _json(service, answer)
+    async with watch_disconnect(request) as gone:
+        answer = await service.align(
+            body.model,
+            body.text,
+            body.target,
+            extras,
+            alignment=body.alignment,
+            disable_heads=body.disable_heads,
+            options=_options(body),
+            gone=gone,
+            log=_log(request),
+        )
+    return await _json(service, request, answer)
 
 
 @router.post(
@@ -124,17 +167,21 @@ async def align(body: AlignRequest, service: ServiceDep) -> Response:
     responses=_ERRORS,
     summary="Translate several texts as one batch",
 )
-async def translate_batch(body: BatchTranslateRequest, service: ServiceDep) -> Response:
+async def translate_batch(body: BatchTranslateRequest, service: ServiceDep, request: Request) -> Response:
     """One answer per text, in order, decoded together; each ``timing_ms`` is the whole batch's.
     Without ``max_length`` the output budget follows the longest text of the batch."""
-    answers = await service.translate(
-        body.model,
-        body.texts,
-        beam_size=body.beam_size,
-        max_length=body.max_length,
-        batch=True,
-        coverage_penalty=body.coverage_penalty,
-        alignment=body.alignment,
-        disable_heads=body.disable_heads,
-    )
-    return await _json(service, answers)
+    async with watch_disconnect(request) as gone:
+        answers = await service.translate(
+            body.model,
+            body.texts,
+            beam_size=body.beam_size,
+            max_length=body.max_length,
+            coverage_penalty=body.coverage_penalty,
+            batch=True,
+            options=_options(body),
+            gone=gone,
+            alignment=body.alignment,
+            disable_heads=body.disable_heads,
+            log=_log(request),
+        )
+    return await _json(service, request, answers)

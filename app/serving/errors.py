@@ -52,6 +52,21 @@ class Unavailable(RuntimeError):
         super().__init__(message)
 
 
+class DeadlineExceeded(TimeoutError):
+    """The request ran past its deadline (queueing and decoding): 504."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        super().__init__(
+            f"the request ran past its {timeout_s:g} s deadline (ATTNSCOPE_REQUEST_TIMEOUT_S) and was "
+            "stopped; ask for fewer beams, a shorter max_length or fewer texts"
+        )
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready (nobody reads the 499 answer)."""
+
+
 def field_name(loc: Sequence[Any]) -> str:
     """``("body", "texts", 2)`` -> ``texts[2]``; the bare body is ``body``."""
     parts = list(loc[1:] if len(loc) > 1 and loc[0] in ("body", "query", "path") else loc)
@@ -103,6 +118,15 @@ async def _on_unavailable(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _on_deadline(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, DeadlineExceeded)
+    return JSONResponse(status_code=504, content={"detail": str(exc)})
+
+
+async def _on_client_gone(request: Request, exc: Exception) -> JSONResponse:
+    return JSONResponse(status_code=499, content={"detail": "the client closed the request"})
+
+
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and exc.detail == _UNPARSEABLE_BODY:
@@ -126,5 +150,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InvalidInput, _on_invalid_input)
     app.add_exception_handler(UnknownModel, _on_unknown_model)
     app.add_exception_handler(Unavailable, _on_unavailable)
+    app.add_exception_handler(DeadlineExceeded, _on_deadline)
+    app.add_exception_handler(ClientGone, _on_client_gone)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(Exception, _on_unexpected)

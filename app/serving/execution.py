@@ -1,46 +1,57 @@
-"""Where inference runs: a bounded pool of worker threads of its own, never anyio's shared pool.
+"""Where inference runs: worker threads of its own, never anyio's shared pool.
 
-Pages, static files, health and the model list are served by the event loop and anyio's thread
-pool; decoding and building answers run here, in ``slots`` threads, so however many requests
-are decoding the rest of the server keeps answering."""
+Pages, static files, health, readiness and the model list are served by the event loop (and
+anyio's thread pool); decoding runs in ``slots`` threads handed out by the scheduler, and large
+answers are turned into (compressed) JSON bytes in as many threads again, so however many
+requests are decoding the rest of the server keeps answering."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Callable
+import threading
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from typing import TypeVar
 
-import torch
-
-logger = logging.getLogger(__name__)
+from starlette.requests import Request
 
 T = TypeVar("T")
 
 
 class InferencePool:
-    """``slots`` threads for decoding, and as many again for turning answers into JSON bytes."""
+    """``slots`` threads for decoding (``decoder``), and as many for serialising answers."""
 
     def __init__(self, slots: int) -> None:
         self.slots = slots
-        self._decode = ThreadPoolExecutor(slots, thread_name_prefix="attnscope-decode")
-        self._encode = ThreadPoolExecutor(slots, thread_name_prefix="attnscope-encode")
-
-    async def decode(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` in a decode slot, under ``torch.inference_mode()``."""
-
-        def job() -> T:
-            with torch.inference_mode():
-                return fn()
-
-        return await asyncio.wrap_future(self._decode.submit(job))
+        self.decoder = ThreadPoolExecutor(slots, thread_name_prefix="attnscope-decode")
+        self._encoder = ThreadPoolExecutor(slots, thread_name_prefix="attnscope-encode")
 
     async def encode(self, fn: Callable[[], T]) -> T:
-        """Run ``fn`` (serialisation of a large answer) off the event loop."""
-        return await asyncio.wrap_future(self._encode.submit(fn))
+        """Run ``fn`` (serialising or compressing a large answer) off the event loop."""
+        return await asyncio.wrap_future(self._encoder.submit(fn))
 
     def shutdown(self) -> None:
-        """Stop taking work; running jobs finish in their threads (the caller bounds the wait)."""
-        for pool in (self._decode, self._encode):
+        """Stop taking work; running jobs finish in their threads (decodes are told to stop)."""
+        for pool in (self.decoder, self._encoder):
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+@asynccontextmanager
+async def watch_disconnect(request: Request) -> AsyncIterator[threading.Event]:
+    """An event set when the client disconnects while the block runs. The body has been read
+    by then, so the next ASGI message can only be ``http.disconnect``."""
+    gone = threading.Event()
+
+    async def watch() -> None:
+        while True:
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                gone.set()
+                return
+
+    task = asyncio.create_task(watch())
+    try:
+        yield gone
+    finally:
+        task.cancel()

@@ -1,5 +1,6 @@
 """The limits a request must keep before any decoding starts: text length in characters and
-tokens (the model's positional range included), batch size, and the output budget."""
+tokens (the model's positional range included), batch size, the output budget, and the cost
+budget (attention weights the decode would keep) that admission control enforces."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import torch
 
 from app.config import Settings
 from app.decoding.output import max_target_length
+from app.nn.config import ModelConfig, TransformerConfig
+from app.serving import metrics
 from app.serving.errors import InvalidInput, Loc
 from app.serving.registry import ServedModel
 
@@ -47,3 +50,53 @@ def output_budget(served: ServedModel, lengths: list[int], max_length: int | Non
     if max_length is not None:
         return max_length if cap is None else min(max_length, cap)
     return max_target_length(torch.tensor(lengths), BUDGET_RATIO, BUDGET_OFFSET, cap)
+
+
+def attention_floats(config: ModelConfig, source_lengths: list[int], budget: int, beams: int) -> int:
+    """The attention weights a decode keeps: for every text (source length S with EOS, up to
+    ``budget`` output tokens T) each of the ``beams`` live hypotheses records, per step t, its
+    cross row (layers × heads × S) and decoder self-attention row (layers × heads × t); the
+    encoder's self-attention (encoder layers × heads × S²) is kept once per text."""
+    kinds = config.attention_kinds
+    per_head = config.layers * config.num_heads
+    encoder_layers = config.encoder_layers if isinstance(config, TransformerConfig) else 1
+    total = 0
+    for s in source_lengths:
+        if "cross" in kinds:
+            total += beams * per_head * budget * s
+        if "decoder_self" in kinds:
+            total += beams * per_head * budget * (budget + 1) // 2
+        if "encoder_self" in kinds:
+            total += encoder_layers * config.num_heads * s * s
+    return total
+
+
+def admit(
+    settings: Settings, served: ServedModel, source_lengths: list[int], budget: int, *, beams: int, weights: bool
+) -> int:
+    """Refuse (422) a decode whose attention would exceed ``max_attention_floats``, naming the
+    limit and what would get under it. Returns the estimate (0 without attention)."""
+    if not weights:
+        return 0
+    config, limit = served.loaded.config, settings.max_attention_floats
+    cost = attention_floats(config, source_lengths, budget, beams)
+    if cost <= limit:
+        return cost
+    metrics.REJECTED.labels("cost").inc()
+    ways = []
+    fits_beams = [b for b in range(beams - 1, 0, -1) if attention_floats(config, source_lengths, budget, b) <= limit]
+    if fits_beams:
+        ways.append(f"beam_size ≤ {fits_beams[0]}")
+    fits_length = [n for n in range(budget - 1, 0, -1) if attention_floats(config, source_lengths, n, beams) <= limit]
+    if fits_length:
+        ways.append(f"max_length ≤ {fits_length[0]}")
+    if len(source_lengths) > 1:
+        ways.append("fewer texts")
+    ways.append('"attention": [] (tokens and scores only)')
+    raise InvalidInput(
+        ("body",),
+        f"this decode would keep about {cost / 1e6:.1f} M attention weights ({beams} beams × {budget} "
+        f"output tokens); the limit is {limit / 1e6:g} M (ATTNSCOPE_MAX_ATTENTION_FLOATS). To get under "
+        f"it, ask for {', or '.join(ways)}",
+        kind="cost_limit",
+    )

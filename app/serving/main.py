@@ -1,4 +1,5 @@
-"""``create_app()``: the FastAPI application (API, pages, static files) with its lifespan.
+"""``create_app()``: the FastAPI application (API, pages, docs, metrics, static files) with its
+lifespan and its outer layers.
 
 Run it with ``attnscope serve`` or ``uvicorn --factory app.serving.main:create_app``."""
 
@@ -12,12 +13,14 @@ from contextlib import asynccontextmanager
 import torch
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
 
 from app import __version__
 from app.config import Settings, get_settings
-from app.serving import api, pages
+from app.serving import api, assets, metrics, pages
 from app.serving import attribution as attribution_api
 from app.serving.errors import install_error_handlers
+from app.serving.middleware import BodyLimit, HostCheck, RequestLog, SecurityHeaders
 from app.serving.service import ModelService
 from app.vision import api as vision_api
 
@@ -40,8 +43,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
-            service.stopping = True
-            service.pool.shutdown()
+            # uvicorn has given running requests ATTNSCOPE_SHUTDOWN_TIMEOUT_S to finish; decodes
+            # still running now stop at their next step, so the process exits promptly.
+            service.stop()
             await asyncio.wait([loading], timeout=5)
 
     app = FastAPI(
@@ -49,6 +53,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         summary="Translate with RNN and Transformer NMT models and inspect every attention matrix.",
         lifespan=lifespan,
+        docs_url=None,  # served by app.serving.assets from installed files, not from a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.service = service
@@ -58,6 +64,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(vision_api.router)  # its own lifespan loads the vision models
     app.include_router(vision_api.pages)
+    app.include_router(assets.router)
+    app.include_router(metrics.router)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    # Outermost last: RequestLog -> HostCheck -> BodyLimit -> SecurityHeaders -> GZip -> routes.
+    # GZip leaves alone what is already compressed (API answers, vendor files).
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)
+    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
+    app.add_middleware(RequestLog)
     return app

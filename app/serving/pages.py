@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import plotly
-from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from app.config import REPO_ROOT
@@ -84,20 +84,6 @@ def compare_page(request: Request) -> HTMLResponse:
 def models_page(request: Request) -> HTMLResponse:
     cards = model_cards(request)
     return _page(request, "models.html", page="models", cards=cards, score_rows=score_rows(cards))
-
-
-@router.get("/vendor/plotly.min.js")
-def plotly_js() -> FileResponse:
-    """Plotly.js from the installed Python package (URL carries its version: cache for a year)."""
-    if not PLOTLY_JS.is_file():  # pragma: no cover - a broken plotly install
-        raise HTTPException(
-            status_code=404, detail="plotly.min.js is missing from the plotly package"
-        )
-    return FileResponse(
-        PLOTLY_JS,
-        media_type="text/javascript",
-        headers={"Cache-Control": "public, max-age=31536000, immutable"},
-    )
 
 
 def model_cards(request: Request) -> list[dict[str, Any]]:

@@ -76,6 +76,18 @@ CoveragePenalty = Annotated[
         ),
     ),
 ]
+Kinds = Annotated[
+    list[AttentionKind] | None,
+    Field(
+        description=(
+            "The attention kinds to return (those the model lacks are left out); [] returns none and "
+            "decodes without recording attention (cheapest). Default: every kind the model has."
+        ),
+    ),
+]
+Precision = Annotated[
+    int, Field(ge=0, le=8, description="Decimals of the attention weights (default 6; 3 roughly halves the JSON).")
+]
 
 _EXAMPLE_MODEL = "en-de-transformer"
 
@@ -111,7 +123,14 @@ class StrictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class TranslateRequest(StrictRequest):
+class AnswerFields(StrictRequest):
+    """What comes back: the attention kinds and how many decimals (requests that return answers)."""
+
+    attention: Kinds = None
+    precision: Precision = 6
+
+
+class TranslateRequest(AnswerFields):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -124,6 +143,7 @@ class TranslateRequest(StrictRequest):
                     "alignment": {"kind": "cross", "layer": 1, "head": 1},
                     "disable_heads": [{"kind": "cross", "layer": 0, "head": 0}],
                 },
+                {"model": _EXAMPLE_MODEL, "text": "A dog runs.", "attention": ["cross"], "precision": 3},
             ]
         }
     )
@@ -141,7 +161,7 @@ class TranslateRequest(StrictRequest):
     disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 
 
-class BatchTranslateRequest(StrictRequest):
+class BatchTranslateRequest(AnswerFields):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -163,7 +183,7 @@ class BatchTranslateRequest(StrictRequest):
     disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 
 
-class AlignRequest(StrictRequest):
+class AlignRequest(AnswerFields):
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [

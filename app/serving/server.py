@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,46 @@ def run(
     models_dir: str | Path | None = None,
     device: str | None = None,
     quantize: str | None = None,
+    workers: int | None = None,
 ) -> None:
-    """Serve until interrupted. Arguments left as None come from ``ATTNSCOPE_*`` or the defaults."""
+    """Serve until interrupted. Arguments left as None come from ``ATTNSCOPE_*`` or the defaults.
+
+    With ``workers`` > 1, uvicorn starts that many processes on one socket, each building the
+    app (and loading every model) from the environment: the flags are passed on as
+    ``ATTNSCOPE_*`` variables. The server keeps no state between requests, so any worker (or
+    replica behind a load balancer) can answer any request."""
     flags: dict[str, Any] = {
-        "host": host, "port": port, "models_dir": models_dir, "device": device, "quantize": quantize
-    }
-    settings = Settings(**{k: v for k, v in flags.items() if v is not None})
+        "host": host, "port": port, "models_dir": models_dir, "device": device, "quantize": quantize, "workers": workers
+    }  # fmt: skip
+    flags = {k: v for k, v in flags.items() if v is not None}
+    settings = Settings(**flags)
     try:
         resolve_device(settings.device)  # fail here, with one clear line, not inside the lifespan
     except ValueError as err:
         raise SystemExit(f"attnscope serve: {err}") from None
-    logger.info("attnscope on http://%s:%d (models from %s)", settings.host, settings.port, settings.models_dir)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    if not _local(settings.host) and settings.allowed_hosts == Settings.model_fields["allowed_hosts"].default:
+        logger.warning(
+            "listening on %s but answering only Host names %s: set ATTNSCOPE_ALLOWED_HOSTS to the names "
+            "clients use", settings.host, ", ".join(settings.allowed_hosts),
+        )  # fmt: skip
+    logger.info(
+        "attnscope on http://%s:%d (models from %s, %d worker(s))",
+        settings.host, settings.port, settings.models_dir, settings.workers,
+    )  # fmt: skip
+    common: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": "info",
+        "access_log": False,  # RequestLog writes one line per request
+        "timeout_graceful_shutdown": settings.shutdown_timeout_s,
+    }
+    if settings.workers == 1:
+        uvicorn.run(create_app(settings), **common)
+        return
+    for name, value in flags.items():  # the workers read their settings from the environment
+        os.environ[f"ATTNSCOPE_{name.upper()}"] = str(value)
+    uvicorn.run("app.serving.main:create_app", factory=True, workers=settings.workers, **common)
+
+
+def _local(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1")

@@ -1,16 +1,19 @@
-"""The one object the web layer talks to: it checks a request against the limits, runs it in the
-inference pool and turns the result into answers.
+"""The one object the web layer talks to: it checks a request against the limits, queues it for a
+decode slot (where concurrent requests with equal settings share one batch) and turns the
+result into answers.
 
 The parts live in their own modules: the device (``app.device``), the models (``registry``), the
-limits (``limits``), the worker threads (``execution``) and tensor -> JSON (``answers``). The
-models keep no per-request state (attention is returned, never stored on modules), so one
-instance serves concurrent requests without a lock."""
+limits and admission (``limits``), the worker threads (``execution``), micro-batching and the
+queue (``batching``) and tensor -> JSON (``answers``). The models keep no per-request state
+(attention is returned, never stored on modules), so one instance serves concurrent requests."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Annotated, Literal
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 import torch
 from fastapi import Depends, Request
@@ -21,12 +24,45 @@ from app.device import resolve_device
 from app.nn.ablation import HeadRef as HeadTuple
 from app.serving import ablation, limits
 from app.serving.answers import to_response
+from app.serving.batching import Scheduler, Ticket
 from app.serving.execution import InferencePool
 from app.serving.explain import NO_EXTRAS, Extras, add_extras, forced_prefixes
 from app.serving.heads import AlignmentChoice, HeadRef
 from app.serving.registry import ModelRegistry, ServedModel
-from app.serving.schemas import ModelInfo, TranslationResponse
+from app.serving.schemas import AttentionKind, ModelInfo, TranslationResponse
 from app.translator import Translation
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """What each answer holds: the attention kinds (None: all the model has) and decimals."""
+
+    kinds: tuple[AttentionKind, ...] | None = None
+    decimals: int = 6
+
+    @property
+    def weights(self) -> bool:
+        """Whether the decode needs to record attention at all."""
+        return self.kinds is None or len(self.kinds) > 0
+
+
+@dataclass(frozen=True)
+class TranslateKey:
+    """Requests decode together only when all of these are equal. A new decoding option that
+    changes the search (not just the answer) belongs here."""
+
+    model: str
+    beam_size: int
+    weights: bool
+    coverage_penalty: float | None = None
+    return_tree: bool = False
+    disabled: tuple[HeadTuple, ...] = ()  # heads switched off change the decode itself
+
+
+@dataclass(frozen=True)
+class AlignKey:
+    model: str
+    disabled: tuple[HeadTuple, ...] = ()
 
 
 class ModelService:
@@ -37,6 +73,13 @@ class ModelService:
             settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize
         )
         self.pool = InferencePool(settings.inference_threads)
+        self.scheduler = Scheduler(
+            self.pool.decoder,
+            slots=settings.inference_threads,
+            max_queue=settings.max_queue,
+            window_s=settings.batch_window_ms / 1000.0,
+            max_texts=settings.max_batch_texts,
+        )
         self.stopping = False
 
     @property
@@ -44,6 +87,12 @@ class ModelService:
         if self.stopping:
             return "stopping"
         return "ready" if self.registry.ready else "loading"
+
+    def stop(self) -> None:
+        """Shutting down: refuse new decodes and stop the running ones at their next step."""
+        self.stopping = True
+        self.scheduler.close()
+        self.pool.shutdown()
 
     # -- the registry, for the routes ----------------------------------------------------
 
@@ -75,10 +124,15 @@ class ModelService:
         extras: Extras = NO_EXTRAS,
         alignment: AlignmentChoice | None = None,
         disable_heads: Sequence[HeadRef] = (),
+        options: AnswerOptions = AnswerOptions(),  # noqa: B008 - frozen, so one shared default is safe
+        gone: threading.Event | None = None,
+        log: dict[str, Any] | None = None,
     ) -> list[TranslationResponse]:
-        """Translate ``texts`` as one batch. ``batch`` only says how fields are named in errors
-        (``texts[i]`` rather than ``text``); ``coverage_penalty`` None is the model's default;
-        ``alignment`` adds a hard word alignment, ``disable_heads`` switches heads off."""
+        """Translate ``texts`` (one request: decoded together, sharing ``max_length``). ``batch``
+        only says how fields are named in errors (``texts[i]`` rather than ``text``);
+        ``coverage_penalty`` None is the model's default; ``alignment`` adds a hard word alignment,
+        ``disable_heads`` switches heads off; ``gone`` is set when the client disconnects; ``log``
+        receives what the request log line reports."""
         served = self.get(model_id)
         limits.check_coverage(served, coverage_penalty)
         heads = ablation.check_disabled(served, disable_heads)
@@ -89,22 +143,18 @@ class ModelService:
             for i, text in enumerate(texts)
         ]
         budget = limits.output_budget(served, lengths, max_length)
-
         prefixes, budget = forced_prefixes(
             served.translator, prefix, len(texts), budget, fixed=max_length is not None, cap=served.max_decode_length
         )
-
-        def work() -> list[Translation]:
-            return served.translator.translate(
-                texts,
-                beam_size=beam_size,
-                max_length=budget,
-                coverage_penalty=coverage_penalty,
-                prefixes=prefixes,
-                return_tree=extras.return_beam,
-            )
-
-        return await self._run(served, ablation.with_heads_off(served, heads, work), extras, choice, heads)
+        if log is not None:
+            log.update(model=model_id, tokens=sum(lengths), beams=beam_size)
+        limits.admit(self.settings, served, lengths, budget, beams=beam_size, weights=options.weights)
+        ticket = self._ticket(
+            texts, [budget] * len(texts), options, gone, extras=extras, choice=choice, prefixes=prefixes or [[] for _ in texts]
+        )
+        key = TranslateKey(model_id, beam_size, options.weights, coverage_penalty, extras.return_beam, tuple(heads))
+        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_translate)
+        return answers
 
     async def align(
         self,
@@ -115,48 +165,113 @@ class ModelService:
         *,
         alignment: AlignmentChoice | None = None,
         disable_heads: Sequence[HeadRef] = (),
+        options: AnswerOptions = AnswerOptions(),  # noqa: B008
+        gone: threading.Event | None = None,
+        log: dict[str, Any] | None = None,
     ) -> TranslationResponse:
         served = self.get(model_id)
-        limits.check_text(self.settings, served, text, ("body", "text"))
+        n = limits.check_text(self.settings, served, text, ("body", "text"))
         limits.check_text(self.settings, served, target, ("body", "target"), empty_ok=True)
         heads = ablation.check_disabled(served, disable_heads)
         choice = ablation.check_alignment(served, alignment)
+        if log is not None:
+            log.update(model=model_id, tokens=n, beams=0)
+        ticket = self._ticket([text], [0], options, gone, targets=[target], extras=extras, choice=choice)
+        key = AlignKey(model_id, tuple(heads))
+        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_align)
+        return answers[0]
 
-        def work() -> list[Translation]:
-            return served.translator.align([text], [target])
-
-        work = ablation.with_heads_off(served, heads, work)
-        return (await self._run(served, work, extras, choice, heads, targets=[target]))[0]
-
-    async def _run(
+    def _ticket(
         self,
-        served: ServedModel,
-        work: Callable[[], list[Translation]],
-        extras: Extras = NO_EXTRAS,
-        choice: Choice | None = None,
-        heads: Sequence[HeadTuple] = (),
-        targets: list[str] | None = None,
-    ) -> list[TranslationResponse]:
-        """Run ``work`` and build the answers (with any ``extras`` asked for) in a decode slot;
-        ``choice``: add a hard word alignment (against ``targets``, default each output text);
-        ``heads``: echoed as switched off."""
-        echoed = [HeadRef(kind=k, layer=la, head=h) for k, la, h in heads]  # type: ignore[arg-type]
+        texts: list[str],
+        budgets: list[int],
+        options: AnswerOptions,
+        gone: threading.Event | None,
+        **payload: Any,
+    ) -> Ticket:
+        timeout = self.settings.request_timeout_s
+        return Ticket(
+            texts=texts,
+            budgets=budgets,
+            deadline=time.monotonic() + timeout,
+            timeout_s=timeout,
+            payload={"options": options, "extras": NO_EXTRAS, "choice": None, "targets": None, **payload},
+            gone=gone or threading.Event(),
+        )
 
-        def job() -> list[TranslationResponse]:
-            started = time.perf_counter()
-            results = work()
-            answers = [to_response(served.loaded, r) for r in results]
-            for k, (answer, result) in enumerate(zip(answers, results, strict=True)):
-                add_extras(answer, served.loaded, result, extras)
+    # -- runners: in a decode slot's thread, one call per (micro-)batch --------------------
+
+    def _run_translate(
+        self, key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]
+    ) -> list[list[TranslationResponse]]:
+        assert isinstance(key, TranslateKey)
+        served = self.get(key.model)
+
+        prefixes = [p for ticket in tickets for p in ticket.payload["prefixes"]]
+        texts = [text for ticket in tickets for text in ticket.texts]
+        budgets = [budget for ticket in tickets for budget in ticket.budgets]
+
+        def decode() -> list[Translation]:
+            return served.translator.translate(
+                texts,
+                beam_size=key.beam_size,
+                max_length=budgets,
+                need_weights=key.weights,
+                coverage_penalty=key.coverage_penalty,
+                prefixes=prefixes if any(prefixes) else None,
+                return_tree=key.return_tree,
+                should_stop=should_stop,
+            )
+
+        return _answer(served, tickets, ablation.with_heads_off(served, list(key.disabled), decode), key.disabled)
+
+    def _run_align(
+        self, key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]
+    ) -> list[list[TranslationResponse]]:
+        assert isinstance(key, AlignKey)
+        served = self.get(key.model)
+        texts = [text for ticket in tickets for text in ticket.texts]
+        targets = [target for ticket in tickets for target in ticket.payload["targets"]]
+
+        def score() -> list[Translation]:
+            return served.translator.align(texts, targets)
+
+        return _answer(served, tickets, ablation.with_heads_off(served, list(key.disabled), score), key.disabled)
+
+
+def _answer(
+    served: ServedModel,
+    tickets: list[Ticket],
+    run: Callable[[], list[Translation]],
+    disabled: Sequence[HeadTuple] = (),
+) -> list[list[TranslationResponse]]:
+    """Run the decode of every ticket's texts (one batch) and build each ticket's answers with its options
+    (attention kinds, decimals, extras, a word alignment against its target or its output);
+    ``timing_ms`` is the whole batch's time, ``disabled`` the heads that were switched off."""
+    echoed = [HeadRef(kind=k, layer=la, head=h) for k, la, h in disabled]  # type: ignore[arg-type]
+    started = time.perf_counter()
+    with torch.inference_mode():
+        results = iter(run())
+        answers = []
+        for ticket in tickets:
+            options: AnswerOptions = ticket.payload["options"]
+            choice: Choice | None = ticket.payload["choice"]
+            targets: list[str] | None = ticket.payload["targets"]
+            group = []
+            for i in range(len(ticket.texts)):
+                result = next(results)
+                answer = to_response(served.loaded, result, kinds=options.kinds, decimals=options.decimals)
+                add_extras(answer, served.loaded, result, ticket.payload["extras"])
                 answer.disabled_heads = echoed
-                target = result.text if targets is None else targets[k]
+                target = result.text if targets is None else targets[i]
                 ablation.add_alignment(served, answer, result, choice, result.source_text, target)
-            elapsed = (time.perf_counter() - started) * 1000.0
-            for answer in answers:
-                answer.timing_ms = round(elapsed, 3)
-            return answers
-
-        return await self.pool.decode(job)
+                group.append(answer)
+            answers.append(group)
+    elapsed = round((time.perf_counter() - started) * 1000.0, 3)
+    for group in answers:
+        for answer in group:
+            answer.timing_ms = elapsed
+    return answers
 
 
 def get_service(request: Request) -> ModelService:

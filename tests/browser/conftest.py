@@ -148,13 +148,19 @@ def browser(playwright_instance: Playwright) -> Iterator[Browser]:
 
 
 class PageWatch:
-    """What a page did that it should not: uncaught script errors, dialogs, requests to other hosts."""
+    """What a page did that it should not: uncaught script errors, dialogs, requests to other
+    hosts, and anything the server's Content-Security-Policy had to block."""
 
     def __init__(self, page: Page, origin: str) -> None:
         self.errors: list[str] = []
         self.dialogs: list[str] = []
         self.foreign: list[str] = []
+        self.blocked: list[str] = []
         page.on("pageerror", lambda err: self.errors.append(str(err)))
+        page.on(
+            "console",
+            lambda msg: self.blocked.append(msg.text) if "Content Security Policy" in msg.text else None,
+        )
         page.on("dialog", self._dialog)
         page.on(
             "request",
@@ -182,6 +188,7 @@ def page(browser: Browser, server_url: str) -> Iterator[Page]:
     assert not watch.errors, f"the page raised: {watch.errors}"
     assert not watch.dialogs, f"a dialog opened: {watch.dialogs}"
     assert not watch.foreign, f"the page fetched from elsewhere: {watch.foreign}"
+    assert not watch.blocked, f"the Content-Security-Policy blocked: {watch.blocked}"
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ class ReadyClient(TestClient):
 def make_client(models_dir: Path, **overrides: Any) -> TestClient:
     """A TestClient for an app over ``models_dir``; use it as a context manager (lifespan)."""
     settings = Settings(models_dir=models_dir, device="cpu", **overrides)
-    return ReadyClient(create_app(settings), raise_server_exceptions=False)
+    return ReadyClient(create_app(settings), raise_server_exceptions=False, base_url="http://localhost")
 
 
 @pytest.fixture(scope="session")
@@ -124,6 +124,32 @@ def check_answer(answer: dict[str, Any], info: dict[str, Any]) -> None:
         assert tuple(t.shape) == shapes[kind], kind
         assert float((t.sum(-1) - 1).abs().max()) < 1e-4, kind
         assert bool((t >= 0).all())
+
+
+def assert_same_answer(got: dict[str, Any], expected: dict[str, Any]) -> None:
+    """``got`` answers as ``expected`` does: the same tokens, words and text exactly, and every
+    number equal up to float32 noise. (A micro-batched decode pads its sources and multiplies
+    larger matrices, which moves weights by ~1e-7: after rounding to 6 decimals, at most one unit
+    of the last decimal.)"""
+    for key in ("translation", "source_tokens", "target_tokens", "decoder_input_tokens", "finished",
+                "source_words", "target_words", "score"):  # fmt: skip
+        assert got[key] == expected[key], key
+    assert got["logprob"] == pytest.approx(expected["logprob"], abs=2e-5)
+    assert got["target_logprobs"] == pytest.approx(expected["target_logprobs"], abs=2e-5)
+    assert set(got["attention"]) == set(expected["attention"])
+    for kind, weights in got["attention"].items():
+        torch.testing.assert_close(
+            torch.tensor(weights, dtype=torch.float64),
+            torch.tensor(expected["attention"][kind], dtype=torch.float64),
+            atol=2.5e-6,
+            rtol=0,
+        )
+
+
+@pytest.fixture(scope="session")
+def same_answer() -> Any:
+    """``same_answer(got, expected)``: :func:`assert_same_answer`."""
+    return assert_same_answer
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -50,7 +51,9 @@ def test_broken_folders_are_listed_unavailable_with_the_file_at_fault(
         r = c.post("/api/translate", json={"model": "no-weights", "text": "Hi"})
         assert r.status_code == 404 and "unavailable (missing model.safetensors)" in r.json()["detail"]
         assert c.post("/api/translate", json={"model": "bad-card", "text": "Hi"}).status_code == 200
-        page_cards = {card["id"]: card for card in c.get("/models").context["cards"]}  # type: ignore[attr-defined]
+        page = c.get("/models").text
+        cards_json = page.split('<script type="application/json" id="cards-data">')[1].split("</script>")[0]
+        page_cards = {card["id"]: card for card in json.loads(cards_json)}
         assert "model.safetensors" in page_cards["no-weights"]["error"]
         assert page_cards["bad-json"]["error"].startswith("config.json: ")
         assert page_cards["bad-card"]["warnings"] == bad_card["warnings"]

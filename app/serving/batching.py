@@ -1,0 +1,250 @@
+"""Admission, micro-batching and cancellation in front of the decode slots.
+
+Requests whose decoding settings are equal (same model, beam, weights...) are kept in one
+group. A free slot takes the group waiting longest as soon as it is worth it: when it is full
+(``max_texts``), when its oldest request has waited ``window_s``, or at once when nothing else is
+running (a lone client pays no window). Under load every slot is busy, so the requests that arrive
+meanwhile gather into the next batch by themselves: the busier the server, the larger the batches.
+
+Each request is a :class:`Ticket`: it carries its own output budget (the decoders take one per
+text, so a batch answers each request exactly as decoding it alone would), its deadline and a
+flag its route sets when the client disconnects. A decode asks before every step whether anyone
+still wants it and stops when no one does. The queue is bounded: past ``max_queue`` waiting
+requests, :class:`~app.serving.errors.Unavailable` (503 with ``Retry-After``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Hashable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.decoding import DecodeStopped
+from app.serving import metrics
+from app.serving.errors import ClientGone, DeadlineExceeded, Unavailable
+
+logger = logging.getLogger(__name__)
+
+# run(key, tickets, should_stop) -> one result per ticket; runs in a decode slot's thread.
+BatchRunner = Callable[[Hashable, list["Ticket"], Callable[[], bool]], list[Any]]
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One request waiting for (or in) a decode. ``texts`` are decoded with ``budgets`` output
+    tokens each; ``future`` gets the runner's result for this ticket."""
+
+    texts: list[str]
+    budgets: list[int]
+    deadline: float  # time.monotonic()
+    timeout_s: float
+    payload: Any = None  # what the runner needs besides the texts (answer options ...)
+    gone: threading.Event = field(default_factory=threading.Event)
+    arrived: float = field(default_factory=time.monotonic)
+    future: asyncio.Future[Any] | None = None
+
+    def abandoned(self, now: float | None = None) -> str | None:
+        """Why nobody wants this answer any more ("client_gone", "deadline"), or None."""
+        if self.gone.is_set():
+            return "client_gone"
+        if (time.monotonic() if now is None else now) > self.deadline:
+            return "deadline"
+        return None
+
+
+class Scheduler:
+    def __init__(
+        self, executor: Executor, *, slots: int, max_queue: int, window_s: float, max_texts: int
+    ) -> None:
+        self.executor = executor
+        self.slots, self.max_queue, self.window_s, self.max_texts = slots, max_queue, window_s, max_texts
+        self._free = slots
+        self._groups: dict[Hashable, list[Ticket]] = {}
+        self._runners: dict[Hashable, BatchRunner] = {}
+        self._queued = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._decode_s = 0.5  # running mean of one decode's duration, for Retry-After
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        """Shutting down: new requests get 503 and running decodes stop at their next step."""
+        self._closed.set()
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    @property
+    def running(self) -> int:
+        return self.slots - self._free
+
+    def retry_after_s(self) -> int:
+        """About when a slot frees up for a new request."""
+        return max(1, math.ceil(self._decode_s * (1 + self._queued / (self.slots * self.max_texts))))
+
+    async def submit(self, key: Hashable, ticket: Ticket, runner: BatchRunner) -> Any:
+        """Queue ``ticket`` with the requests of ``key`` and wait for its result. Raises
+        Unavailable (queue full), DeadlineExceeded or ClientGone."""
+        if self._closed.is_set():
+            raise Unavailable("the server is shutting down", retry_after_s=1)
+        if self._queued - self._free >= self.max_queue:
+            metrics.REJECTED.labels("queue_full").inc()
+            raise Unavailable(
+                f"the server is busy: {self.running} decodes running and {self._queued} requests "
+                f"waiting (ATTNSCOPE_MAX_QUEUE={self.max_queue}); retry later",
+                retry_after_s=self.retry_after_s(),
+            )
+        loop = asyncio.get_running_loop()
+        ticket.future = loop.create_future()
+        ticket.future.add_done_callback(_retrieve)  # an answer nobody awaits any more is fine
+        self._groups.setdefault(key, []).append(ticket)
+        self._runners[key] = runner
+        self._queued += 1
+        metrics.QUEUE_DEPTH.set(self._queued)
+        self._kick()
+        try:
+            return await asyncio.wait_for(asyncio.shield(ticket.future), timeout=max(0.0, ticket.deadline - time.monotonic()))
+        except TimeoutError:
+            raise DeadlineExceeded(ticket.timeout_s) from None
+
+    # -- dispatch (event loop) ------------------------------------------------------------
+
+    def _kick(self) -> None:
+        """Start every batch that is due while a slot is free; else wake up when one is."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        now = time.monotonic()
+        while self._free > 0:
+            self._drop_abandoned(now)
+            due = self._due_group(now)
+            if due is None:
+                break
+            self._start(due, self._take(due))
+        if self._free > 0 and self._groups:
+            wake = min(group[0].arrived for group in self._groups.values()) + self.window_s
+            self._timer = asyncio.get_running_loop().call_later(max(0.0, wake - now), self._kick)
+
+    def _due_group(self, now: float) -> Hashable | None:
+        """The group waiting longest, if it should start now."""
+        if not self._groups:
+            return None
+        key = min(self._groups, key=lambda k: self._groups[k][0].arrived)
+        group = self._groups[key]
+        full = sum(len(t.texts) for t in group) >= self.max_texts
+        waited = now - group[0].arrived >= self.window_s
+        idle = self._free == self.slots
+        return key if full or waited or idle else None
+
+    def _take(self, key: Hashable) -> list[Ticket]:
+        """Tickets of ``key`` in arrival order up to ``max_texts`` texts (at least one)."""
+        group, texts = self._groups[key], 0
+        batch: list[Ticket] = []
+        while group and (not batch or texts + len(group[0].texts) <= self.max_texts):
+            ticket = group.pop(0)
+            batch.append(ticket)
+            texts += len(ticket.texts)
+        if not group:
+            del self._groups[key]
+        self._queued -= len(batch)
+        metrics.QUEUE_DEPTH.set(self._queued)
+        return batch
+
+    def _drop_abandoned(self, now: float) -> None:
+        """Requests whose client left (or deadline passed) while queued never start."""
+        for key in list(self._groups):
+            keep = []
+            for ticket in self._groups[key]:
+                reason = ticket.abandoned(now)
+                if reason is None:
+                    keep.append(ticket)
+                    continue
+                self._queued -= 1
+                metrics.CANCELLED.labels(reason).inc()
+                _settle(ticket, exc=_stopped(ticket, reason))
+            if keep:
+                self._groups[key] = keep
+            else:
+                del self._groups[key]
+        metrics.QUEUE_DEPTH.set(self._queued)
+
+    def _start(self, key: Hashable, batch: list[Ticket]) -> None:
+        self._free -= 1
+        metrics.RUNNING.set(self.running)
+        runner = self._runners[key]
+        loop = asyncio.get_running_loop()
+        job = loop.run_in_executor(self.executor, _run_batch, loop, key, batch, runner, self._closed)
+        job.add_done_callback(lambda f: self._finished(f))
+
+    def _finished(self, job: asyncio.Future[float]) -> None:
+        self._free += 1
+        metrics.RUNNING.set(self.running)
+        if not job.cancelled() and job.exception() is None:
+            self._decode_s = 0.8 * self._decode_s + 0.2 * job.result()
+        self._kick()
+
+
+# -- a batch, in a decode slot's thread ------------------------------------------------------
+
+
+def _run_batch(
+    loop: asyncio.AbstractEventLoop,
+    key: Hashable,
+    batch: list[Ticket],
+    runner: BatchRunner,
+    closed: threading.Event,
+) -> float:
+    """Decode ``batch`` as one; hand each ticket its result. Returns the seconds it took. The
+    decode stops when every ticket is abandoned, or the server shuts down."""
+    started = time.monotonic()
+    metrics.BATCH_TEXTS.observe(sum(len(t.texts) for t in batch))
+    metrics.BATCH_REQUESTS.observe(len(batch))
+
+    def should_stop() -> bool:
+        now = time.monotonic()
+        return closed.is_set() or all(t.abandoned(now) is not None for t in batch)
+
+    try:
+        results = runner(key, batch, should_stop)
+    except DecodeStopped:
+        for ticket in batch:
+            reason = ticket.abandoned() or "shutdown"
+            metrics.CANCELLED.labels(reason).inc()
+            loop.call_soon_threadsafe(_settle, ticket, None, _stopped(ticket, reason))
+        logger.info("decode of %d request(s) stopped: nobody waits for it any more", len(batch))
+        return time.monotonic() - started
+    except Exception as err:  # noqa: BLE001 - every waiting request gets the error (a 500, logged)
+        for ticket in batch:
+            loop.call_soon_threadsafe(_settle, ticket, None, err)
+        return time.monotonic() - started
+    for ticket, result in zip(batch, results, strict=True):
+        loop.call_soon_threadsafe(_settle, ticket, result, None)
+    return time.monotonic() - started
+
+
+def _stopped(ticket: Ticket, reason: str) -> Exception:
+    if reason == "client_gone":
+        return ClientGone()
+    if reason == "shutdown":
+        return Unavailable("the server is shutting down", retry_after_s=1)
+    return DeadlineExceeded(ticket.timeout_s)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _settle(ticket: Ticket, result: Any = None, exc: BaseException | None = None) -> None:
+    future = ticket.future
+    if future is None or future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)

@@ -1,0 +1,64 @@
+"""Prometheus metrics (``prometheus-client``), served at ``/metrics``.
+
+One set per process, in the library's default registry. With ``--workers N`` each worker counts
+its own requests; set ``PROMETHEUS_MULTIPROC_DIR`` to an empty folder before starting and
+``/metrics`` adds up every worker's (the library's multiprocess mode)."""
+
+from __future__ import annotations
+
+import os
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client import multiprocess as _multiprocess
+
+REQUESTS = Counter(
+    "attnscope_requests", "HTTP requests answered, by route and status code.", ["route", "method", "status"]
+)
+LATENCY = Histogram(
+    "attnscope_request_seconds",
+    "Time from request to the start of the answer, by route.",
+    ["route"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+)
+QUEUE_DEPTH = Gauge("attnscope_queue_depth", "Requests waiting for a decode slot.", multiprocess_mode="livesum")
+RUNNING = Gauge("attnscope_decodes_running", "Decodes running now (one per busy slot).", multiprocess_mode="livesum")
+BATCH_TEXTS = Histogram(
+    "attnscope_batch_texts",
+    "Texts decoded together in one decode (micro-batches of concurrent requests).",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+)
+BATCH_REQUESTS = Histogram(
+    "attnscope_batch_requests", "Requests served by one decode.", buckets=(1, 2, 4, 8, 16, 32, 64)
+)
+REJECTED = Counter(
+    "attnscope_rejections",
+    "Requests refused before decoding: over the cost budget (422), queue full (503), body too large (413), bad Host (400).",
+    ["reason"],
+)
+CANCELLED = Counter(
+    "attnscope_decodes_cancelled",
+    "Requests whose decode was given up: the client disconnected, or the deadline passed.",
+    ["reason"],
+)
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/metrics")
+def metrics() -> Response:
+    """The Prometheus text format (every worker's when in multiprocess mode)."""
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        _multiprocess.MultiProcessCollector(registry)
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
