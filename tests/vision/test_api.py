@@ -34,7 +34,7 @@ def vision_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def client_for(models_dir: Path, fashion_dir: Path | None) -> TestClient:
     settings = Settings(models_dir=models_dir, fashion_mnist_dir=fashion_dir, device="cpu", torch_threads=1)
-    return TestClient(create_app(settings))
+    return TestClient(create_app(settings), base_url="http://localhost")  # an allowed Host name
 
 
 @pytest.fixture(scope="module")
