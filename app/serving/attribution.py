@@ -110,4 +110,4 @@ async def attribution(body: AttributionRequest, service: ServiceDep) -> Attribut
             completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
         )
 
-    return await service.pool.decode(job)
+    return await service.run_alone(job)

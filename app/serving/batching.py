@@ -47,6 +47,7 @@ class Ticket:
     gone: threading.Event = field(default_factory=threading.Event)
     arrived: float = field(default_factory=time.monotonic)
     future: asyncio.Future[Any] | None = None
+    runner: BatchRunner | None = None
 
     def abandoned(self, now: float | None = None) -> str | None:
         """Why nobody wants this answer any more ("client_gone", "deadline"), or None."""
@@ -65,7 +66,6 @@ class Scheduler:
         self.slots, self.max_queue, self.window_s, self.max_texts = slots, max_queue, window_s, max_texts
         self._free = slots
         self._groups: dict[Hashable, list[Ticket]] = {}
-        self._runners: dict[Hashable, BatchRunner] = {}
         self._queued = 0
         self._timer: asyncio.TimerHandle | None = None
         self._decode_s = 0.5  # running mean of one decode's duration, for Retry-After
@@ -102,8 +102,8 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         ticket.future = loop.create_future()
         ticket.future.add_done_callback(_retrieve)  # an answer nobody awaits any more is fine
+        ticket.runner = runner
         self._groups.setdefault(key, []).append(ticket)
-        self._runners[key] = runner
         self._queued += 1
         metrics.QUEUE_DEPTH.set(self._queued)
         self._kick()
@@ -176,7 +176,8 @@ class Scheduler:
     def _start(self, key: Hashable, batch: list[Ticket]) -> None:
         self._free -= 1
         metrics.RUNNING.set(self.running)
-        runner = self._runners[key]
+        runner = batch[0].runner
+        assert runner is not None
         loop = asyncio.get_running_loop()
         job = loop.run_in_executor(self.executor, _run_batch, loop, key, batch, runner, self._closed)
         job.add_done_callback(lambda f: self._finished(f))

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import torch
 from fastapi import Depends, Request
@@ -31,6 +31,8 @@ from app.serving.heads import AlignmentChoice, HeadRef
 from app.serving.registry import ModelRegistry, ServedModel
 from app.serving.schemas import AttentionKind, ModelInfo, TranslationResponse
 from app.translator import Translation
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,18 @@ class ModelService:
         key = AlignKey(model_id, tuple(heads))
         answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_align)
         return answers[0]
+
+    async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:
+        """Run ``job`` in a decode slot of its own (under inference mode): the queue bound, the
+        deadline and shutdown apply as to a translation, but it is never batched with others."""
+        ticket = self._ticket([], [], AnswerOptions(), gone)
+
+        def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[T]:
+            with torch.inference_mode():
+                return [job()]
+
+        result: T = await self.scheduler.submit(("alone", id(ticket)), ticket, runner)
+        return result
 
     def _ticket(
         self,
