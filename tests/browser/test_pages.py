@@ -500,7 +500,10 @@ def test_changing_the_model_retranslates_and_align_waits(page: Page, server_url:
 
 def test_confidence_coverage_and_head_view(page: Page, server_url: str) -> None:
     open_translate(page, server_url)
-    response = translate(page, SENTENCE)
+    response = translate(page, f"{SENTENCE} \u2603")  # a snowman the tokenizer cannot spell
+    unknown = response["source_tokens"].count("<unk>")
+    assert unknown > 0
+    expect(page.locator("#insight [data-role=coverage] .cover.is-unk")).to_have_count(unknown)
     chips = page.locator("#insight [data-role=confidence] .prob")
     expect(chips).to_have_count(len(response["target_tokens"]))
     ps = [float(chips.nth(i).get_attribute("data-p")) for i in range(chips.count())]

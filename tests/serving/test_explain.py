@@ -148,3 +148,15 @@ def test_scores_of_every_score_function(score_models_dir: Path, client_for: Any)
             assert answer["score"] == folder.name.removeprefix("en-de-rnn-")
             check_scores(answer)
             assert answer["attention_cost"] == {"cross": len(answer["target_tokens"]) * len(answer["source_tokens"])}
+
+
+def test_the_additions_are_in_the_openapi_schema(client: TestClient) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    request = schemas["TranslateRequest"]["properties"]
+    assert {"return_beam", "prefix", "return_scores", "alternatives"} <= set(request)
+    assert {"return_scores", "alternatives"} <= set(schemas["AlignRequest"]["properties"])
+    response = schemas["TranslationResponse"]["properties"]
+    added = {"attention_cost", "forced_tokens", "beam", "attention_scores", "context_norms", "context_vectors", "key_dim", "alternatives"}
+    assert added <= set(response)
+    assert all(response[name].get("description") for name in added)
+    assert {"nodes", "best", "hypotheses"} <= set(schemas["BeamTree"]["properties"])
