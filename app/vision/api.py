@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse
 from app.config import Settings, get_settings
 from app.device import resolve_device
 from app.serving.errors import InvalidInput
+from app.serving.pages import templates
 from app.serving.schemas import ErrorResponse
 from app.vision.schemas import (
     CaptionRequest,
@@ -109,6 +110,4 @@ async def samples(
 
 @pages.get("/vision", response_class=HTMLResponse)
 def vision_page(request: Request) -> HTMLResponse:
-    from app.serving.pages import templates
-
     return templates.TemplateResponse(request, "vision.html", {"page": "vision", "examples": {}, "cards": []})

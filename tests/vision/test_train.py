@@ -65,10 +65,14 @@ def test_cli_trains_and_evaluates(fashion_dir: Path, tmp_path: Path, capsys: pyt
             "--quiet", "--set", "hidden=8", "--set", "embed=8", "--set", "channels=[2,4,4]"]
     assert main(args) == 0
     assert folders.load_folder(out).model.config.attention is False  # type: ignore[union-attr]
-    assert main(["vision-evaluate", str(out), "--data-dir", str(fashion_dir), "--beam", "1", "--update-card"]) == 0
+    evaluate = ["vision-evaluate", str(out), "--data-dir", str(fashion_dir), "--test-scenes", "5", "--update-card"]
+    assert main([*evaluate, "--beam", "1"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["beam_size"] == 1 and printed["examples"] == 2000
+    assert printed["beam_size"] == 1 and printed["examples"] == 5
     assert json.loads((out / "card.json").read_text())["test"]["beam_size"] == 1
+    assert main([*evaluate, "--beam", "2"]) == 0
+    card = json.loads((out / "card.json").read_text())
+    assert card["test"]["beam_size"] == 1 and card["test_by_beam"]["2"]["beam_size"] == 2
 
 
 def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
