@@ -95,6 +95,7 @@ def test_glimpse_path_scrubber_class_bars_and_uploads(page: Page, server_url: st
 
     page.set_viewport_size({"width": 390, "height": 900})
     shoot(page, "vision-390")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways scroll on a phone
     page.set_viewport_size({"width": 1400, "height": 900})
 
     bad = tmp_path / "not-a-png.png"  # uploads: a clear error, then a non-square PNG
