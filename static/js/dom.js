@@ -98,3 +98,14 @@ export function submitOnEnter(form, textBox, onSubmit) {
     }
   });
 }
+
+/** Fill a <select> with options "Word 1" … "Word count" (values 0-based) and select one. */
+export function fillSelect(select, count, word, selected) {
+  if (select.options.length !== count) {
+    setChildren(
+      select,
+      Array.from({ length: count }, (_, i) => el("option", { value: String(i) }, `${word} ${i + 1}`)),
+    );
+  }
+  select.value = String(selected);
+}

@@ -1,9 +1,11 @@
 // The attention explorer: controls, the large heatmap (and the teacher-forced one beside it),
 // the layer × head small multiples with per-head entropy. Markup: templates/_explorer.html.
-import { download, el, role, setChildren } from "./dom.js";
+import { download, el, fillSelect, role, setChildren } from "./dom.js";
 import { drawHeatmap, drawThumbnail, exportImage, matrixCsv, purge } from "./heatmap.js";
 import { KIND_HELP, KIND_LABELS, kindsOf, maxOf, meanEntropy, shapeOf, sharpestHead, viewOf } from "./matrix.js";
 import { fillTable } from "./table.js";
+
+export { viewFromParams, viewToParams } from "./view-params.js";
 
 const THUMB = 88; // px, the longer side of a thumbnail
 
@@ -389,40 +391,4 @@ export class Explorer {
     this.c["plot-main"].closest(".plot-card").scrollIntoView({ behavior: "smooth", block: "nearest" });
     return done;
   }
-}
-
-function fillSelect(select, count, word, selected) {
-  if (select.options.length !== count) {
-    setChildren(
-      select,
-      Array.from({ length: count }, (_, i) => el("option", { value: String(i) }, `${word} ${i + 1}`)),
-    );
-  }
-  select.value = String(selected);
-}
-
-/** View state <-> query-string parameters (1-based layer and head, as people count). */
-export function viewToParams(state, params) {
-  params.set("kind", state.kind ?? "");
-  if (state.layer !== null && state.layer !== undefined) params.set("layer", String(state.layer + 1));
-  params.set("head", state.avg ? "avg" : String(state.head + 1));
-  for (const [key, on] of [["merge", state.merge], ["eos", state.hideEos], ["stretch", state.stretch]]) {
-    if (on) params.set(key, "1");
-    else params.delete(key);
-  }
-  if (!state.kind) params.delete("kind");
-}
-
-export function viewFromParams(params) {
-  const view = {};
-  if (params.get("kind")) view.kind = params.get("kind");
-  const layer = parseInt(params.get("layer"), 10);
-  if (layer >= 1) view.layer = layer - 1;
-  const head = params.get("head");
-  if (head === "avg") view.avg = true;
-  else if (parseInt(head, 10) >= 1) view.head = parseInt(head, 10) - 1;
-  view.merge = params.get("merge") === "1";
-  view.hideEos = params.get("eos") === "1";
-  view.stretch = params.get("stretch") === "1";
-  return view;
 }
