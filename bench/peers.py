@@ -74,7 +74,7 @@ def attnscope_runner(model: Transformer, need_weights: bool) -> Run:
     c = model.config
 
     def run(sources: list[list[int]], beam: int) -> list[list[int]]:
-        src = padded(sources, c.pad_id)
+        src = padded(sources, c.pad_id).to(model.device)
         kw: dict[str, Any] = dict(need_weights=need_weights, max_length=budget(sources))
         if beam == 1:
             out = greedy_decode(model, src, **kw)
