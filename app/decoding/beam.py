@@ -146,7 +146,7 @@ def beam_search(
         step, state = model.step(tokens, state, rows_enc, need_weights=need_weights or use_coverage)
         if need_weights:
             history.record(step)
-        log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id)  # (N, V)
+        log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id, inplace=True)  # (N, V)
         vocab, groups = log_probs.size(-1), len(alive)
         candidates = (scores[:, None] + log_probs).view(groups, k * vocab)
         top_scores, top_idx = candidates.topk(min(2 * k, k * vocab), dim=1)  # (G, 2K)

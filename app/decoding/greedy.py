@@ -67,7 +67,7 @@ def greedy_decode(
         step, state = model.step(tokens, state, rows_enc, need_weights=need_weights)
         history.record(step)
         alive_per_step.append(alive_list)
-        log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id)  # (N, V)
+        log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id, inplace=True)  # (N, V)
         logp, tokens = log_probs.max(dim=-1)  # (N,)
         if t < forced_width:
             wanted = forced[alive, t]

@@ -76,10 +76,12 @@ class DecodeOutput:
         return out
 
 
-def never_emit(log_probs: Tensor, pad_id: int, bos_id: int) -> Tensor:
-    """log_probs: (N, V) -> a copy where padding and BOS can never be chosen. The other entries
-    keep the model's own log-probabilities, so teacher-forced scoring reproduces them."""
-    out = log_probs.clone()
+def never_emit(log_probs: Tensor, pad_id: int, bos_id: int, *, inplace: bool = False) -> Tensor:
+    """log_probs: (N, V) -> a copy (or, with ``inplace``, the same tensor: the decoders own their
+    step's output, and copying (N, V) every step costs) where padding and BOS can never be chosen.
+    The other entries keep the model's own log-probabilities, so teacher-forced scoring
+    reproduces them."""
+    out = log_probs if inplace else log_probs.clone()
     out[:, [pad_id, bos_id]] = float("-inf")
     return out
 
