@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -100,18 +101,26 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_server(models_dir: str | Path, log: Path, start_timeout_s: float = 120.0) -> Iterator[str]:
-    """``attnscope serve`` in its own process on a free localhost port, as a user would start it;
-    yields its base URL once ``/api/ready`` answers (models loaded), and stops it afterwards. If it dies or never
-    answers, the error carries the end of its log."""
+def server_process(
+    models_dir: str | Path,
+    log: Path,
+    start_timeout_s: float = 120.0,
+    *,
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``attnscope serve`` in its own process on a free localhost port, as a user would start it
+    (``env``: extra ``ATTNSCOPE_*`` settings, ``args``: extra flags); yields its base URL and the
+    process once ``/api/ready`` answers (models loaded), and stops it afterwards. If it dies or
+    never answers, the error carries the end of its log."""
     port = free_port()
     command = [
         sys.executable, "-m", "app.cli", "serve",
-        "--host", "127.0.0.1", "--port", str(port), "--models-dir", str(models_dir), "--device", "cpu",
+        "--host", "127.0.0.1", "--port", str(port), "--models-dir", str(models_dir), "--device", "cpu", *args,
     ]  # fmt: skip
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with log.open("wb") as sink:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=environment)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + start_timeout_s
@@ -121,14 +130,21 @@ def running_server(models_dir: str | Path, log: Path, start_timeout_s: float = 1
             if time.monotonic() > deadline:
                 raise RuntimeError(f"no answer from {url}/api/ready in {start_timeout_s} s:\n{log.read_text()[-4000:]}")
             time.sleep(0.2)
-        yield url
+        yield url, process
     finally:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextmanager
+def running_server(models_dir: str | Path, log: Path, start_timeout_s: float = 120.0, **options: Any) -> Iterator[str]:
+    """:func:`server_process`, yielding only the base URL."""
+    with server_process(models_dir, log, start_timeout_s, **options) as (url, _):
+        yield url
 
 
 def _healthy(url: str) -> bool:

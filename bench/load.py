@@ -1,0 +1,115 @@
+"""Throughput under load, over real HTTP: ``attnscope serve`` on the shipped en-de Transformer
+(every attention matrix in each answer, gzip as clients ask for it), then requests/s, p50 and
+p99 latency for 1 client and for 32 concurrent clients, greedy and beam 5, in one run.
+
+Concurrent requests for the same model and settings are micro-batched by the server, so 32
+clients should get several times one client's requests/s. The last column compares the
+32-client p99 with the time of 32 decodes one after another (32 x the 1-client mean).
+
+    .venv/bin/python bench/load.py [--model models/en-de-transformer] [--requests 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.config import REPO_ROOT, default_data_dir  # noqa: E402
+from app.testing import running_server  # noqa: E402
+
+FALLBACK = [
+    "A man is riding a bicycle.",
+    "Two young men in black jackets are walking down a busy city street at night.",
+    "A little girl in a pink dress climbs a tree in the park while her father watches.",
+    "A dog runs across the grass.",
+]
+
+
+def sentences(n: int) -> list[str]:
+    """The first ``n`` English sentences of Multi30k test2016 (a few fixed ones without the corpus)."""
+    path = default_data_dir() / "test_2016_flickr.en.gz"
+    if path.is_file():
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return [line.strip() for line, _ in zip(f, range(n), strict=False)]
+    return [FALLBACK[i % len(FALLBACK)] for i in range(n)]
+
+
+def run_clients(url: str, model: str, texts: list[str], beam: int, clients: int, total: int) -> tuple[float, list[float]]:
+    """``clients`` threads, each with its own keep-alive connection, share ``total`` requests.
+    Returns (wall seconds, latencies in ms)."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    counter = iter(range(total))
+    start = threading.Barrier(clients + 1)
+
+    def client() -> None:
+        with httpx.Client(base_url=url, timeout=300) as http:
+            start.wait()
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    return
+                body = {"model": model, "text": texts[i % len(texts)], "beam_size": beam}
+                t0 = time.perf_counter()
+                r = http.post("/api/translate", json=body)
+                r.raise_for_status()
+                with lock:
+                    latencies.append((time.perf_counter() - t0) * 1000)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0, latencies
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(REPO_ROOT / "models" / "en-de-transformer"))
+    parser.add_argument("--requests", type=int, default=128, help="requests per 32-client run")
+    parser.add_argument("--single", type=int, default=32, help="requests per 1-client run")
+    args = parser.parse_args()
+    model_dir = Path(args.model).resolve()
+    texts = sentences(64)
+    with tempfile.TemporaryDirectory() as tmp:
+        models = Path(tmp) / "models"
+        models.mkdir()
+        (models / model_dir.name).symlink_to(model_dir)
+        with running_server(models, Path(tmp) / "server.log") as url:
+            run_clients(url, model_dir.name, texts, 1, 4, 16)  # warm-up
+            rows = []
+            for name, beam in (("greedy", 1), ("beam 5", 5)):
+                one_s, one = run_clients(url, model_dir.name, texts, beam, 1, args.single)
+                many_s, many = run_clients(url, model_dir.name, texts, beam, 32, args.requests)
+                one_rps, many_rps = len(one) / one_s, len(many) / many_s
+                sequential_32 = 32 * statistics.mean(one)
+                rows.append((name, one_rps, percentile(one, 0.5), percentile(one, 0.99), many_rps,
+                             percentile(many, 0.5), percentile(many, 0.99), many_rps / one_rps, sequential_32))  # fmt: skip
+    print(f"| {model_dir.name} | 1 client req/s | p50 ms | p99 ms | 32 clients req/s | p50 ms | p99 ms | speed-up | 32 sequential ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, a, b, c, d, e, f, g, h in rows:
+        print(f"| {name} | {a:.1f} | {b:.0f} | {c:.0f} | {d:.1f} | {e:.0f} | {f:.0f} | {g:.1f}x | {h:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
