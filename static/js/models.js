@@ -143,6 +143,7 @@ function modelCard(card) {
       el("span", { class: "badge", style: { background: `${colorOf.get(card.id)}22`, color: colorOf.get(card.id) } }, describeArchitecture(card).split(",")[0]),
     ),
     card.error ? el("p", { class: "error" }, card.error) : null,
+    ...(card.warnings || []).map((warning) => el("p", { class: "hint model-warning" }, `⚠ ${warning}`)),
     factsList(card),
     bleuTable(card),
     el("h4", {}, "Learning curve"),
