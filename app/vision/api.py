@@ -61,9 +61,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _run(fn: Callable[[], T]) -> T:
+async def _run(request: Request, fn: Callable[[], T]) -> T:
+    """Run ``fn`` in a decode slot of the translation service (its own, never batched), so vision
+    inference shares the queue bound, the deadline and shutdown with translation and never
+    takes the threads that health checks, pages and static files use."""
     try:
-        return await anyio.to_thread.run_sync(fn)
+        return await request.app.state.service.run_alone(fn)
     except BadImage as err:
         if err.status == 413:
             raise HTTPException(status_code=413, detail=err.message) from None
@@ -77,17 +80,17 @@ async def models(service: ServiceDep) -> dict[str, Any]:
 
 @router.post("/glimpses", response_model=GlimpsesResponse, responses=_ERRORS,
              summary="Where the Recurrent Attention Model looks, and what it thinks after each glimpse")
-async def glimpses(body: GlimpsesRequest, service: ServiceDep) -> dict[str, Any]:
+async def glimpses(body: GlimpsesRequest, service: ServiceDep, request: Request) -> dict[str, Any]:
     """The glimpse path (centres and retina patch sides in the input's pixels) and the class
     probabilities after each glimpse. The RAM follows its policy's mean, so the answer is
     deterministic. A full-image CNN answers too: no glimpses, one row of probabilities."""
-    return await _run(lambda: service.glimpses(body.model, body.image))
+    return await _run(request, lambda: service.glimpses(body.model, body.image))
 
 
 @router.post("/caption", response_model=CaptionResponse, responses=_ERRORS,
              summary="Caption a scene and return each word's attention over the image grid")
-async def caption(body: CaptionRequest, service: ServiceDep) -> dict[str, Any]:
-    return await _run(lambda: service.caption(body.model, body.image, body.beam_size))
+async def caption(body: CaptionRequest, service: ServiceDep, request: Request) -> dict[str, Any]:
+    return await _run(request, lambda: service.caption(body.model, body.image, body.beam_size))
 
 
 @router.get("/samples", response_model=SamplesResponse,
