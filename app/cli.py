@@ -111,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="splits aligned (and written) besides train")
     al.add_argument("--out-dir", default=None, help="where the references go (default <data-dir>/alignments)")
 
+    di = sub.add_parser("distill", help="a teacher model's translations of a split, for sequence-level distillation")
+    di.add_argument("model", help="the teacher's model folder")
+    di.add_argument("--out", required=True, help="file of source<TAB>translation lines (.gz to compress)")
+    di.add_argument("--split", default="train")
+    di.add_argument("--data-dir", default=None)
+    di.add_argument("--beam", type=int, default=5)
+    di.add_argument("--batch-size", type=int, default=128)
+    di.add_argument("--device", default=None)
+
     dl = sub.add_parser("download", help="fetch Multi30k task 1 (en, de, fr) from its public repository")
     dl.add_argument("--data-dir", default=None)
 
@@ -383,6 +392,12 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_evaluate(args)
         if args.command == "align-corpus":
             return cmd_align_corpus(args)
+        if args.command == "distill":
+            from app.training.recipes import distill
+
+            print(distill(args.model, data_dir(args.data_dir), args.out, split=args.split, beam_size=args.beam,  # noqa: T201
+                          batch_size=args.batch_size, device=args.device))
+            return 0
         if args.command == "tokenizer":
             return cmd_tokenizer(args)
         if args.command.startswith("vision-"):

@@ -27,6 +27,12 @@ class TrainConfig:
     seed: int = 1
     eval_beam: int = 5
     max_train_tokens: int = 100  # longer training pairs are dropped
+    # R-Drop (Liang et al. 2021): each batch goes through the model twice (two dropout masks)
+    # and the symmetric KL between the two output distributions is added, times this weight.
+    rdrop_alpha: float = 0.0
+    # Sequence-level distillation (Kim & Rush 2016): a file of ``source<TAB>translation`` lines
+    # (``attnscope distill`` writes it from a teacher), added to the training pairs.
+    distill_file: str | None = None
 
 
 PRESETS: dict[str, dict[str, Any]] = {

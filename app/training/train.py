@@ -36,6 +36,7 @@ from app.training.data import Example, collate, encode_pairs, iterate, load_para
 from app.training.distributed import join
 from app.training.evaluate import bleu_scores, evaluate, translate_corpus
 from app.training.presets import TrainConfig
+from app.training.recipes import doubled, rdrop_kl, read_distilled
 from app.translator import Translator
 
 logger = logging.getLogger(__name__)
@@ -153,6 +154,11 @@ def train(
         refs = supervision.references("train", source_lang, target_lang, len(train_pairs))
         train_ex = list(encode_aligned(train_pairs, refs, tokenizer, config.max_train_tokens))
         val_refs = supervision.references("val", source_lang, target_lang, len(val_pairs))
+    distilled = 0
+    if config.distill_file:  # a teacher's translations of the sources, beside the references
+        extra = encode_pairs(read_distilled(config.distill_file), tokenizer.encode, config.max_train_tokens)
+        train_ex, distilled = train_ex + extra, len(extra)
+        logger.info("added %d distilled pairs from %s", distilled, config.distill_file)
     val_ex = encode_pairs(val_pairs, tokenizer.encode, 10_000)
     val_batches = token_batches(val_ex, config.batch_tokens, shuffle=False)
     model = build_model(model_config).to(dev)
@@ -200,18 +206,22 @@ def train(
             examples = [train_ex[i] for i in world.shard(batch)]
             n_tok = sum(len(train_ex[i].tgt) for i in batch)  # target tokens of the global batch
             src, tgt_in, gold = collate(examples, dev)
+            rdrop = config.rdrop_alpha > 0
             with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-                out = net(src, tgt_in, need_weights=supervision is not None)
+                # R-Drop: one pass over the batch twice, so two dropout masks (app.training.recipes)
+                out = net(*(doubled(src, tgt_in) if rdrop else (src, tgt_in)), need_weights=supervision is not None)
             logits = out.logits
             token_loss = F.cross_entropy(
-                logits.float().view(-1, logits.size(-1)), gold.view(-1),
+                logits.float().view(-1, logits.size(-1)), (doubled(gold)[0] if rdrop else gold).view(-1),
                 ignore_index=PAD_ID, label_smoothing=config.label_smoothing, reduction="sum",
-            )
+            ) / (2 if rdrop else 1)  # still the loss per target token of the batch
             # Per token of the global batch; DDP averages the processes' gradients, hence * size.
             loss = token_loss * (world.size / n_tok)
+            if rdrop:
+                loss = loss + config.rdrop_alpha * rdrop_kl(logits, gold, PAD_ID) * (world.size / n_tok)
             if supervision is not None:
                 assert out.cross is not None
-                targets = alignment_targets(examples, gold.size(1), src.size(1), dev)
+                targets = alignment_targets(examples + examples if rdrop else examples, gold.size(1), src.size(1), dev)
                 align_loss = head_alignment_loss(out.cross[:, supervision.layer, supervision.head], targets)
                 loss = loss + supervision.weight * align_loss
                 align_sum += align_loss.item()
@@ -297,7 +307,7 @@ def train(
         "training": {
             "time_s": round(state["train_s"], 1), "hardware": hardware_name(dev), "epochs": state["epoch"],
             "steps": state["step"], "selected": chosen, "best_val_bleu": state["best_bleu"],
-            "train_pairs": len(train_ex), "stopped_by_time_budget": out_of_time, "processes": world.size,
+            "train_pairs": len(train_ex), "distilled_pairs": distilled, "stopped_by_time_budget": out_of_time, "processes": world.size,
             "init_from": str(init_from) if init_from else None,
             "alignment_supervision": dataclasses.asdict(supervision) if supervision else None,
         },

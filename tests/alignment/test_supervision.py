@@ -123,3 +123,16 @@ def test_train_fine_tunes_a_folder_with_a_supervised_head(aligned_corpus: Path, 
     train(config, frozen, out_dir=tmp_path / "same", run_dir=tmp_path / "run0", **common)  # type: ignore[arg-type]
     before, after = load_file(str(init / WEIGHTS_FILE)), load_file(str(tmp_path / "same" / WEIGHTS_FILE))
     assert all(torch.equal(before[k].half(), after[k]) for k in before)
+
+
+def test_supervised_head_trains_with_rdrop(aligned_corpus: Path, tmp_path: Path) -> None:
+    """R-Drop doubles each batch; the head's targets are doubled with it (both passes supervised)."""
+    init = next(p for p in build_tiny_models(tmp_path / "init") if p.name.endswith("transformer"))
+    from app.repository import read_config
+
+    supervision = HeadSupervision(1, 0, weight=1.0, align_dir=str(aligned_corpus / "alignments"))
+    card = train(read_config(init)[0], dataclasses.replace(FAST, rdrop_alpha=2.0), out_dir=tmp_path / "aligned",
+                 run_dir=tmp_path / "run", data_dir=aligned_corpus, tokenizer_path=init / "tokenizer.model",
+                 init_from=init, supervision=supervision, evaluate_test=False, progress=False)
+    curve = card["curve"]
+    assert curve[-1]["train_align_loss"] < curve[0]["train_align_loss"]
