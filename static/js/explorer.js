@@ -1,13 +1,13 @@
 // The attention explorer: controls, the large heatmap (and the teacher-forced one beside it),
 // the layer × head small multiples with per-head entropy. Markup: templates/_explorer.html.
 import { download, el, fillSelect, role, setChildren } from "./dom.js";
-import { drawHeatmap, drawThumbnail, exportImage, matrixCsv, purge } from "./heatmap.js";
+import { DEFAULT_SORT, renderHeadGrid } from "./explorer-grid.js";
+import { cardOf, f1Of, headFacts } from "./head-facts.js";
+import { drawHeatmap, exportImage, matrixCsv, purge } from "./heatmap.js";
 import { KIND_HELP, KIND_LABELS, kindsOf, maxOf, meanEntropy, shapeOf, sharpestHead, viewOf } from "./matrix.js";
 import { fillTable } from "./table.js";
 
 export { viewFromParams, viewToParams } from "./view-params.js";
-
-const THUMB = 88; // px, the longer side of a thumbnail
 
 export const DEFAULT_VIEW = { kind: "cross", layer: null, head: 0, avg: false, merge: false, hideEos: false, stretch: false };
 
@@ -25,9 +25,10 @@ export class Explorer {
     this.aligned = null;
     this.model = null;
     this.state = { ...DEFAULT_VIEW };
+    this.headSort = { ...DEFAULT_SORT }; // the head table's order (explorer-grid.js)
     this.c = Object.fromEntries(
       ["kind", "layer", "head", "avg", "merge", "eos", "stretch", "png", "json", "note", "empty", "grid",
-        "sharpest", "plot-main", "plot-aligned", "aligned-card", "caption-main", "caption-aligned",
+        "head-table", "heads-note", "plot-main", "plot-aligned", "aligned-card", "caption-main", "caption-aligned",
         "empty-aligned", "grid-section", "uniform-keys", "uniform-bits", "png-aligned", "axes-main", "axes-aligned",
         "svg", "csv", "svg-aligned", "csv-aligned", "table-main", "table-aligned", "window-main", "window-aligned"].map((r) => [r, role(root, r)]),
     );
@@ -257,6 +258,15 @@ export class Explorer {
     this.root.querySelector(".plots").classList.remove("two");
   }
 
+  /** " · alignment F1 0.82 (test2016)" for a cross-attention view, from the model's card. */
+  f1Caption({ layer, head }) {
+    if (this.state.kind !== "cross") return "";
+    const facts = this.headFacts();
+    const f1 = f1Of(facts, layer, head);
+    if (f1 !== null) return ` · alignment F1 ${f1.toFixed(2)} (${facts.split}, from the card)`;
+    return facts.f1 ? "" : " · alignment F1 not measured";
+  }
+
   async drawOne(response, which, options) {
     const gd = this.c[`plot-${which}`];
     const empty = this.c[which === "main" ? "empty" : "empty-aligned"];
@@ -277,7 +287,7 @@ export class Explorer {
     this.views[which] = view;
     const entropy = meanEntropy(view.z);
     const sharpest = this.defaultHead && options.head !== "avg" ? " (the sharpest head, shown first)" : "";
-    caption.textContent = `${title} — ${this.where(options.layer, options.head)}${sharpest} · mean entropy ${entropy.toFixed(2)} bits`;
+    caption.textContent = `${title} — ${this.where(options.layer, options.head)}${sharpest} · mean entropy ${entropy.toFixed(2)} bits${this.f1Caption(options)}`;
     this.c[`axes-${which}`].textContent =
       `rows: ${view.rowTitle} ${options.merge ? "words" : "tokens"} (${view.z.length}) · columns: ${view.colTitle} ${options.merge ? "words" : "tokens"} (${view.colLabels.length})` +
       (view.hiddenEos ? " · </s> hidden, rows renormalised" : "");
@@ -312,77 +322,13 @@ export class Explorer {
   }
 
   renderGrid() {
-    const section = this.c["grid-section"];
-    if (!section) return;
-    const s = this.state;
-    const { layers, heads } = shapeOf(this.response, s.kind);
-    section.hidden = layers * heads === 1;
-    if (section.hidden) return;
-    const options = { merge: s.merge, hideEos: s.hideEos };
-    const entries = [];
-    const grid = this.c.grid;
-    grid.style.setProperty("--heads", String(heads + (heads > 1 ? 1 : 0)));
-    const cells = [];
-    let maxBits = 0;
-    let keys = 0;
-    for (let layer = 0; layer < layers; layer++) {
-      cells.push(el("div", { class: "grid-layer" }, `Layer ${layer + 1}`));
-      const heads_ = heads > 1 ? [...Array(heads).keys(), "avg"] : [0];
-      for (const head of heads_) {
-        const view = viewOf(this.response, s.kind, { ...options, layer, head });
-        const bits = meanEntropy(view.z);
-        keys = view.colLabels.length;
-        maxBits = Math.max(maxBits, Math.log2(Math.max(keys, 2)));
-        if (head !== "avg") entries.push({ layer, head, bits });
-        const selected = layer === s.layer && (head === "avg" ? s.avg : !s.avg && head === s.head);
-        const canvas = el("canvas", { "aria-hidden": "true" });
-        drawThumbnail(canvas, view.z, s.stretch ? Math.max(maxOf(view.z), 1e-6) : 1);
-        const rows = view.z.length;
-        const cols = view.colLabels.length;
-        const scale = THUMB / Math.max(rows, cols, 1);
-        canvas.style.width = `${Math.max(8, Math.round(cols * scale))}px`;
-        canvas.style.height = `${Math.max(8, Math.round(rows * scale))}px`;
-        const label = head === "avg" ? "avg" : `H${head + 1}`;
-        cells.push(
-          el(
-            "button",
-            {
-              type: "button",
-              class: `thumb${selected ? " selected" : ""}${head === "avg" ? " avg" : ""}`,
-              title: `${this.where(layer, head)} — mean entropy ${bits.toFixed(2)} bits`,
-              "aria-pressed": selected ? "true" : "false",
-              dataset: { layer: String(layer), head: String(head), entropy: bits.toFixed(4) },
-              onclick: () => this.open(layer, head),
-            },
-            el("span", { class: "thumb-img" }, canvas),
-            el("span", { class: "thumb-label" }, label, el("span", { class: "bits" }, bits.toFixed(2))),
-            el("span", { class: "entropy-bar" }, el("span", { dataset: { bits: String(bits) } })),
-          ),
-        );
-      }
-    }
-    setChildren(grid, cells);
-    for (const bar of grid.querySelectorAll(".entropy-bar > span")) {
-      bar.style.width = `${Math.min(100, (100 * Number(bar.dataset.bits)) / (maxBits || 1))}%`;
-    }
-    this.c["uniform-keys"].textContent = String(keys);
-    this.c["uniform-bits"].textContent = Math.log2(Math.max(keys, 1)).toFixed(2);
-    entries.sort((a, b) => a.bits - b.bits);
-    setChildren(
-      this.c.sharpest,
-      entries.slice(0, 6).map((e) =>
-        el(
-          "li",
-          {},
-          el(
-            "button",
-            { type: "button", class: "linklike", onclick: () => this.open(e.layer, e.head) },
-            `Layer ${e.layer + 1} · head ${e.head + 1}`,
-          ),
-          el("span", { class: "bits" }, `${e.bits.toFixed(2)} bits`),
-        ),
-      ),
-    );
+    renderHeadGrid(this);
+  }
+
+  /** The model's card's numbers for the heads of the kind shown (see head-facts.js). */
+  headFacts() {
+    const { layers, heads } = shapeOf(this.response, this.state.kind);
+    return headFacts(cardOf(this.response.model), this.state.kind, layers, heads);
   }
 
   /** Open one thumbnail large. */

@@ -2,12 +2,14 @@
 // cross-attention head (card.alignment, from `attnscope evaluate --alignment`) and test BLEU with
 // each head switched off (card.ablation, from `attnscope evaluate --ablate`).
 import { el, plotlyReady } from "./dom.js";
+import { signed } from "./head-facts.js";
+import { KIND_LABELS, KIND_ORDER } from "./matrix.js";
 
 const CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
 const fmt = (v, digits = 2) => (typeof v === "number" ? v.toFixed(digits) : "–");
 
 /** A layer x head heatmap with each value written in its cell. */
-async function drawGrid(div, grid, { zmin, zmax, colorscale, title, hover, reversescale = false }) {
+async function drawGrid(div, grid, { zmin, zmax, colorscale, title, hover, text, reversescale = false }) {
   const Plotly = await plotlyReady();
   const heads = grid[0].length;
   const layers = grid.length;
@@ -17,7 +19,7 @@ async function drawGrid(div, grid, { zmin, zmax, colorscale, title, hover, rever
     x: [...Array(heads).keys()].map((h) => `H${h}`),
     y: [...Array(layers).keys()].map((l) => `L${l}`),
     zmin, zmax, colorscale, reversescale,
-    text: grid.map((row) => row.map((v) => fmt(v, title === "F1" ? 2 : 1))),
+    text: grid.map((row) => row.map(text)),
     texttemplate: "%{text}",
     hovertemplate: hover,
     colorbar: { title: { text: title }, thickness: 10 },
@@ -34,7 +36,7 @@ async function drawGrid(div, grid, { zmin, zmax, colorscale, title, hover, rever
 /** The card's alignment section (null when the card has none). Returns {node, draw}. */
 export function alignmentGrid(card) {
   const a = card.alignment;
-  if (!a || !Array.isArray(a.f1) || !a.f1.length) return null;
+  if (!a || !Array.isArray(a.f1) || !a.f1.length || !Array.isArray(a.f1[0])) return null;
   const div = el("div", { class: "mini-chart chart", dataset: { chart: "alignment-f1" } });
   const best = a.best_head || {};
   const summary = el("p", { class: "hint" },
@@ -44,7 +46,7 @@ export function alignmentGrid(card) {
   const node = el("div", { class: "head-grid", dataset: { grid: "alignment" } },
     el("h4", {}, "Which heads align words"), summary, div);
   const draw = () => drawGrid(div, a.f1, {
-    zmin: 0, zmax: 1, colorscale: "Blues", reversescale: true, title: "F1",
+    zmin: 0, zmax: 1, colorscale: "Blues", reversescale: true, title: "F1", text: (v) => fmt(v),
     hover: "layer %{y}, head %{x}: F1 %{z:.3f}<extra></extra>",
   });
   return { node, draw };
@@ -53,16 +55,21 @@ export function alignmentGrid(card) {
 /** The card's ablation section: BLEU change with each head off (null when the card has none). */
 export function ablationGrids(card) {
   const ab = card.ablation;
-  if (!ab || !ab.bleu_without_head) return null;
+  if (!ab || !ab.bleu_without_head || typeof ab.baseline !== "number") return null;
   const parts = [];
   const draws = [];
-  for (const [kind, grid] of Object.entries(ab.bleu_without_head)) {
+  // The card's kinds in the explorer's order (the card file may have them sorted by name).
+  const kinds = Object.keys(ab.bleu_without_head).sort((a, b) => KIND_ORDER.indexOf(a) - KIND_ORDER.indexOf(b));
+  for (const kind of kinds) {
+    const grid = ab.bleu_without_head[kind];
+    if (!Array.isArray(grid) || !grid.length || !Array.isArray(grid[0])) continue;
     const delta = grid.map((row) => row.map((v) => (typeof v === "number" ? v - ab.baseline : null)));
     const div = el("div", { class: "mini-chart chart", dataset: { chart: `ablation-${kind}` } });
-    parts.push(el("h5", {}, kind.replace("_", " ")), div);
+    parts.push(el("h5", {}, KIND_LABELS[kind] || kind), div);
     const span = Math.max(0.5, ...delta.flat().map((v) => Math.abs(v ?? 0)));
+    // Reversed RdBu: a head whose loss costs BLEU is red, one whose loss helps is blue.
     draws.push(() => drawGrid(div, delta, {
-      zmin: -span, zmax: span, colorscale: "RdBu", title: "ΔBLEU",
+      zmin: -span, zmax: span, colorscale: "RdBu", reversescale: true, title: "ΔBLEU", text: (v) => signed(v),
       hover: `layer %{y}, head %{x} off: %{z:+.2f} BLEU<extra></extra>`,
     }));
   }

@@ -114,7 +114,7 @@ def test_translate_draws_a_heatmap_of_target_by_source_tokens(
     # a small multiple per layer x head (plus each layer's average), with its entropy
     thumbs = page.locator("#explorer [data-role=grid] .thumb")
     expect(thumbs).to_have_count(2 * (2 + 1))
-    expect(page.locator("#explorer [data-role=sharpest] li")).to_have_count(4)
+    expect(page.locator("#explorer [data-role=head-table] tbody tr")).to_have_count(4)  # every head ranked
     page.mouse.move(0, 0)
     shoot(page, "translate")
 

@@ -1,0 +1,92 @@
+"""``attnscope evaluate --ablate``: BLEU with each head switched off, as ``[layer][head]`` grids.
+
+The references are the model's own greedy translations, so BLEU with every head on is exactly
+100 and a cell falls below it only if switching that head off changes what the model writes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from app.cli import main
+from app.nn.ablation import disabled_heads
+from app.repository import LoadedModel, load_model_folder, save_model_folder
+from app.testing import TINY_KINDS, TINY_PAIRS, build_tiny_models
+from app.training.ablation import ablation_bleu
+from app.training.data import load_parallel
+from app.training.evaluate import bleu_scores, translate_corpus
+from app.translator import Translator
+
+from .conftest import write_corpus
+
+SOURCES = [source for source, _ in TINY_PAIRS]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
+    """A tiny Transformer (2 + 2 layers, 2 heads) with weights large enough that its output
+    depends on the input and on single heads (the default tiny init repeats one token)."""
+    root = tmp_path_factory.mktemp("ablation")
+    (folder,) = build_tiny_models(root, kinds=[k for k in TINY_KINDS if k[0] == "transformer"])
+    loaded = load_model_folder(folder, torch.device("cpu"))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in loaded.model.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator) * 0.7)
+    save_model_folder(folder, loaded.model, loaded.tokenizer, source_lang="en", target_lang="de", card=loaded.card)
+    return load_model_folder(folder, torch.device("cpu"))
+
+
+@pytest.fixture(scope="module")
+def own_corpus(model: LoadedModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """test2016 = the tiny sources with the model's own greedy translations as references."""
+    hyps = translate_corpus(Translator(model), SOURCES, beam_size=1, progress=False)
+    pairs = [(s, h.strip()) for s, h in zip(SOURCES, hyps, strict=True) if h.strip()]
+    assert len(pairs) >= 5
+    return write_corpus(tmp_path_factory.mktemp("own"), {"test2016": pairs})
+
+
+def bleu_with_off(model: LoadedModel, corpus: Path, head: tuple[str, int, int]) -> float:
+    """BLEU of test2016 with one head off, computed here without ablation_bleu."""
+    pairs = load_parallel(corpus, "test2016", "en", "de")
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    with disabled_heads(model.model, [head]):
+        hyps = translate_corpus(Translator(model), sources, beam_size=1, progress=False)
+    return float(bleu_scores(hyps, references)["lowercase_13a"])
+
+
+def test_each_cell_is_bleu_with_that_head_off(model: LoadedModel, own_corpus: Path) -> None:
+    result = ablation_bleu(Translator(model), own_corpus, beam_size=1, progress=False)
+    assert result["baseline"] == 100.0  # the references are the model's own output
+    assert result["split"] == "test2016" and result["beam_size"] == 1
+    grids = result["bleu_without_head"]
+    assert set(grids) == {"cross", "encoder_self", "decoder_self"}
+    for grid in grids.values():  # [layer][head]: 2 layers x 2 heads each
+        assert [len(row) for row in grid] == [2, 2]
+        assert all(0.0 <= v <= 100.0 for row in grid for v in row)
+    assert any(v < 100.0 for grid in grids.values() for row in grid for v in row)  # heads matter
+    for kind, layer, head in [("cross", 1, 0), ("encoder_self", 0, 1), ("decoder_self", 1, 1)]:
+        assert grids[kind][layer][head] == pytest.approx(bleu_with_off(model, own_corpus, (kind, layer, head)))
+
+
+def test_kinds_limit_the_grids_and_a_missing_kind_is_an_error(model: LoadedModel, own_corpus: Path, tmp_path: Path) -> None:
+    result = ablation_bleu(Translator(model), own_corpus, kinds=["cross"], beam_size=1, progress=False)
+    assert list(result["bleu_without_head"]) == ["cross"]
+    (rnn,) = build_tiny_models(tmp_path, kinds=[k for k in TINY_KINDS if k[0] == "rnn-additive"])
+    with pytest.raises(ValueError, match="has no encoder_self attention; it has cross"):
+        ablation_bleu(Translator(load_model_folder(rnn, torch.device("cpu"))), own_corpus, kinds=["encoder_self"])
+
+
+def test_update_card_adds_the_ablation_and_keeps_the_rest(model: LoadedModel, own_corpus: Path, tmp_path: Path) -> None:
+    folder = shutil.copytree(model.path, tmp_path / "model")
+    before = json.loads((folder / "card.json").read_text())
+    args = ["evaluate", str(folder), "--data-dir", str(own_corpus), "--ablate", "--ablate-kinds", "cross", "--beam", "1"]
+    assert main([*args, "--update-card"]) == 0
+    card = json.loads((folder / "card.json").read_text())
+    assert {k: v for k, v in card.items() if k != "ablation"} == before
+    assert card["ablation"]["baseline"] == 100.0
+    assert list(card["ablation"]["bleu_without_head"]) == ["cross"]
