@@ -163,5 +163,8 @@ function renderTable(explorer, entries, facts) {
       columns.map((col) => cells[col.key]()),
     );
   });
+  // The grid counts from 1 (as people do); the API, the cards and the Heads card from 0.
+  explorer.c["count-hint"].textContent =
+    `Counted from 1 as in the grid; the API and the model cards count from 0 (layer ${s.layer + 1} · head ${s.head + 1} here is L${s.layer}H${s.head} there).`;
   setChildren(explorer.c["head-table"], el("thead", {}, el("tr", {}, header)), el("tbody", {}, rows));
 }

@@ -28,7 +28,7 @@ export class Explorer {
     this.headSort = { ...DEFAULT_SORT }; // the head table's order (explorer-grid.js)
     this.c = Object.fromEntries(
       ["kind", "layer", "head", "avg", "merge", "eos", "stretch", "png", "json", "note", "empty", "grid",
-        "head-table", "heads-note", "plot-main", "plot-aligned", "aligned-card", "caption-main", "caption-aligned",
+        "head-table", "heads-note", "count-hint", "plot-main", "plot-aligned", "aligned-card", "caption-main", "caption-aligned",
         "empty-aligned", "grid-section", "uniform-keys", "uniform-bits", "png-aligned", "axes-main", "axes-aligned",
         "svg", "csv", "svg-aligned", "csv-aligned", "table-main", "table-aligned", "window-main", "window-aligned"].map((r) => [r, role(root, r)]),
     );

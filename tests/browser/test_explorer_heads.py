@@ -121,6 +121,7 @@ def test_head_grid_shows_each_heads_f1_beside_its_entropy_and_sorts_by_it(page: 
     expect(caption).to_contain_text("layer 2 · head 2")
     expect(caption).to_contain_text("alignment F1 0.88 (test2016, from the card)")
     expect(page.locator(f"{TABLE} tr.selected")).to_have_attribute("data-layer", "1")
+    expect(page.locator("#explorer [data-role=count-hint]")).to_contain_text("layer 2 · head 2 here is L1H1 there")
     shoot(page, "explorer-heads-1400")
     page.set_viewport_size({"width": 390, "height": 844})
     expect(page.locator(f"{TABLE} tbody tr")).to_have_count(4)
