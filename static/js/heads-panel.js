@@ -82,7 +82,7 @@ async function runAttribution() {
       : null;
     const rho = r.correlation ? r.correlation.integrated_gradients : null;
     const table = rho ? el("table", { class: "bleu-table", dataset: { role: "heads-correlation" } },
-      el("thead", {}, el("tr", {}, el("th", {}, "ρ"), ...rho[0].map((_, h) => el("th", {}, `H${h}`)))),
+      el("thead", {}, el("tr", {}, el("th", { class: "no-caps", title: "Spearman's rank correlation" }, "ρ"), ...rho[0].map((_, h) => el("th", {}, `H${h}`)))),
       el("tbody", {}, rho.map((row, l) => el("tr", {}, el("th", {}, `L${l}`), ...row.map((v) => el("td", {}, v == null ? "–" : v.toFixed(2))))))) : null;
     const left = el("div", { class: "chart", dataset: { chart: "attribution" } });
     const right = el("div", { class: "chart", dataset: { chart: "attention-mean" } });

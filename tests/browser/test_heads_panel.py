@@ -29,4 +29,5 @@ def test_switch_heads_off_and_compare_with_attribution(page: Page, server_url: s
     expect(card).to_contain_text("2 heads off")
     card.locator("[data-role=heads-attribution]").click()
     expect(card.locator("[data-role=heads-correlation] tbody tr")).to_have_count(2, timeout=60_000)
+    assert card.locator("[data-role=heads-correlation] thead th").first.inner_text() == "ρ"  # not capitalised to Ρ
     shoot(page, "heads-panel")
