@@ -25,6 +25,7 @@ from app.repository import (
     read_config,
 )
 from app.serving.errors import Unavailable, UnknownModel
+from app.serving.head_scores import CardAblation, CardAlignment, card_head_scores
 from app.serving.schemas import ModelInfo, UnavailableModel
 from app.translator import Translator
 
@@ -54,9 +55,21 @@ class ServedModel:
     def id(self) -> str:
         return self.loaded.id
 
+    @property
+    def encoder_layers(self) -> int:
+        c = self.loaded.config
+        return c.encoder_layers if isinstance(c, TransformerConfig) else 1
+
+    def head_scores(self) -> tuple[CardAlignment | None, CardAblation | None, list[str]]:
+        """The card's per-head sections that fit this model, and a warning for each that does not."""
+        c = self.loaded.config
+        shapes = {k: (self.encoder_layers if k == "encoder_self" else c.layers, c.num_heads) for k in c.attention_kinds}
+        return card_head_scores(self.loaded.card, shapes)
+
     def info(self, device: torch.device) -> ModelInfo:
         c, card = self.loaded.config, self.loaded.card
         bleu = card.get("bleu")
+        alignment, ablation, head_warnings = self.head_scores()
         return ModelInfo(
             id=self.loaded.id,
             architecture=c.architecture,
@@ -64,7 +77,7 @@ class ServedModel:
             source_lang=self.loaded.source_lang,
             target_lang=self.loaded.target_lang,
             layers=c.layers,
-            encoder_layers=c.encoder_layers if isinstance(c, TransformerConfig) else 1,
+            encoder_layers=self.encoder_layers,
             heads=c.num_heads,
             parameters=self.loaded.model.num_parameters,
             attention=list(c.attention_kinds),  # type: ignore[arg-type]
@@ -73,11 +86,13 @@ class ServedModel:
             card={k: v for k, v in card.items() if v is None or isinstance(v, str | int | float | bool)},
             max_source_tokens=self.max_source_tokens,
             max_length=self.max_decode_length,
-            warnings=list(self.loaded.warnings),
+            warnings=[*self.loaded.warnings, *head_warnings],
             decoding={
                 "length_penalty": self.translator.length_penalty,
                 "coverage_penalty": self.translator.coverage_penalty,
             },
+            alignment=alignment,
+            ablation=ablation,
         )
 
     def page_card(self) -> dict[str, Any]:
@@ -85,13 +100,17 @@ class ServedModel:
         partial (or missing): language pair, architecture, score, parameters."""
         c = self.loaded.config
         facts = {"architecture": c.architecture, "score": score_of(c), "parameters": self.loaded.model.num_parameters}
+        alignment, ablation, head_warnings = self.head_scores()
+        card = {k: v for k, v in self.loaded.card.items() if k not in ("alignment", "ablation")}
         return {
             **facts,
-            **self.loaded.card,
+            **card,
+            **({"alignment": self.loaded.card["alignment"]} if alignment else {}),  # only sections that fit
+            **({"ablation": self.loaded.card["ablation"]} if ablation else {}),
             "id": self.loaded.id,
             "source_lang": self.loaded.source_lang,
             "target_lang": self.loaded.target_lang,
-            "warnings": list(self.loaded.warnings),
+            "warnings": [*self.loaded.warnings, *head_warnings],
         }
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic_core import PydanticCustomError
 
+from app.serving.head_scores import CardAblation, CardAlignment
 from app.serving.heads import (
     ALIGNMENT_DESCRIPTION,
     DISABLE_DESCRIPTION,
@@ -372,6 +373,16 @@ class ModelInfo(BaseModel):
             "The beam-search defaults this model is decoded with: length_penalty (GNMT's alpha) and "
             "coverage_penalty (GNMT's beta), from its card (tuned on validation data) or the defaults 0.6 and 0."
         ),
+    )
+    alignment: CardAlignment | None = Field(
+        default=None,
+        description="From the card (`attnscope evaluate --alignment`): each cross-attention head's word-alignment "
+        "F1, AER, precision and recall as [layer][head] grids, with the baselines; null when not measured.",
+    )
+    ablation: CardAblation | None = Field(
+        default=None,
+        description="From the card (`attnscope evaluate --ablate`): test BLEU with each head switched off, per "
+        "attention kind as [layer][head] grids; null when not measured.",
     )
 
 

@@ -50,9 +50,12 @@ def chromium_path() -> str:
 
 
 F1 = [[0.25, 0.75], [0.5, 0.875]]
-ALIGNMENT_CARD = {
-    "split": "test2016", "f1": F1, "aer": [[1 - v for v in row] for row in F1],
-    "average_of_heads": {"f1": 0.625}, "diagonal": {"f1": 0.55}, "best_head": {"layer": 1, "head": 1, "f1": 0.875},
+SCORES = {"precision": 0.5, "recall": 0.5, "f1": 0.5, "aer": 0.5}
+ALIGNMENT_CARD = {  # every key `attnscope evaluate --alignment` writes (the server drops a section that does not parse)
+    "split": "test2016", "f1": F1, "aer": [[1 - v for v in row] for row in F1], "precision": F1, "recall": F1,
+    "per_layer": [{**SCORES, "f1": 0.5}, {**SCORES, "f1": 0.625}], "average_of_heads": {**SCORES, "f1": 0.625},
+    "diagonal": {**SCORES, "f1": 0.55}, "best_head": {"layer": 1, "head": 1, "f1": 0.875},
+    "worst_head": {"layer": 0, "head": 0, "f1": 0.25},
 }
 ABLATION_CARD = {"split": "test2016", "beam_size": 5, "baseline": 30.0,
                  "bleu_without_head": {"cross": [[29.5, 30.0], [25.0, 30.25]]}}

@@ -90,6 +90,8 @@ def test_head_grid_shows_each_heads_f1_beside_its_entropy_and_sorts_by_it(page: 
             expect(thumb).to_have_attribute("data-f1", str(f1))
             expect(thumb.locator(".thumb-f1 .f1")).to_have_text(f"{f1:.2f}")
             expect(thumb.locator(".bits")).to_have_text(f"{float(thumb.get_attribute('data-entropy')):.2f}")
+    for layer, per_layer in enumerate(crafted["alignment"]["per_layer"]):  # a layer's average of heads
+        expect(page.locator(f"#explorer .thumb[data-layer='{layer}'][data-head='avg']")).to_have_attribute("data-f1", str(per_layer["f1"]))
     # the table starts sharpest first, and every row shows entropy, F1 and the BLEU change
     expect(page.locator(f"{TABLE} tbody tr")).to_have_count(4)
     shown = rows(page)

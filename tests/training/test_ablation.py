@@ -5,14 +5,11 @@ The references are the model's own greedy translations, so BLEU with every head 
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from app.cli import main
 from app.nn.ablation import disabled_heads
 from app.repository import LoadedModel, load_model_folder, save_model_folder
 from app.testing import TINY_KINDS, TINY_PAIRS, build_tiny_models
@@ -80,13 +77,3 @@ def test_kinds_limit_the_grids_and_a_missing_kind_is_an_error(model: LoadedModel
     with pytest.raises(ValueError, match="has no encoder_self attention; it has cross"):
         ablation_bleu(Translator(load_model_folder(rnn, torch.device("cpu"))), own_corpus, kinds=["encoder_self"])
 
-
-def test_update_card_adds_the_ablation_and_keeps_the_rest(model: LoadedModel, own_corpus: Path, tmp_path: Path) -> None:
-    folder = shutil.copytree(model.path, tmp_path / "model")
-    before = json.loads((folder / "card.json").read_text())
-    args = ["evaluate", str(folder), "--data-dir", str(own_corpus), "--ablate", "--ablate-kinds", "cross", "--beam", "1"]
-    assert main([*args, "--update-card"]) == 0
-    card = json.loads((folder / "card.json").read_text())
-    assert {k: v for k, v in card.items() if k != "ablation"} == before
-    assert card["ablation"]["baseline"] == 100.0
-    assert list(card["ablation"]["bleu_without_head"]) == ["cross"]
