@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor, nn
 
 from app.nn import inference
@@ -44,15 +45,14 @@ class MultiHeadAttention(nn.Module):
             return kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)  # (B, H, S, Dh)
         return self.split(self.k_proj(x)), self.split(self.v_proj(x))
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """x: (B, T, D) -> queries, keys and values of self-attention, each (B, H, T, Dh); one
-        fused product when decoding."""
+    def project_qkv(self, x: Tensor) -> Tensor:
+        """x: (B, T, D) -> queries, keys and values of self-attention stacked, (3, B, H, T, Dh);
+        one fused product when decoding."""
         if not (inference.decoding() and inference.fusable(self.q_proj, self.k_proj, self.v_proj)):
-            return self.split(self.q_proj(x)), *self.project_kv(x)
+            return torch.stack([self.split(self.q_proj(x)), *self.project_kv(x)])
         w, b = inference.fused_linear(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
         qkv = inference.apply(x, w, b).view(x.size(0), x.size(1), 3, self.heads, self.head_dim)
-        qkv = qkv.permute(2, 0, 3, 1, 4)  # (3, B, H, T, Dh)
-        return qkv[0], qkv[1], qkv[2]
+        return qkv.permute(2, 0, 3, 1, 4)  # (3, B, H, T, Dh)
 
     def forward(
         self,

@@ -15,6 +15,7 @@ from app.nn import inference
 from app.nn.attention import MultiHeadAttention
 from app.nn.base import Seq2Seq
 from app.nn.config import TransformerConfig
+from app.nn.kv_cache import KVCache
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
 
 Sublayer = Callable[[Tensor], tuple[Tensor, Tensor | None]]
@@ -84,60 +85,74 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        self_kv: tuple[Tensor, Tensor] | None,
+        cache: KVCache,
         self_mask: Tensor | None,
         cross_kv: tuple[Tensor, Tensor],
         cross_mask: Tensor,
         need_weights: bool,
-    ) -> tuple[Tensor, Tensor | None, Tensor | None, tuple[Tensor, Tensor]]:
-        """x: (B, T, D) new positions. ``self_kv`` holds the keys/values of earlier positions
-        (B, H, t, Dh) or None. Returns x, self weights, cross weights and the grown self cache."""
-        grown: tuple[Tensor, Tensor] = (x.new_empty(0), x.new_empty(0))
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, KVCache]:
+        """x: (B, T, D) new positions after the ``cache``'s earlier ones (``self_mask`` None or
+        broadcastable to (B, H, T, t + T)). Returns x, the self weights (B, H, T, t + T), the
+        cross weights (B, H, T, S) and the cache grown by the T positions (written in place).
 
-        def self_block(y: Tensor) -> tuple[Tensor, Tensor | None]:
-            nonlocal grown
-            q, k, v = self.self_attn.project_qkv(y)  # (B, H, T, Dh)
-            if self_kv is not None:
-                k, v = torch.cat([self_kv[0], k], dim=2), torch.cat([self_kv[1], v], dim=2)
-            grown = (k, v)
-            return self.self_attn.attend(q, k, v, self_mask, need_weights)
+        The sublayers are called as plain functions (no module hooks, no closures): decoding runs
+        this once per token and layer, where each avoided call is time saved."""
+        pre, training = self.res_self.pre_norm, self.training
+        qkv = self.self_attn.project_qkv(_norm(self.res_self, x) if pre else x)  # (3, B, H, T, Dh)
+        cache = cache.append(qkv[1:])
+        out, self_w = self.self_attn.attend(qkv[0], *cache.pair(), self_mask, need_weights)
+        x = _residual(self.res_self, x, out, training)
+        y = _norm(self.res_cross, x) if pre else x
+        out, cross_w = self.cross_attn(y, kv=cross_kv, mask=cross_mask, need_weights=need_weights)
+        x = _residual(self.res_cross, x, out, training)
+        first, _, dropout, last = self.ff.net
+        hidden = torch.relu(first(_norm(self.res_ff, x) if pre else x))
+        out = last(dropout(hidden) if training else hidden)
+        return _residual(self.res_ff, x, out, training), self_w, cross_w, cache
 
-        x, self_w = self.res_self(x, self_block)
-        x, cross_w = self.res_cross(
-            x, lambda y: self.cross_attn(y, kv=cross_kv, mask=cross_mask, need_weights=need_weights)
-        )
-        x, _ = self.res_ff(x, self.ff)
-        return x, self_w, cross_w, grown
+
+def _norm(residual: Residual, x: Tensor) -> Tensor:
+    """The residual's layer norm as a function (the same arithmetic as calling the module)."""
+    n = residual.norm
+    return nn.functional.layer_norm(x, n.normalized_shape, n.weight, n.bias, n.eps)
+
+
+def _residual(residual: Residual, x: Tensor, out: Tensor, training: bool) -> Tensor:
+    """``Residual.forward`` after its sublayer: x + dropout(out), normed after for post-norm."""
+    x = x + (residual.dropout(out) if training else out)
+    return x if residual.pre_norm else _norm(residual, x)
 
 
 @dataclass
 class TransformerState:
-    """Per-layer caches: self keys/values (N, H, t, Dh) grow by one position per step; cross
-    keys/values (G, H, S, Dh) and the source mask (G, 1, 1, S) are computed once per sentence from
-    the encoder memory. ``group`` rows share a sentence's cross keys/values (the beams of beam
-    search; rows ``n*group .. n*group+group-1`` are sentence ``n``'s), so N = G * group."""
+    """Per-layer caches: self keys/values (N, H, t, Dh), written in place one position per step
+    (:class:`~app.nn.kv_cache.KVCache`); cross keys/values (G, H, S, Dh) and the source mask
+    (G, 1, 1, S) are computed once per sentence from the encoder memory. ``group`` rows share a
+    sentence's cross keys/values (the beams of beam search; rows ``n*group .. n*group+group-1``
+    are sentence ``n``'s), so N = G * group."""
 
-    self_kv: list[tuple[Tensor, Tensor]] | None
+    self_cache: list[KVCache] | None
     cross_kv: list[tuple[Tensor, Tensor]]
     cross_mask: Tensor
     position: int = 0
     group: int = 1
 
+    @property
+    def self_kv(self) -> list[tuple[Tensor, Tensor]] | None:
+        """Per layer, the self keys and values (N, H, t, Dh): views of the caches."""
+        return None if self.self_cache is None else [c.pair() for c in self.self_cache]
+
     def reorder(self, indices: Tensor) -> TransformerState:
         """With ``group > 1``, ``indices`` keeps groups: its rows ``j*group ..`` all come from one
         earlier group (beam search picks parents within a sentence). The per-sentence caches are
         then re-indexed only when sentences leave."""
-
-        def pick(pair: tuple[Tensor, Tensor], index: Tensor) -> tuple[Tensor, Tensor]:
-            return pair[0].index_select(0, index), pair[1].index_select(0, index)
-
         cross_kv, cross_mask = self.cross_kv, self.cross_mask
         if self.group == 1 or indices.numel() != self.cross_mask.size(0) * self.group:
             sentences = indices if self.group == 1 else indices[:: self.group] // self.group
-            cross_kv = [pick(p, sentences) for p in self.cross_kv]
+            cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv]
             cross_mask = self.cross_mask.index_select(0, sentences)
         return TransformerState(
-            self_kv=None if self.self_kv is None else [pick(p, indices) for p in self.self_kv],
+            self_cache=None if self.self_cache is None else [c.select(indices) for c in self.self_cache],
             cross_kv=cross_kv,
             cross_mask=cross_mask,
             position=self.position,
@@ -186,7 +201,7 @@ class Transformer(Seq2Seq):
     def init_state(self, enc: EncoderOutput, group: int = 1) -> TransformerState:
         """The state of ``group`` rows per sentence of ``enc``, sharing its cross keys/values."""
         cross = [cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory) for layer in self.decoder_layers]
-        return TransformerState(self_kv=None, cross_kv=cross, cross_mask=enc.mask[:, None, None, :], group=group)
+        return TransformerState(self_cache=None, cross_kv=cross, cross_mask=enc.mask[:, None, None, :], group=group)
 
     def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, TransformerState]:
         """Cross keys/values projected once per sentence and shared by its beams; ``step``
@@ -198,7 +213,7 @@ class Transformer(Seq2Seq):
     ) -> tuple[Tensor, TransformerState, Tensor | None, Tensor | None]:
         self_rows, cross_rows, caches = [], [], []
         for i, layer in enumerate(self.decoder_layers):
-            past = None if state.self_kv is None else state.self_kv[i]
+            past = KVCache() if state.self_cache is None else state.self_cache[i]
             x, sw, cw, kv = layer(x, past, self_mask, state.cross_kv[i], state.cross_mask, need_weights)
             self_rows.append(sw)
             cross_rows.append(cw)
