@@ -49,7 +49,7 @@ class MultiHeadAttention(nn.Module):
         """x: (B, T, D) -> queries, keys and values of self-attention stacked, (3, B, H, T, Dh);
         one fused product when decoding."""
         if not (inference.decoding() and inference.fusable(self.q_proj, self.k_proj, self.v_proj)):
-            return torch.stack([self.split(self.q_proj(x)), *self.project_kv(x)])
+            return torch.stack([self.split(inference.linear(self.q_proj, x)), *self.project_kv(x)])
         w, b = inference.fused_linear(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
         qkv = inference.apply(x, w, b).view(x.size(0), x.size(1), 3, self.heads, self.head_dim)
         return qkv.permute(2, 0, 3, 1, 4)  # (3, B, H, T, Dh)
@@ -68,7 +68,7 @@ class MultiHeadAttention(nn.Module):
         mask: broadcastable to (G, H, T, S), True where a query may attend to a key.
         Returns the output (B, T, D) and, if asked, the weights (B, H, T, S).
         """
-        q = self.split(self.q_proj(query))  # (B, H, T, Dh)
+        q = self.split(inference.linear(self.q_proj, query))  # (B, H, T, Dh)
         if kv is None:
             assert key_value is not None
             kv = self.project_kv(key_value)
@@ -86,10 +86,15 @@ class MultiHeadAttention(nn.Module):
             q = q.view(groups, g, heads, t, dh).transpose(1, 2).reshape(groups, heads, g * t, dh)
         p = self.dropout if self.training else 0.0
         weights = None
-        if need_weights:
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (G, H, g*T, S)
+        if need_weights:  # batched products over (G * H) matrices: what ``@`` on 4-d tensors
+            # computes, without its expand/reshape bookkeeping (decoding runs this per token)
+            s = k.size(2)
+            flat = torch.bmm(q.reshape(groups * heads, -1, dh), k.reshape(groups * heads, s, dh).transpose(1, 2))
+            scores = flat.div_(math.sqrt(self.head_dim)).view(groups, heads, -1, s)  # (G, H, g*T, S)
             weights = masked_softmax(scores, mask) if mask is not None else scores.softmax(-1)
-            out = nn.functional.dropout(weights, p, self.training) @ v  # (G, H, g*T, Dh)
+            dropped = nn.functional.dropout(weights, p, self.training) if p else weights
+            out = torch.bmm(dropped.view(groups * heads, -1, s), v.reshape(groups * heads, s, dh))
+            out = out.view(groups, heads, -1, dh)  # (G, H, g*T, Dh)
             record(self, scores, mask, out)  # kept only inside app.nn.recording.recording()
         else:
             out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
@@ -99,4 +104,4 @@ class MultiHeadAttention(nn.Module):
             if weights is not None:
                 weights = weights.view(groups, heads, g, t, -1).transpose(1, 2).reshape(b, heads, t, -1)
         out = out.transpose(1, 2).reshape(b, t, heads * dh)  # (B, T, D)
-        return self.out_proj(out), weights
+        return inference.linear(self.out_proj, out), weights

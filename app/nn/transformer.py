@@ -54,7 +54,10 @@ class FeedForward(nn.Module):
         )
 
     def forward(self, x: Tensor) -> tuple[Tensor, None]:
-        return self.net(x), None
+        if self.training:
+            return self.net(x), None
+        first, _, _, last = self.net
+        return inference.linear(last, torch.relu(inference.linear(first, x))), None
 
 
 class EncoderLayer(nn.Module):
@@ -105,9 +108,7 @@ class DecoderLayer(nn.Module):
         y = _norm(self.res_cross, x) if pre else x
         out, cross_w = self.cross_attn(y, kv=cross_kv, mask=cross_mask, need_weights=need_weights)
         x = _residual(self.res_cross, x, out, training)
-        first, _, dropout, last = self.ff.net
-        hidden = torch.relu(first(_norm(self.res_ff, x) if pre else x))
-        out = last(dropout(hidden) if training else hidden)
+        out, _ = self.ff(_norm(self.res_ff, x) if pre else x)
         return _residual(self.res_ff, x, out, training), self_w, cross_w, cache
 
 
@@ -199,8 +200,12 @@ class Transformer(Seq2Seq):
         return EncoderOutput(memory=self.encoder_norm(x), mask=mask, encoder_self=enc_self)
 
     def init_state(self, enc: EncoderOutput, group: int = 1) -> TransformerState:
-        """The state of ``group`` rows per sentence of ``enc``, sharing its cross keys/values."""
-        cross = [cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory) for layer in self.decoder_layers]
+        """The state of ``group`` rows per sentence of ``enc``, sharing its cross keys/values
+        (made contiguous once here, so that no decoding step copies them)."""
+        cross = []
+        for layer in self.decoder_layers:
+            k, v = cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory)
+            cross.append((k.contiguous(), v.contiguous()))
         return TransformerState(self_cache=None, cross_kv=cross, cross_mask=enc.mask[:, None, None, :], group=group)
 
     def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, TransformerState]:
