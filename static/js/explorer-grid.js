@@ -30,6 +30,13 @@ function compare(key, dir) {
   };
 }
 
+/** Open a head large; the grid is redrawn, so focus goes back to the control that opened it
+ *  (`selector`, inside the grid section) for keyboard users. */
+async function openKeepingFocus(explorer, layer, head, selector) {
+  await explorer.open(layer, head);
+  explorer.c["grid-section"].querySelector(selector)?.focus({ preventScroll: true });
+}
+
 /** Draw the grid and the table for the explorer's current response and view. */
 export function renderHeadGrid(explorer) {
   const c = explorer.c;
@@ -90,7 +97,7 @@ function thumbnail(explorer, view, { layer, head, bits, f1 }) {
       title: `${explorer.where(layer, head)} — mean entropy ${bits.toFixed(2)} bits${f1Text}`,
       "aria-pressed": selected ? "true" : "false",
       dataset: { layer: String(layer), head: String(head), entropy: bits.toFixed(4), ...(f1 === null ? {} : { f1: String(f1) }) },
-      onclick: () => explorer.open(layer, head),
+      onclick: () => openKeepingFocus(explorer, layer, head, `.thumb[data-layer="${layer}"][data-head="${head}"]`),
     },
     el("span", { class: "thumb-img" }, canvas),
     el("span", { class: "thumb-label" }, head === "avg" ? "avg" : `H${head + 1}`, el("span", { class: "bits" }, bits.toFixed(2))),
@@ -145,7 +152,7 @@ function renderTable(explorer, entries, facts) {
             class: "linklike",
             title: `open layer ${e.layer + 1} · head ${e.head + 1} (L${e.layer}H${e.head} in the API and the cards, which count from 0)`,
             "aria-current": selected ? "true" : null,
-            onclick: () => explorer.open(e.layer, e.head),
+            onclick: () => openKeepingFocus(explorer, e.layer, e.head, `tr[data-layer="${e.layer}"][data-head="${e.head}"] button`),
           },
           `L${e.layer + 1} · H${e.head + 1}`,
         ),

@@ -117,8 +117,11 @@ def test_head_grid_shows_each_heads_f1_beside_its_entropy_and_sorts_by_it(page: 
     # sorting by the BLEU change puts the head whose loss costs most first
     sort_button(page, "delta").click()
     assert (rows(page)[0]["layer"], rows(page)[0]["head"]) == (1, 0)  # 25.0 against 30.0
-    # a row opens its head, and the caption gives that head's F1
-    page.locator(f"{TABLE} tbody tr[data-layer='1'][data-head='1'] button").click()
+    # a row opens its head (keyboard: Enter, and the focus stays on the row), the caption gives its F1
+    row_button = page.locator(f"{TABLE} tbody tr[data-layer='1'][data-head='1'] button")
+    row_button.focus()
+    page.keyboard.press("Enter")
+    expect(row_button).to_be_focused()
     caption = page.locator("#explorer [data-role=caption-main]")
     expect(caption).to_contain_text("layer 2 · head 2")
     expect(caption).to_contain_text("alignment F1 0.88 (test2016, from the card)")
