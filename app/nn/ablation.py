@@ -23,6 +23,11 @@ HeadRef = tuple[str, int, int]  # (kind, layer, head)
 _ACTIVE: ContextVar[dict[int, frozenset[int]] | None] = ContextVar("attnscope_disabled_heads", default=None)
 
 
+def any_off() -> bool:
+    """Whether any head is switched off in the current context."""
+    return _ACTIVE.get() is not None
+
+
 def heads_off(module: nn.Module) -> frozenset[int]:
     """The heads of ``module`` switched off in the current context (usually none)."""
     active = _ACTIVE.get()

@@ -55,6 +55,11 @@ def record(module: nn.Module, scores: Tensor, mask: Tensor | None, context: Tens
     recorder.records.setdefault(id(module), []).append(ScoreRecord(masked.detach(), context.detach()))
 
 
+def active() -> bool:
+    """Whether a :func:`recording` is collecting scores in the current context."""
+    return _ACTIVE.get() is not None
+
+
 @contextmanager
 def recording() -> Iterator[ScoreRecorder]:
     """Collect every :func:`record` call made (in this thread or task) inside the block."""

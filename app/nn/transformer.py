@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import cast
 
 import torch
 from torch import Tensor, nn
 
-from app.nn import inference
+from app.nn import decoder_step, inference
 from app.nn.attention import MultiHeadAttention
 from app.nn.base import Seq2Seq
 from app.nn.config import TransformerConfig
@@ -137,6 +138,12 @@ class TransformerState:
     cross_mask: Tensor
     position: int = 0
     group: int = 1
+    weights: list[decoder_step.LayerWeights] | None = None  # for decoder_step, when it applies
+
+    @cached_property
+    def cross_blocked(self) -> Tensor:
+        """(G, 1, 1, S) True at padded source positions (the complement of ``cross_mask``)."""
+        return ~self.cross_mask
 
     @property
     def self_kv(self) -> list[tuple[Tensor, Tensor]] | None:
@@ -152,13 +159,17 @@ class TransformerState:
             sentences = indices if self.group == 1 else indices[:: self.group] // self.group
             cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv]
             cross_mask = self.cross_mask.index_select(0, sentences)
-        return TransformerState(
+        moved = TransformerState(
             self_cache=None if self.self_cache is None else [c.select(indices) for c in self.self_cache],
             cross_kv=cross_kv,
             cross_mask=cross_mask,
             position=self.position,
             group=self.group,
+            weights=self.weights,
         )
+        if cross_mask is self.cross_mask and "cross_blocked" in self.__dict__:
+            moved.cross_blocked = self.cross_blocked
+        return moved
 
 
 class Transformer(Seq2Seq):
@@ -206,7 +217,13 @@ class Transformer(Seq2Seq):
         for layer in self.decoder_layers:
             k, v = cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory)
             cross.append((k.contiguous(), v.contiguous()))
-        return TransformerState(self_cache=None, cross_kv=cross, cross_mask=enc.mask[:, None, None, :], group=group)
+        return TransformerState(
+            self_cache=None,
+            cross_kv=cross,
+            cross_mask=enc.mask[:, None, None, :],
+            group=group,
+            weights=decoder_step.prepare(self.decoder_layers),
+        )
 
     def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, TransformerState]:
         """Cross keys/values projected once per sentence and shared by its beams; ``step``
@@ -233,17 +250,53 @@ class Transformer(Seq2Seq):
     def step(
         self, tokens: Tensor, state: TransformerState, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, TransformerState]:
-        x = self._embed(tokens[:, None], offset=state.position)  # (N, 1, D)
-        y, state, self_w, cross_w = self._decode(x, state, None, need_weights)
-        logits = self.logits(y[:, 0])  # (N, V)
+        if state.weights is not None and not self.training and decoder_step.applies():
+            y, state, self_w, cross_w = self._fast_step(tokens, state, need_weights)
+        else:
+            x = self._embed(tokens[:, None], offset=state.position)  # (N, 1, D)
+            y, state, self_w, cross_w = self._decode(x, state, None, need_weights)
+            y = y[:, 0]
+            self_w = None if self_w is None else self_w[:, :, :, 0]
+            cross_w = None if cross_w is None else cross_w[:, :, :, 0]
+        logits = self.logits(y)  # (N, V)
         return (
             StepOutput(
                 torch.log_softmax(logits.float(), dim=-1),
-                cross=None if cross_w is None else cross_w[:, :, :, 0],  # (N, L, H, S)
-                decoder_self=None if self_w is None else self_w[:, :, :, 0],  # (N, L, H, t)
+                cross=cross_w,  # (N, L, H, S)
+                decoder_self=self_w,  # (N, L, H, t)
             ),
             state,
         )
+
+    def _fast_step(
+        self, tokens: Tensor, state: TransformerState, need_weights: bool
+    ) -> tuple[Tensor, TransformerState, Tensor | None, Tensor | None]:
+        """The decoder on one new token per row through :func:`app.nn.decoder_step.layer_step`:
+        the same numbers as ``_decode`` on one position. Returns the normed output (N, D), the
+        grown state and, if asked, the self (N, L, H, t+1) and cross (N, L, H, S) rows."""
+        assert state.weights is not None
+        if state.position + 1 > self.config.max_positions:
+            raise ValueError(f"sequence of {state.position + 1} tokens exceeds max_positions")
+        x = nn.functional.embedding(tokens, self.embed.weight, self.embed.padding_idx)
+        x = x * math.sqrt(self.config.d_model) + self.positions[state.position]  # (N, D)
+        self_rows, cross_rows, caches = [], [], []
+        blocked = state.cross_blocked
+        for i, weights in enumerate(state.weights):
+            cache = KVCache() if state.self_cache is None else state.self_cache[i]
+            x, sw, cw, cache = decoder_step.layer_step(
+                weights, x, cache, state.cross_kv[i], blocked, need_weights=need_weights
+            )
+            caches.append(cache)
+            self_rows.append(sw)
+            cross_rows.append(cw)
+        grown = TransformerState(
+            caches, state.cross_kv, state.cross_mask, state.position + 1, state.group, state.weights
+        )
+        grown.cross_blocked = blocked
+        y = self.decoder_norm(x)
+        if not need_weights:
+            return y, grown, None, None
+        return y, grown, torch.stack(self_rows, 1), torch.stack(cross_rows, 1)  # type: ignore[arg-type]
 
     def logits(self, y: Tensor) -> Tensor:
         """y: (..., D) decoder outputs -> (..., V) logits through the tied embedding matrix: when

@@ -1,0 +1,153 @@
+"""One Transformer decoder layer for one new token per row, as plain tensor operations.
+
+Decoding runs a layer once per output token. At batch 1 on the CPU its arithmetic is a few
+matrix-vector products, and the time around them (module calls, attribute lookups, reshapes,
+hooks, the checks of the general layer code) cost as much again. :func:`layer_step` is the
+same arithmetic as :class:`~app.nn.transformer.DecoderLayer` (the same kernels on the same
+operands in the same order, so the same bits) written straight through: the weights come
+prepared once per decode (:func:`prepare`: transposed, contiguous, query/key/value fused; see
+:mod:`app.nn.inference`), and the caller keeps each step's attention rows.
+
+It covers evaluation-mode float layers, pre- or post-norm; int8 layers, training, switched-off
+heads (:mod:`app.nn.ablation`) and score recording (:mod:`app.nn.recording`) take the general
+layer code instead (:func:`applies`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+import torch
+from torch import Tensor, nn
+
+from app.nn import ablation, inference, recording
+from app.nn.kv_cache import KVCache
+
+if TYPE_CHECKING:
+    from app.nn.transformer import DecoderLayer
+
+NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """One decoder layer's parameters laid out for a step: linear layers as (in, out) contiguous
+    matrices and their biases, layer norms as (weight, bias)."""
+
+    pre_norm: bool
+    eps: float
+    heads: int
+    norm_self: tuple[Tensor, Tensor]
+    norm_cross: tuple[Tensor, Tensor]
+    norm_ff: tuple[Tensor, Tensor]
+    qkv: tuple[Tensor, Tensor]  # (D, 3D), (3D,)
+    self_out: tuple[Tensor, Tensor]  # (D, D), (D,)
+    cross_q: tuple[Tensor, Tensor]  # (D, D), (D,)
+    cross_out: tuple[Tensor, Tensor]  # (D, D), (D,)
+    ff_in: tuple[Tensor, Tensor]  # (D, F), (F,)
+    ff_out: tuple[Tensor, Tensor]  # (F, D), (D,)
+
+
+def _linear(layer: nn.Linear) -> tuple[Tensor, Tensor]:
+    return inference.transposed(layer, layer.weight), layer.bias
+
+
+def _norm(norm: nn.LayerNorm) -> tuple[Tensor, Tensor]:
+    return norm.weight, norm.bias
+
+
+def prepare(layers: nn.ModuleList) -> list[LayerWeights] | None:
+    """The weights of every decoder layer, or None when a step cannot use them (training,
+    gradients recorded, int8 or other non-float linear layers)."""
+    if not inference.decoding() or layers.training:
+        return None
+    out = []
+    for module in layers:
+        layer = cast("DecoderLayer", module)
+        sa, ca = layer.self_attn, layer.cross_attn
+        first, _, _, last = layer.ff.net
+        linears = (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj, ca.q_proj, ca.out_proj, first, last)
+        if not inference.fusable(*linears) or any(lin.bias is None for lin in linears):
+            return None
+        out.append(
+            LayerWeights(
+                pre_norm=layer.res_self.pre_norm,
+                eps=layer.res_self.norm.eps,
+                heads=sa.heads,
+                norm_self=_norm(layer.res_self.norm),
+                norm_cross=_norm(layer.res_cross.norm),
+                norm_ff=_norm(layer.res_ff.norm),
+                qkv=inference.fused_linear(sa, "qkv", (sa.q_proj, sa.k_proj, sa.v_proj)),
+                self_out=_linear(sa.out_proj),
+                cross_q=_linear(ca.q_proj),
+                cross_out=_linear(ca.out_proj),
+                ff_in=_linear(cast(nn.Linear, first)),
+                ff_out=_linear(cast(nn.Linear, last)),
+            )
+        )
+    return out
+
+
+def applies() -> bool:
+    """Whether a step may take :func:`layer_step` now: no gradients, no heads switched off, no
+    score recording in this context."""
+    return inference.decoding() and not ablation.any_off() and not recording.active()
+
+
+def layer_step(
+    w: LayerWeights,
+    x: Tensor,
+    cache: KVCache,
+    cross: tuple[Tensor, Tensor],
+    blocked: Tensor,
+    *,
+    need_weights: bool,
+) -> tuple[Tensor, Tensor | None, Tensor | None, KVCache]:
+    """x: (N, D) one new position per row; ``cache`` the earlier positions' self keys/values;
+    cross: keys and values (G, H, S, Dh), contiguous, rows ``n*g .. n*g+g-1`` sharing sentence
+    ``n``'s (N = G * g); blocked: (G, 1, 1, S) True at padded source positions.
+
+    Returns x (N, D), the self weights (N, H, t+1) and cross weights (N, H, S) when asked, and
+    the cache grown by this position (written in place)."""
+    n, d = x.shape
+    heads = w.heads
+    dh = d // heads
+    scale = math.sqrt(dh)
+
+    def norm(y: Tensor, p: tuple[Tensor, Tensor]) -> Tensor:
+        return nn.functional.layer_norm(y, (d,), p[0], p[1], w.eps)
+
+    # self-attention over the cache and this position
+    qkv = torch.addmm(w.qkv[1], norm(x, w.norm_self) if w.pre_norm else x, w.qkv[0])
+    qkv = qkv.view(n, 1, 3, heads, dh).permute(2, 0, 3, 1, 4)  # (3, N, H, 1, Dh)
+    cache = cache.append(qkv[1:])
+    keys, values = cache.pair()  # (N, H, t+1, Dh)
+    t = keys.size(2)
+    scores = torch.bmm(qkv[0].reshape(n * heads, 1, dh), keys.reshape(n * heads, t, dh).transpose(1, 2))
+    self_w = scores.div_(scale).softmax(-1)  # (N*H, 1, t+1)
+    out = torch.bmm(self_w, values.reshape(n * heads, t, dh)).view(n, d)
+    out = torch.addmm(w.self_out[1], out, w.self_out[0])
+    x = x + out if w.pre_norm else norm(x + out, w.norm_self)
+
+    # cross-attention: the g rows of a sentence are g queries of one attention over its keys
+    k, v = cross
+    groups, _, s, _ = k.shape
+    g = n // groups
+    q = torch.addmm(w.cross_q[1], norm(x, w.norm_cross) if w.pre_norm else x, w.cross_q[0])
+    q = q.view(groups, g, heads, dh).transpose(1, 2).reshape(groups * heads, g, dh)
+    scores = torch.bmm(q, k.view(groups * heads, s, dh).transpose(1, 2)).div_(scale)
+    cross_w = scores.view(groups, heads, g, s).masked_fill(blocked, NEG_INF).softmax(-1)
+    out = torch.bmm(cross_w.view(groups * heads, g, s), v.view(groups * heads, s, dh))
+    out = out.view(groups, heads, g, dh).transpose(1, 2).reshape(n, d)
+    out = torch.addmm(w.cross_out[1], out, w.cross_out[0])
+    x = x + out if w.pre_norm else norm(x + out, w.norm_cross)
+
+    # feed-forward
+    hidden = torch.relu(torch.addmm(w.ff_in[1], norm(x, w.norm_ff) if w.pre_norm else x, w.ff_in[0]))
+    out = torch.addmm(w.ff_out[1], hidden, w.ff_out[0])
+    x = x + out if w.pre_norm else norm(x + out, w.norm_ff)
+    if not need_weights:
+        return x, None, None, cache
+    return x, self_w.view(n, heads, t), cross_w.transpose(1, 2).reshape(n, heads, s), cache
