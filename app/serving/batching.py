@@ -6,6 +6,14 @@ group. A free slot takes the group waiting longest as soon as it is worth it: wh
 running (a lone client pays no window). Under load every slot is busy, so the requests that arrive
 meanwhile gather into the next batch by themselves: the busier the server, the larger the batches.
 
+While a batch of a group's settings is decoding, the group waits for it to end (or to fill up)
+instead of taking another slot after ``window_s``: a few sentences cost almost as much to decode
+as a full batch (the shipped Transformer on one core, greedy: 51 ms a sentence alone, 18 in a
+batch of 8, 10 in a batch of 32), and a small batch beside a large one of the same model halves
+the large one's speed (they share the cores and the interpreter). Measured with 32 clients, the
+window alone made batches of 6-7 on average (a large one beside a stream of 1-4s); waiting made
+them ~14. Groups of other settings (another model, beam...) still take free slots at once.
+
 Each request is a :class:`Ticket`: it carries its own output budget (the decoders take one per
 text, so a batch answers each request exactly as decoding it alone would), its deadline and a
 flag its route sets when the client disconnects. A decode asks before every step whether anyone
@@ -66,6 +74,7 @@ class Scheduler:
         self.slots, self.max_queue, self.window_s, self.max_texts = slots, max_queue, window_s, max_texts
         self._free = slots
         self._groups: dict[Hashable, list[Ticket]] = {}
+        self._running: dict[Hashable, int] = {}  # batches decoding now, per group key
         self._queued = 0
         self._timer: asyncio.TimerHandle | None = None
         self._decode_s = 0.5  # running mean of one decode's duration, for Retry-After
@@ -126,20 +135,22 @@ class Scheduler:
             if due is None:
                 break
             self._start(due, self._take(due))
-        if self._free > 0 and self._groups:
-            wake = min(group[0].arrived for group in self._groups.values()) + self.window_s
+        # Groups behind a running batch of their own key wait for its end (_finished kicks).
+        waiting = [group[0].arrived for key, group in self._groups.items() if not self._running.get(key)]
+        if self._free > 0 and waiting:
+            wake = min(waiting) + self.window_s
             self._timer = asyncio.get_running_loop().call_later(max(0.0, wake - now), self._kick)
 
     def _due_group(self, now: float) -> Hashable | None:
-        """The group waiting longest, if it should start now."""
-        if not self._groups:
-            return None
-        key = min(self._groups, key=lambda k: self._groups[k][0].arrived)
-        group = self._groups[key]
-        full = sum(len(t.texts) for t in group) >= self.max_texts
-        waited = now - group[0].arrived >= self.window_s
+        """The group waiting longest of those that should start now, if any."""
         idle = self._free == self.slots
-        return key if full or waited or idle else None
+        for key in sorted(self._groups, key=lambda k: self._groups[k][0].arrived):
+            group = self._groups[key]
+            if sum(len(t.texts) for t in group) >= self.max_texts:
+                return key  # full: nothing gains by waiting
+            if not self._running.get(key) and (idle or now - group[0].arrived >= self.window_s):
+                return key
+        return None
 
     def _take(self, key: Hashable) -> list[Ticket]:
         """Tickets of ``key`` in arrival order up to ``max_texts`` texts (at least one)."""
@@ -175,15 +186,19 @@ class Scheduler:
 
     def _start(self, key: Hashable, batch: list[Ticket]) -> None:
         self._free -= 1
+        self._running[key] = self._running.get(key, 0) + 1
         metrics.RUNNING.set(self.running)
         runner = batch[0].runner
         assert runner is not None
         loop = asyncio.get_running_loop()
         job = loop.run_in_executor(self.executor, _run_batch, loop, key, batch, runner, self._closed)
-        job.add_done_callback(lambda f: self._finished(f))
+        job.add_done_callback(lambda f: self._finished(key, f))
 
-    def _finished(self, job: asyncio.Future[float]) -> None:
+    def _finished(self, key: Hashable, job: asyncio.Future[float]) -> None:
         self._free += 1
+        self._running[key] -= 1
+        if not self._running[key]:
+            del self._running[key]
         metrics.RUNNING.set(self.running)
         if not job.cancelled() and job.exception() is None:
             self._decode_s = 0.8 * self._decode_s + 0.2 * job.result()
