@@ -105,7 +105,7 @@ async def attribution(body: AttributionRequest, service: ServiceDep) -> Attribut
             target_tokens=tok.pieces(result.target_ids),
             input_x_gradient=[[round(v, 6) for v in row] for row in s["input_x_gradient"].tolist()],
             integrated_gradients=[[round(v, 6) for v in row] for row in s["integrated_gradients"].tolist()],
-            cross_attention=None if cross is None else matrix(cross),
+            cross_attention=None if cross is None else matrix(cross).tolist(),
             correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
             completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
         )

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+import numpy as np
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer
 from pydantic_core import PydanticCustomError
 
 from app.serving.head_scores import CardAblation, CardAlignment
@@ -337,6 +338,12 @@ class TranslationResponse(BaseModel):
         default=None, description="The hard word alignment asked for with `alignment` (else null)."
     )
     disabled_heads: list[HeadRef] = Field(default=[], description="The heads that were switched off (disable_heads).")
+
+    @field_serializer("attention")
+    def _attention_lists(self, attention: dict[AttentionKind, Any]) -> dict[AttentionKind, Matrix]:
+        """The server's answers hold each matrix as a float64 array (``app.serving.answers``
+        writes those into the JSON itself); anywhere pydantic serialises one, as nested lists."""
+        return {kind: m.tolist() if isinstance(m, np.ndarray) else m for kind, m in attention.items()}
 
 
 class ModelInfo(BaseModel):
