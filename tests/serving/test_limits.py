@@ -112,3 +112,20 @@ def test_gzip_attention_kinds_and_precision(client: Any, precision: int) -> None
     assert "content-encoding" not in raw.headers
     assert json.loads(raw.content) == {**answer, "timing_ms": json.loads(raw.content)["timing_ms"]}
     assert len(gzip.compress(raw.content)) < len(raw.content) / 2
+
+
+def test_gzip_level_is_a_setting(tiny_models_dir: Path, client_for: Any) -> None:
+    """Default level 1 (the cheapest: answers are gzipped on every request); ATTNSCOPE_GZIP_LEVEL
+    9 sends the same answer smaller. The gzip header's XFL byte tells the level: 4 is fastest, 2
+    is best compression."""
+    body = {"model": TRANSFORMER, "text": LONG, "beam_size": 2, "max_length": 60}
+    sent: dict[int, tuple[bytes, dict[str, Any]]] = {}
+    for level in (1, 9):
+        with client_for(tiny_models_dir, **({} if level == 1 else {"gzip_level": 9})) as c:
+            with c.stream("POST", "/api/translate", json=body, headers={"accept-encoding": "gzip"}) as r:
+                assert r.headers["content-encoding"] == "gzip"
+                raw = b"".join(r.iter_raw())
+        sent[level] = raw, json.loads(gzip.decompress(raw))
+    assert sent[1][0][8] == 4 and sent[9][0][8] == 2
+    assert len(sent[9][0]) < len(sent[1][0])
+    assert {**sent[1][1], "timing_ms": 0} == {**sent[9][1], "timing_ms": 0}
