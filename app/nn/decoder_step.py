@@ -8,14 +8,15 @@ operands in the same order, so the same bits) written straight through: the weig
 prepared once per decode (:func:`prepare`: transposed, contiguous, query/key/value fused; see
 :mod:`app.nn.inference`), and the caller keeps each step's attention rows.
 
-It covers evaluation-mode float layers, pre- or post-norm; int8 layers, training, switched-off
-heads (:mod:`app.nn.ablation`) and score recording (:mod:`app.nn.recording`) take the general
-layer code instead (:func:`applies`).
+It covers evaluation-mode layers, pre- or post-norm, float or int8 (:mod:`app.nn.quantize`: the
+quantised modules are called as they are); training, switched-off heads (:mod:`app.nn.ablation`)
+and score recording (:mod:`app.nn.recording`) take the general layer code (:func:`applies`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
@@ -23,6 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from app.nn import ablation, inference, recording
+from app.nn.attention import MultiHeadAttention
 from app.nn.kv_cache import KVCache
 
 if TYPE_CHECKING:
@@ -31,10 +33,14 @@ if TYPE_CHECKING:
 NEG_INF = float("-inf")
 
 
+Linear = Callable[[Tensor], Tensor]  # x (N, in) -> (N, out)
+
+
 @dataclass(frozen=True)
 class LayerWeights:
-    """One decoder layer's parameters laid out for a step: linear layers as (in, out) contiguous
-    matrices and their biases, layer norms as (weight, bias)."""
+    """One decoder layer laid out for a step: each linear layer as a function of its input (a
+    float one: ``x @ W + b`` with W its cached (in, out) contiguous transpose; an int8 one: the
+    quantised module's own forward), layer norms as (weight, bias)."""
 
     pre_norm: bool
     eps: float
@@ -42,25 +48,38 @@ class LayerWeights:
     norm_self: tuple[Tensor, Tensor]
     norm_cross: tuple[Tensor, Tensor]
     norm_ff: tuple[Tensor, Tensor]
-    qkv: tuple[Tensor, Tensor]  # (D, 3D), (3D,)
-    self_out: tuple[Tensor, Tensor]  # (D, D), (D,)
-    cross_q: tuple[Tensor, Tensor]  # (D, D), (D,)
-    cross_out: tuple[Tensor, Tensor]  # (D, D), (D,)
-    ff_in: tuple[Tensor, Tensor]  # (D, F), (F,)
-    ff_out: tuple[Tensor, Tensor]  # (F, D), (D,)
+    qkv: Linear  # (N, D) -> (N, 3D): queries, keys, values side by side
+    self_out: Linear
+    cross_q: Linear
+    cross_out: Linear
+    ff_in: Linear
+    ff_out: Linear
 
 
-def _linear(layer: nn.Linear) -> tuple[Tensor, Tensor]:
-    return inference.transposed(layer, layer.weight), layer.bias
+def _addmm(weight: Tensor, bias: Tensor) -> Linear:
+    return lambda x: torch.addmm(bias, x, weight)
+
+
+def _linear(layer: nn.Module) -> Linear:
+    if type(layer) is nn.Linear:
+        return _addmm(inference.transposed(layer, layer.weight), layer.bias)
+    return cast(Linear, layer.forward)  # e.g. torch's dynamically quantised int8 Linear
 
 
 def _norm(norm: nn.LayerNorm) -> tuple[Tensor, Tensor]:
     return norm.weight, norm.bias
 
 
+def _qkv(sa: MultiHeadAttention) -> Linear:
+    if inference.fusable(sa.q_proj, sa.k_proj, sa.v_proj):
+        return _addmm(*inference.fused_linear(sa, "qkv", (sa.q_proj, sa.k_proj, sa.v_proj)))
+    q, k, v = _linear(sa.q_proj), _linear(sa.k_proj), _linear(sa.v_proj)
+    return lambda x: torch.cat([q(x), k(x), v(x)], dim=-1)
+
+
 def prepare(layers: nn.ModuleList) -> list[LayerWeights] | None:
     """The weights of every decoder layer, or None when a step cannot use them (training,
-    gradients recorded, int8 or other non-float linear layers)."""
+    gradients recorded, a float linear layer without bias)."""
     if not inference.decoding() or layers.training:
         return None
     out = []
@@ -69,7 +88,7 @@ def prepare(layers: nn.ModuleList) -> list[LayerWeights] | None:
         sa, ca = layer.self_attn, layer.cross_attn
         first, _, _, last = layer.ff.net
         linears = (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj, ca.q_proj, ca.out_proj, first, last)
-        if not inference.fusable(*linears) or any(lin.bias is None for lin in linears):
+        if any(type(lin) is nn.Linear and lin.bias is None for lin in linears):
             return None
         out.append(
             LayerWeights(
@@ -79,12 +98,12 @@ def prepare(layers: nn.ModuleList) -> list[LayerWeights] | None:
                 norm_self=_norm(layer.res_self.norm),
                 norm_cross=_norm(layer.res_cross.norm),
                 norm_ff=_norm(layer.res_ff.norm),
-                qkv=inference.fused_linear(sa, "qkv", (sa.q_proj, sa.k_proj, sa.v_proj)),
+                qkv=_qkv(sa),
                 self_out=_linear(sa.out_proj),
                 cross_q=_linear(ca.q_proj),
                 cross_out=_linear(ca.out_proj),
-                ff_in=_linear(cast(nn.Linear, first)),
-                ff_out=_linear(cast(nn.Linear, last)),
+                ff_in=_linear(first),
+                ff_out=_linear(last),
             )
         )
     return out
@@ -120,7 +139,7 @@ def layer_step(
         return nn.functional.layer_norm(y, (d,), p[0], p[1], w.eps)
 
     # self-attention over the cache and this position
-    qkv = torch.addmm(w.qkv[1], norm(x, w.norm_self) if w.pre_norm else x, w.qkv[0])
+    qkv = w.qkv(norm(x, w.norm_self) if w.pre_norm else x)
     qkv = qkv.view(n, 1, 3, heads, dh).permute(2, 0, 3, 1, 4)  # (3, N, H, 1, Dh)
     cache = cache.append(qkv[1:])
     keys, values = cache.pair()  # (N, H, t+1, Dh)
@@ -128,25 +147,25 @@ def layer_step(
     scores = torch.bmm(qkv[0].reshape(n * heads, 1, dh), keys.reshape(n * heads, t, dh).transpose(1, 2))
     self_w = scores.div_(scale).softmax(-1)  # (N*H, 1, t+1)
     out = torch.bmm(self_w, values.reshape(n * heads, t, dh)).view(n, d)
-    out = torch.addmm(w.self_out[1], out, w.self_out[0])
+    out = w.self_out(out)
     x = x + out if w.pre_norm else norm(x + out, w.norm_self)
 
     # cross-attention: the g rows of a sentence are g queries of one attention over its keys
     k, v = cross
     groups, _, s, _ = k.shape
     g = n // groups
-    q = torch.addmm(w.cross_q[1], norm(x, w.norm_cross) if w.pre_norm else x, w.cross_q[0])
+    q = w.cross_q(norm(x, w.norm_cross) if w.pre_norm else x)
     q = q.view(groups, g, heads, dh).transpose(1, 2).reshape(groups * heads, g, dh)
     scores = torch.bmm(q, k.view(groups * heads, s, dh).transpose(1, 2)).div_(scale)
     cross_w = scores.view(groups, heads, g, s).masked_fill(blocked, NEG_INF).softmax(-1)
     out = torch.bmm(cross_w.view(groups * heads, g, s), v.view(groups * heads, s, dh))
     out = out.view(groups, heads, g, dh).transpose(1, 2).reshape(n, d)
-    out = torch.addmm(w.cross_out[1], out, w.cross_out[0])
+    out = w.cross_out(out)
     x = x + out if w.pre_norm else norm(x + out, w.norm_cross)
 
     # feed-forward
-    hidden = torch.relu(torch.addmm(w.ff_in[1], norm(x, w.norm_ff) if w.pre_norm else x, w.ff_in[0]))
-    out = torch.addmm(w.ff_out[1], hidden, w.ff_out[0])
+    hidden = torch.relu(w.ff_in(norm(x, w.norm_ff) if w.pre_norm else x))
+    out = w.ff_out(hidden)
     x = x + out if w.pre_norm else norm(x + out, w.norm_ff)
     if not need_weights:
         return x, None, None, cache
