@@ -94,7 +94,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     loaded = load_model_folder(args.model, device=device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    hardware = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     sources = test_sentences(loaded, Path(args.data_dir), args.sentences)
     systems: dict[str, Run] = {"attnscope (all attention)": attnscope_runner(loaded.model, need_weights=True)}
     systems["attnscope (no attention)"] = attnscope_runner(loaded.model, need_weights=False)
@@ -103,7 +103,7 @@ def main() -> None:
         systems["CTranslate2 fp32"] = ct2
 
     results: dict[str, dict[str, float]] = {}
-    print(f"{args.model} on {name}, {len(sources)} test2016 sentences\n")
+    print(f"{args.model} on {hardware}, {len(sources)} test2016 sentences\n")
     print("| system | greedy, 1 sentence (ms) | beam 5, 1 sentence (ms) | greedy, batch 32 (sent/s) | beam 5, batch 32 (sent/s) |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, run in systems.items():
@@ -118,7 +118,7 @@ def main() -> None:
             f"| {name} | {row['beam1 one sentence ms']:.2f} | {row['beam5 one sentence ms']:.2f} | "
             f"{row['beam1 batch32 sentences/s']:.1f} | {row['beam5 batch32 sentences/s']:.1f} |"
         )
-    record = {"model": args.model, "device": name, "torch": torch.__version__, "results": results}
+    record = {"model": args.model, "device": hardware, "torch": torch.__version__, "results": results}
     (out / "cuda_latency.json").write_text(json.dumps(record, indent=2))
 
 
