@@ -51,7 +51,10 @@ def run(test: Callable[[Scheduler, Recorder], object], *, max_texts: int) -> Non
     with ThreadPoolExecutor(2) as pool:
         scheduler = Scheduler(pool, slots=2, max_queue=16, window_s=WINDOW_S, max_texts=max_texts)
         try:
-            asyncio.run(test(scheduler, recorder))  # type: ignore[arg-type]
+            # In a thread of its own: the browser tests' Playwright keeps an event loop running
+            # in the main thread, where asyncio.run() refuses to start another.
+            with ThreadPoolExecutor(1) as main:
+                main.submit(asyncio.run, test(scheduler, recorder)).result()  # type: ignore[arg-type]
         finally:
             recorder.release.set()  # a failed check leaves no thread waiting
 
