@@ -3,19 +3,16 @@ model (422 naming the field), decode with those heads off, and add the hard word
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Sequence
 
 from app.alignment.hard import Choice, hard_alignment
 from app.nn.ablation import HeadRef as HeadTuple
-from app.nn.ablation import attention_module, disabled_heads
+from app.nn.ablation import attention_module
 from app.serving.errors import InvalidInput
 from app.serving.heads import AlignmentChoice, CrossHead, HeadRef, WordAlignment
 from app.serving.registry import ServedModel
 from app.serving.schemas import TranslationResponse
 from app.translator import Translation
-
-T = TypeVar("T")
 
 
 def _check_head(served: ServedModel, kind: str, layer: int, head: int, loc: tuple[str | int, ...]) -> None:
@@ -45,16 +42,6 @@ def check_alignment(served: ServedModel, choice: AlignmentChoice | None) -> Choi
     assert isinstance(choice, CrossHead)
     _check_head(served, "cross", choice.layer, choice.head, ("body", "alignment"))
     return (choice.layer, choice.head)
-
-
-def with_heads_off(served: ServedModel, heads: list[HeadTuple], work: Callable[[], T]) -> Callable[[], T]:
-    """``work`` run with ``heads`` switched off (in the thread that runs it)."""
-
-    def run() -> T:
-        with disabled_heads(served.loaded.model, heads):
-            return work()
-
-    return run
 
 
 def add_alignment(served: ServedModel, answer: TranslationResponse, result: Translation, choice: Choice | None,

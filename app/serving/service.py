@@ -22,6 +22,7 @@ from app.alignment.hard import Choice
 from app.config import Settings
 from app.device import resolve_device
 from app.nn.ablation import HeadRef as HeadTuple
+from app.nn.ablation import disabled_heads
 from app.serving import ablation, limits
 from app.serving.answers import to_response
 from app.serving.batching import Scheduler, Ticket
@@ -237,7 +238,7 @@ class ModelService:
                 should_stop=should_stop,
             )
 
-        return _answer(served, tickets, ablation.with_heads_off(served, list(key.disabled), decode), key.disabled)
+        return _answer(served, tickets, decode, key.disabled)
 
     def _run_align(
         self, key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]
@@ -250,7 +251,7 @@ class ModelService:
         def score() -> list[Translation]:
             return served.translator.align(texts, targets)
 
-        return _answer(served, tickets, ablation.with_heads_off(served, list(key.disabled), score), key.disabled)
+        return _answer(served, tickets, score, key.disabled)
 
 
 def _answer(
@@ -261,10 +262,11 @@ def _answer(
 ) -> list[list[TranslationResponse]]:
     """Run the decode of every ticket's texts (one batch) and build each ticket's answers with its options
     (attention kinds, decimals, extras, a word alignment against its target or its output);
-    ``timing_ms`` is the whole batch's time, ``disabled`` the heads that were switched off."""
+    ``timing_ms`` is the whole batch's time. The ``disabled`` heads stay off for the decode *and*
+    the extras' second pass (scores, alternatives), so both describe the same model."""
     echoed = [HeadRef(kind=k, layer=la, head=h) for k, la, h in disabled]  # type: ignore[arg-type]
     started = time.perf_counter()
-    with torch.inference_mode():
+    with torch.inference_mode(), disabled_heads(served.loaded.model, list(disabled)):
         results = iter(run())
         answers = []
         for ticket in tickets:

@@ -128,3 +128,19 @@ def test_on_a_shipped_transformer_layers_off_change_the_translation(tmp_path: Pa
         two = post(client, "/api/translate", **body, disable_heads=[{"kind": "cross", "layer": la, "head": h} for la in (0, 1) for h in range(8)])
     assert one["logprob"] != pytest.approx(base["logprob"], abs=1e-3)
     assert two["translation"] != base["translation"]
+
+
+def test_alternatives_are_computed_with_the_same_heads_off_as_the_decode(client: TestClient) -> None:
+    """Greedy decoding emits the best token at each position, so the best alternatives of the
+    second, teacher-forced pass add up to the answer's log-probability, also with heads switched
+    off (which changes it): that pass must run with the same heads off as the decode."""
+    off = [{"kind": kind, "layer": 0, "head": h} for kind in ("cross", "decoder_self") for h in range(2)]
+    totals = []
+    for disabled in ([], off):
+        answer = post(client, "/api/translate", model=TF, text=TEXT, beam_size=1, max_length=8, alternatives=2,
+                      disable_heads=disabled)
+        best = [step[0] for step in answer["alternatives"]]
+        assert [b["token"] for b in best] == answer["target_tokens"]
+        assert sum(b["logprob"] for b in best) == pytest.approx(answer["logprob"], abs=1e-4), disabled
+        totals.append(answer["logprob"])
+    assert totals[0] != pytest.approx(totals[1], abs=1e-3)  # the heads matter
