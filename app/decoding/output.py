@@ -82,7 +82,8 @@ def never_emit(log_probs: Tensor, pad_id: int, bos_id: int, *, inplace: bool = F
     The other entries keep the model's own log-probabilities, so teacher-forced scoring
     reproduces them."""
     out = log_probs if inplace else log_probs.clone()
-    out[:, [pad_id, bos_id]] = float("-inf")
+    out[:, pad_id] = float("-inf")  # two column fills: no index tensor built every step
+    out[:, bos_id] = float("-inf")
     return out
 
 
