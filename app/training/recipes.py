@@ -20,9 +20,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from app.training.data import DataError
-
-UNK_MARK = "\u2047"  # how Tokenizer.decode shows <unk>
+from app.text.pieces import UNK_TEXT
+from app.training.data import DataError, read_lines
 
 
 def doubled(*tensors: Tensor) -> tuple[Tensor, ...]:
@@ -46,17 +45,12 @@ def read_distilled(path: str | Path) -> list[tuple[str, str]]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"distillation file {path} does not exist (write it with `attnscope distill`)")
-    opener = gzip.open if path.suffix == ".gz" else open
     pairs: list[tuple[str, str]] = []
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                src, sep, tgt = line.rstrip("\n").partition("\t")
-                if not sep or not src.strip() or not tgt.strip():
-                    raise DataError(f"{path}: line {number} is not 'source<TAB>translation'")
-                pairs.append((src.strip(), tgt.strip()))
-    except (OSError, UnicodeDecodeError, EOFError) as err:
-        raise DataError(f"cannot read {path}: {err}") from err
+    for number, line in enumerate(read_lines(path), start=1):  # read_lines: gzip, encoding, empty lines
+        src, sep, tgt = line.partition("\t")
+        if not sep or not src.strip() or not tgt.strip():
+            raise DataError(f"{path}: line {number} is not 'source<TAB>translation'")
+        pairs.append((src.strip(), tgt.strip()))
     if not pairs:
         raise DataError(f"{path} is empty")
     return pairs
@@ -99,7 +93,7 @@ def distill(
     sources = [s for s, _ in load_parallel(corpus, split, loaded.source_lang, loaded.target_lang)]
     hyps = translate_corpus(Translator(loaded, max_source_tokens=10_000), sources, beam_size=beam_size,
                             batch_size=batch_size, progress=False)
-    # An older (no byte fallback) teacher renders <unk> as "\u2047"; a student must not learn it.
-    hyps = ["" if UNK_MARK in h else h for h in hyps]
+    # An older (no byte fallback) teacher renders <unk> as UNK_TEXT; a student must not learn it.
+    hyps = ["" if UNK_TEXT in h else h for h in hyps]
     written = write_distilled(out, sources, hyps)
     return f"{out}: {written} of {len(sources)} {split} sources translated by {loaded.id} (beam {beam_size})"

@@ -206,22 +206,23 @@ def train(
             examples = [train_ex[i] for i in world.shard(batch)]
             n_tok = sum(len(train_ex[i].tgt) for i in batch)  # target tokens of the global batch
             src, tgt_in, gold = collate(examples, dev)
-            rdrop = config.rdrop_alpha > 0
+            copies = 2 if config.rdrop_alpha > 0 else 1  # R-Drop: the batch twice, two dropout masks
+            rows = doubled(src, tgt_in, gold) if copies == 2 else (src, tgt_in, gold)
             with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-                # R-Drop: one pass over the batch twice, so two dropout masks (app.training.recipes)
-                out = net(*(doubled(src, tgt_in) if rdrop else (src, tgt_in)), need_weights=supervision is not None)
+                out = net(rows[0], rows[1], need_weights=supervision is not None)
             logits = out.logits
             token_loss = F.cross_entropy(
-                logits.float().view(-1, logits.size(-1)), (doubled(gold)[0] if rdrop else gold).view(-1),
+                logits.float().view(-1, logits.size(-1)), rows[2].view(-1),
                 ignore_index=PAD_ID, label_smoothing=config.label_smoothing, reduction="sum",
-            ) / (2 if rdrop else 1)  # still the loss per target token of the batch
+            ) / copies  # still the loss per target token of the batch
             # Per token of the global batch; DDP averages the processes' gradients, hence * size.
-            loss = token_loss * (world.size / n_tok)
-            if rdrop:
-                loss = loss + config.rdrop_alpha * rdrop_kl(logits, gold, PAD_ID) * (world.size / n_tok)
+            scale = world.size / n_tok
+            loss = token_loss * scale
+            if copies == 2:
+                loss = loss + config.rdrop_alpha * rdrop_kl(logits, gold, PAD_ID) * scale
             if supervision is not None:
                 assert out.cross is not None
-                targets = alignment_targets(examples + examples if rdrop else examples, gold.size(1), src.size(1), dev)
+                targets = alignment_targets(examples * copies, gold.size(1), src.size(1), dev)
                 align_loss = head_alignment_loss(out.cross[:, supervision.layer, supervision.head], targets)
                 loss = loss + supervision.weight * align_loss
                 align_sum += align_loss.item()
