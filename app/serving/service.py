@@ -82,6 +82,7 @@ class ModelService:
             max_queue=settings.max_queue,
             window_s=settings.batch_window_ms / 1000.0,
             max_texts=settings.max_batch_texts,
+            parallel_texts=settings.parallel_batch_texts,
         )
         self.stopping = False
 
@@ -290,8 +291,10 @@ def _answer(
     return answers
 
 
-def get_service(request: Request) -> ModelService:
-    """The app's service (made by ``create_app``, loaded by the lifespan); a FastAPI dependency."""
+async def get_service(request: Request) -> ModelService:
+    """The app's service (made by ``create_app``, loaded by the lifespan); a FastAPI dependency.
+    ``async``, because FastAPI runs a plain function dependency in its thread pool: a thread hop
+    per request, and a wait for a free thread when the pool is busy."""
     service: ModelService = request.app.state.service
     return service
 

@@ -46,7 +46,8 @@ router = APIRouter(prefix="/api/vision", tags=["vision"], lifespan=lifespan)
 pages = APIRouter(include_in_schema=False, tags=["pages"])
 
 
-def get_service(request: Request) -> VisionService:
+async def get_service(request: Request) -> VisionService:
+    """``async``: FastAPI would run a plain function in its thread pool (see app.serving.service)."""
     service = getattr(request.app.state, "vision", None)
     if service is None:
         raise HTTPException(status_code=503, detail="the vision models are still loading")
