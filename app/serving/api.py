@@ -7,13 +7,12 @@ however busy inference is."""
 
 from __future__ import annotations
 
-import gzip
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.serving.answers import answer_json
+from app.serving.answers import answer_json, gzip_bytes
 from app.serving.execution import watch_disconnect
 from app.serving.explain import Extras
 from app.serving.schemas import (
@@ -59,7 +58,7 @@ async def _json(
     def encode() -> bytes:
         body = answer_json(value)
         if gzip_ok and len(body) >= GZIP_MIN_BYTES:
-            return gzip.compress(body, service.settings.gzip_level, mtime=0)
+            return gzip_bytes(body, service.settings.gzip_level)
         return body
 
     body = await service.pool.encode(encode)
