@@ -92,6 +92,15 @@ class Settings(BaseSettings):
     max_batch_texts: int = Field(
         default=32, ge=1, description="Most texts one micro-batched decode takes (requests are never split)."
     )
+    parallel_batch_texts: int = Field(
+        default=12,
+        ge=1,
+        description=(
+            "While a batch decodes, requests with the same model and settings wait for it, unless "
+            "this many texts have gathered: then they decode beside it in a free slot (one batch "
+            "per core; a smaller one would slow the first more than it gains)."
+        ),
+    )
     max_attention_floats: int = Field(
         default=32_000_000,
         ge=1,

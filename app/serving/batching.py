@@ -6,13 +6,17 @@ group. A free slot takes the group waiting longest as soon as it is worth it: wh
 running (a lone client pays no window). Under load every slot is busy, so the requests that arrive
 meanwhile gather into the next batch by themselves: the busier the server, the larger the batches.
 
-While a batch of a group's settings is decoding, the group waits for it to end (or to fill up)
-instead of taking another slot after ``window_s``: a few sentences cost almost as much to decode
-as a full batch (the shipped Transformer on one core, greedy: 51 ms a sentence alone, 18 in a
-batch of 8, 10 in a batch of 32), and a small batch beside a large one of the same model halves
-the large one's speed (they share the cores and the interpreter). Measured with 32 clients, the
-window alone made batches of 6-7 on average (a large one beside a stream of 1-4s); waiting made
-them ~14. Groups of other settings (another model, beam...) still take free slots at once.
+While a batch of a group's settings is decoding, the group waits for it to end instead of
+taking another slot after ``window_s``, until it holds ``parallel_texts`` texts (or fills up): a
+few sentences cost almost as much to decode as a full batch (the shipped Transformer on one
+core, greedy: 51 ms a sentence alone, 18 in a batch of 8, 10 in a batch of 32), and a small batch
+beside a large one of the same model halves the large one's speed (they share the cores and the
+interpreter). Measured with 32 clients, the window alone made batches of 6-7 on average (a large
+one beside a stream of 1-4s); waiting made them ~14, but left the second core to the event loop
+and serialisation, about a core in all for the whole server. A second batch of at least 12 beside
+the first decodes both at once, one per core: 32 greedy clients went from 66-73 to 82-90
+requests/s, beam 5 from 33-35 to 49-51 (``bench/load.py``). Groups of other settings (another
+model, beam...) still take free slots at once.
 
 Each request is a :class:`Ticket`: it carries its own output budget (the decoders take one per
 text, so a batch answers each request exactly as decoding it alone would), its deadline and a
@@ -68,10 +72,19 @@ class Ticket:
 
 class Scheduler:
     def __init__(
-        self, executor: Executor, *, slots: int, max_queue: int, window_s: float, max_texts: int
+        self,
+        executor: Executor,
+        *,
+        slots: int,
+        max_queue: int,
+        window_s: float,
+        max_texts: int,
+        parallel_texts: int | None = None,
     ) -> None:
         self.executor = executor
         self.slots, self.max_queue, self.window_s, self.max_texts = slots, max_queue, window_s, max_texts
+        # A group with a batch decoding starts another beside it from this many texts on.
+        self.parallel_texts = max_texts if parallel_texts is None else min(parallel_texts, max_texts)
         self._free = slots
         self._groups: dict[Hashable, list[Ticket]] = {}
         self._running: dict[Hashable, int] = {}  # batches decoding now, per group key
@@ -146,9 +159,14 @@ class Scheduler:
         idle = self._free == self.slots
         for key in sorted(self._groups, key=lambda k: self._groups[k][0].arrived):
             group = self._groups[key]
-            if sum(len(t.texts) for t in group) >= self.max_texts:
+            texts = sum(len(t.texts) for t in group)
+            if texts >= self.max_texts:
                 return key  # full: nothing gains by waiting
-            if not self._running.get(key) and (idle or now - group[0].arrived >= self.window_s):
+            if self._running.get(key):
+                # Behind a batch of its own settings: only a large enough batch goes beside it.
+                if texts >= self.parallel_texts and now - group[0].arrived >= self.window_s:
+                    return key
+            elif idle or now - group[0].arrived >= self.window_s:
                 return key
         return None
 

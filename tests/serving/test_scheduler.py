@@ -1,7 +1,7 @@
 """The micro-batching scheduler on its own (real event loop, real worker threads, a runner that
 records its batches): requests behind a running batch of their own settings wait for it and then
 decode as one batch, while other settings take a free slot at once, and a group that fills up
-starts without waiting."""
+starts without waiting, as does one that has gathered ``parallel_texts``."""
 
 from __future__ import annotations
 
@@ -46,10 +46,12 @@ async def until(check: Callable[[], bool]) -> None:
         await asyncio.sleep(0.001)
 
 
-def run(test: Callable[[Scheduler, Recorder], object], *, max_texts: int) -> None:
+def run(test: Callable[[Scheduler, Recorder], object], *, max_texts: int, parallel_texts: int | None = None) -> None:
     recorder = Recorder(hold="a")
     with ThreadPoolExecutor(2) as pool:
-        scheduler = Scheduler(pool, slots=2, max_queue=16, window_s=WINDOW_S, max_texts=max_texts)
+        scheduler = Scheduler(
+            pool, slots=2, max_queue=16, window_s=WINDOW_S, max_texts=max_texts, parallel_texts=parallel_texts
+        )
         try:
             # In a thread of its own: the browser tests' Playwright keeps an event loop running
             # in the main thread, where asyncio.run() refuses to start another.
@@ -88,3 +90,20 @@ def test_a_full_group_starts_beside_a_running_batch_of_its_settings() -> None:
         assert await first == "a1"
 
     run(scenario, max_texts=3)
+
+
+def test_a_group_of_parallel_texts_starts_beside_a_running_batch_and_a_smaller_one_waits() -> None:
+    async def scenario(scheduler: Scheduler, recorder: Recorder) -> None:
+        first = asyncio.create_task(scheduler.submit("a", ticket("a1"), recorder))
+        await until(lambda: len(recorder.batches) == 1)
+        second = asyncio.create_task(scheduler.submit("a", ticket("a2"), recorder))
+        await asyncio.sleep(50 * WINDOW_S)
+        assert len(recorder.batches) == 1 and scheduler.queued == 1, "one text (< parallel_texts) went beside a1"
+        third = asyncio.create_task(scheduler.submit("a", ticket("a3"), recorder))
+        done = await asyncio.wait_for(asyncio.gather(second, third), timeout=10)  # a TimeoutError: they waited
+        assert done == ["a2", "a3"]
+        assert recorder.batches[1] == ("a", ["a2", "a3"]) and not first.done(), "not beside the running a1"
+        recorder.release.set()
+        assert await first == "a1"
+
+    run(scenario, max_texts=8, parallel_texts=2)
