@@ -4,14 +4,17 @@ p99 latency for 1 client and for 32 concurrent clients, greedy and beam 5, in on
 
 Concurrent requests for the same model and settings are micro-batched by the server, so 32
 clients should get several times one client's requests/s. The last column compares the
-32-client p99 with the time of 32 decodes one after another (32 x the 1-client mean).
+32-client p99 with the time of 32 decodes one after another (32 x the 1-client mean). Each
+setting runs ``--rounds`` times, 1 client and 32 clients alternating, and the speed-up is the
+ratio of the median rounds: the machine's noise (other tenants, its clock) then falls on both
+sides instead of on one (single runs of one setting varied by up to 1.7x here).
 
 The clients are lean, because they share the machine's cores with the server: each thread keeps
 one connection (``http.client``), asks for gzip, reads the whole answer, checks its status and
 inflates it (which checks that the gzip stream is complete); it does not parse the JSON. httpx
 cost ~12 ms of client CPU per answer here (1-2 ms this way), a third of a core at 32 clients.
 
-    .venv/bin/python bench/load.py [--model models/en-de-transformer] [--requests 128]
+    .venv/bin/python bench/load.py [--model models/en-de-transformer] [--requests 128] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ def main() -> int:
     parser.add_argument("--model", default=str(REPO_ROOT / "models" / "en-de-transformer"))
     parser.add_argument("--requests", type=int, default=128, help="requests per 32-client run")
     parser.add_argument("--single", type=int, default=32, help="requests per 1-client run")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating 1-client/32-client runs per setting")
     args = parser.parse_args()
     model_dir = Path(args.model).resolve()
     texts = sentences(64)
@@ -122,17 +126,40 @@ def main() -> int:
             run_clients(url, model_dir.name, texts, 1, 4, 16)  # warm-up
             rows = []
             for name, beam in (("greedy", 1), ("beam 5", 5)):
-                one_s, one = run_clients(url, model_dir.name, texts, beam, 1, args.single)
-                many_s, many = run_clients(url, model_dir.name, texts, beam, 32, args.requests)
-                one_rps, many_rps = len(one) / one_s, len(many) / many_s
-                sequential_32 = 32 * statistics.mean(one)
-                rows.append((name, one_rps, percentile(one, 0.5), percentile(one, 0.99), many_rps,
-                             percentile(many, 0.5), percentile(many, 0.99), many_rps / one_rps, sequential_32))  # fmt: skip
+                ones: list[tuple[float, list[float]]] = []
+                manys: list[tuple[float, list[float]]] = []
+                for _ in range(args.rounds):  # interleaved: the machine's noise hits both sides
+                    ones.append(run_clients(url, model_dir.name, texts, beam, 1, args.single))
+                    manys.append(run_clients(url, model_dir.name, texts, beam, 32, args.requests))
+                rows.append((name, Runs(ones), Runs(manys)))
+    print(f"{args.rounds} alternating rounds per setting; req/s as the median round (min-max), latencies over all rounds")
+    print()
     print(f"| {model_dir.name} | 1 client req/s | p50 ms | p99 ms | 32 clients req/s | p50 ms | p99 ms | speed-up | 32 sequential ms |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for name, a, b, c, d, e, f, g, h in rows:
-        print(f"| {name} | {a:.1f} | {b:.0f} | {c:.0f} | {d:.1f} | {e:.0f} | {f:.0f} | {g:.2f}x | {h:.0f} |")
+    for name, one, many in rows:
+        print(
+            f"| {name} | {one.rate()} | {one.percentile(0.5):.0f} | {one.percentile(0.99):.0f} | {many.rate()} "
+            f"| {many.percentile(0.5):.0f} | {many.percentile(0.99):.0f} | {many.median_rps / one.median_rps:.2f}x "
+            f"| {32 * statistics.mean(one.latencies):.0f} |"
+        )
     return 0
+
+
+class Runs:
+    """Several runs of one setting: (wall seconds, latencies) each."""
+
+    def __init__(self, runs: list[tuple[float, list[float]]]) -> None:
+        self.rps = [len(latencies) / seconds for seconds, latencies in runs]
+        self.median_rps = statistics.median(self.rps)
+        self.latencies = [x for _, latencies in runs for x in latencies]
+
+    def rate(self) -> str:
+        if len(self.rps) == 1:
+            return f"{self.median_rps:.1f}"
+        return f"{self.median_rps:.1f} ({min(self.rps):.1f}-{max(self.rps):.1f})"
+
+    def percentile(self, q: float) -> float:
+        return percentile(self.latencies, q)
 
 
 if __name__ == "__main__":
