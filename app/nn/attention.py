@@ -37,8 +37,18 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
 
-    def project_kv(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """x: (B, S, D) -> keys and values, each (B, H, S, Dh)."""
+    def project_kv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """x: (B, S, D) -> keys and values, each (B, H, S, Dh). With ``mask`` (B, S), True at real
+        positions, at inference the products run on the real positions only, and the keys and
+        values of the padding are zero (every query's mask hides them)."""
+        if mask is not None and inference.decoding() and not self.training and not bool(mask.all()):
+            batch, length, _ = x.shape
+            rows = mask.reshape(-1).nonzero()[:, 0]
+            # each real position as a sentence of one: (N, 1, D) -> keys, values (N, H, 1, Dh)
+            kv = torch.cat(self.project_kv(x.reshape(batch * length, 1, -1).index_select(0, rows)), dim=1)
+            full = kv.new_zeros(batch * length, *kv.shape[1:]).index_copy_(0, rows, kv)
+            full = full.view(batch, length, 2 * self.heads, self.head_dim).transpose(1, 2)  # (B, 2H, S, Dh)
+            return full[:, : self.heads], full[:, self.heads :]
         if inference.decoding() and inference.fusable(self.k_proj, self.v_proj):
             w, b = inference.fused_linear(self, "kv", (self.k_proj, self.v_proj))
             kv = inference.apply(x, w, b).view(x.size(0), x.size(1), 2, self.heads, self.head_dim)
@@ -53,6 +63,14 @@ class MultiHeadAttention(nn.Module):
         w, b = inference.fused_linear(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
         qkv = inference.apply(x, w, b).view(x.size(0), x.size(1), 3, self.heads, self.head_dim)
         return qkv.permute(2, 0, 3, 1, 4)  # (3, B, H, T, Dh)
+
+    def qkv_rows(self, x: Tensor) -> Tensor:
+        """x: (N, D) rows -> their queries, keys and values side by side, (N, 3D); one fused
+        product when decoding with float layers."""
+        if inference.decoding() and inference.fusable(self.q_proj, self.k_proj, self.v_proj):
+            weight, bias = inference.fused_linear(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
+            return inference.apply(x, weight, bias)
+        return torch.cat([inference.linear(p, x) for p in (self.q_proj, self.k_proj, self.v_proj)], dim=-1)
 
     def forward(
         self,
@@ -79,6 +97,14 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """q: (B, H, T, Dh); k, v: (G, H, S, Dh) with B = G * g. Returns the projected output
         (B, T, D) and, if asked, the weights (B, H, T, S)."""
+        out, weights = self.attend_heads(q, k, v, mask, need_weights)
+        return inference.linear(self.out_proj, out), weights
+
+    def attend_heads(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """:meth:`attend` before the output projection: the heads' outputs side by side (B, T, D)
+        and, if asked, the weights (B, H, T, S)."""
         b, heads, t, dh = q.shape
         groups = k.size(0)
         g = b // groups
@@ -103,5 +129,4 @@ class MultiHeadAttention(nn.Module):
             out = out.view(groups, heads, g, t, dh).transpose(1, 2).reshape(b, heads, t, dh)
             if weights is not None:
                 weights = weights.view(groups, heads, g, t, -1).transpose(1, 2).reshape(b, heads, t, -1)
-        out = out.transpose(1, 2).reshape(b, t, heads * dh)  # (B, T, D)
-        return inference.linear(self.out_proj, out), weights
+        return out.transpose(1, 2).reshape(b, t, heads * dh), weights  # (B, T, D)

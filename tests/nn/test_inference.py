@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 import torch
 from torch import Tensor, nn
 
@@ -110,3 +111,37 @@ def test_cached_decoding_weights_follow_parameter_updates(
     reference = torch.log_softmax(model(src, tokens[:, None]).logits[:, 0], -1).detach()
     assert not torch.allclose(before, after)
     torch.testing.assert_close(after, reference, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("pre_norm", [True, False])
+def test_the_packed_encoder_equals_the_padded_one_at_every_real_position(
+    make_model: ModelFactory, make_source: SourceFactory, pre_norm: bool
+) -> None:
+    """At inference a padded batch is encoded with the products on its real tokens only (and the
+    cross keys/values projected likewise): the memory, the encoder self-attention of every real
+    query and the cross keys/values of every real position are those of the training path, and
+    the padding's memory and keys/values are zero."""
+    model = _transformer(make_model)
+    for layer in model.encoder_layers:
+        for res in (layer.res_attn, layer.res_ff):
+            res.pre_norm = pre_norm
+    src = make_source((7, 2, 5, 7))
+    mask = src.ne(0)
+    with torch.enable_grad():
+        full = model.encode(src, need_weights=True)
+        state = model.init_state(full)
+    with torch.inference_mode():
+        packed = model.encode(src, need_weights=True)
+        packed_state = model.init_state(packed)
+    assert full.encoder_self is not None and packed.encoder_self is not None
+    torch.testing.assert_close(packed.memory[mask], full.memory[mask].detach(), atol=1e-5, rtol=1e-5)
+    assert packed.memory[~mask].abs().sum() == 0
+    for b, n in enumerate(mask.sum(1).tolist()):
+        torch.testing.assert_close(
+            packed.encoder_self[b, :, :, :n], full.encoder_self[b, :, :, :n].detach(), atol=1e-6, rtol=1e-5
+        )
+    for (k, v), (pk, pv) in zip(state.cross_kv, packed_state.cross_kv, strict=True):
+        real = mask[:, None, :, None].expand_as(k)
+        torch.testing.assert_close(pk[real], k[real].detach(), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(pv[real], v[real].detach(), atol=1e-5, rtol=1e-5)
+        assert pk[~real].abs().sum() == 0 and pv[~real].abs().sum() == 0
