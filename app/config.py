@@ -93,7 +93,7 @@ class Settings(BaseSettings):
         default=32, ge=1, description="Most texts one micro-batched decode takes (requests are never split)."
     )
     parallel_batch_texts: int = Field(
-        default=12,
+        default=16,
         ge=1,
         description=(
             "While a batch decodes, requests with the same model and settings wait for it, unless "

@@ -15,8 +15,10 @@ interpreter). Measured with 32 clients, the window alone made batches of 6-7 on 
 one beside a stream of 1-4s); waiting made them ~14, but left the second core to the event loop
 and serialisation, about a core in all for the whole server. A second batch of at least 12 beside
 the first decodes both at once, one per core: 32 greedy clients went from 66-73 to 82-90
-requests/s, beam 5 from 33-35 to 49-51 (``bench/load.py``). Groups of other settings (another
-model, beam...) still take free slots at once.
+requests/s, beam 5 from 33-35 to 49-51 (``bench/load.py``). The default threshold is 16: with 32
+greedy clients that made two batches of 16 instead of 12 (8 waiting), +2 to +16 % requests/s over
+12 in three side-by-side runs (beam 5 within noise); 8 made smaller batches and was slower. Groups
+of other settings (another model, beam...) still take free slots at once.
 
 Each request is a :class:`Ticket`: it carries its own output budget (the decoders take one per
 text, so a batch answers each request exactly as decoding it alone would), its deadline and a
