@@ -150,8 +150,13 @@ class Scheduler:
             if due is None:
                 break
             self._start(due, self._take(due))
-        # Groups behind a running batch of their own key wait for its end (_finished kicks).
-        waiting = [group[0].arrived for key, group in self._groups.items() if not self._running.get(key)]
+        # Groups behind a running batch of their own key wait for its end (_finished kicks),
+        # unless they hold enough texts to go beside it once their window has passed.
+        waiting = [
+            group[0].arrived
+            for key, group in self._groups.items()
+            if not self._running.get(key) or sum(len(t.texts) for t in group) >= self.parallel_texts
+        ]
         if self._free > 0 and waiting:
             wake = min(waiting) + self.window_s
             self._timer = asyncio.get_running_loop().call_later(max(0.0, wake - now), self._kick)

@@ -107,3 +107,19 @@ def test_a_group_of_parallel_texts_starts_beside_a_running_batch_and_a_smaller_o
         assert await first == "a1"
 
     run(scenario, max_texts=8, parallel_texts=2)
+
+
+def test_a_burst_of_parallel_texts_behind_a_running_batch_starts_after_its_window() -> None:
+    """Two texts (the threshold) arriving together behind a running batch start beside it once
+    their window has passed, with nothing else happening to wake the scheduler."""
+
+    async def scenario(scheduler: Scheduler, recorder: Recorder) -> None:
+        first = asyncio.create_task(scheduler.submit("a", ticket("a1"), recorder))
+        await until(lambda: len(recorder.batches) == 1)
+        burst = [asyncio.create_task(scheduler.submit("a", ticket(f"a{i}"), recorder)) for i in (2, 3)]
+        done = await asyncio.wait_for(asyncio.gather(*burst), timeout=10)  # a TimeoutError: they waited
+        assert done == ["a2", "a3"] and not first.done()
+        recorder.release.set()
+        assert await first == "a1"
+
+    run(scenario, max_texts=8, parallel_texts=2)
