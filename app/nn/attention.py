@@ -37,13 +37,12 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.heads, self.head_dim).transpose(1, 2)  # (B, H, T, Dh)
 
-    def project_kv(self, x: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """x: (B, S, D) -> keys and values, each (B, H, S, Dh). With ``mask`` (B, S), True at real
-        positions, at inference the products run on the real positions only, and the keys and
+    def project_kv(self, x: Tensor, rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """x: (B, S, D) -> keys and values, each (B, H, S, Dh). With ``rows``, the flat indices
+        (into B * S) of the real positions, the products run on those only, and the keys and
         values of the padding are zero (every query's mask hides them)."""
-        if mask is not None and inference.decoding() and not self.training and not bool(mask.all()):
+        if rows is not None:
             batch, length, _ = x.shape
-            rows = mask.reshape(-1).nonzero()[:, 0]
             # each real position as a sentence of one: (N, 1, D) -> keys, values (N, H, 1, Dh)
             kv = torch.cat(self.project_kv(x.reshape(batch * length, 1, -1).index_select(0, rows)), dim=1)
             full = kv.new_zeros(batch * length, *kv.shape[1:]).index_copy_(0, rows, kv)
@@ -57,16 +56,13 @@ class MultiHeadAttention(nn.Module):
 
     def project_qkv(self, x: Tensor) -> Tensor:
         """x: (B, T, D) -> queries, keys and values of self-attention stacked, (3, B, H, T, Dh);
-        one fused product when decoding."""
-        if not (inference.decoding() and inference.fusable(self.q_proj, self.k_proj, self.v_proj)):
-            return torch.stack([self.split(inference.linear(self.q_proj, x)), *self.project_kv(x)])
-        w, b = inference.fused_linear(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
-        qkv = inference.apply(x, w, b).view(x.size(0), x.size(1), 3, self.heads, self.head_dim)
-        return qkv.permute(2, 0, 3, 1, 4)  # (3, B, H, T, Dh)
+        one fused product when decoding (:meth:`qkv_rows`)."""
+        b, t, _ = x.shape
+        return self.qkv_rows(x).view(b, t, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
 
     def qkv_rows(self, x: Tensor) -> Tensor:
-        """x: (N, D) rows -> their queries, keys and values side by side, (N, 3D); one fused
-        product when decoding with float layers."""
+        """x: (..., D) -> queries, keys and values side by side, (..., 3D); one fused product
+        when decoding with float layers."""
         if inference.decoding() and inference.fusable(self.q_proj, self.k_proj, self.v_proj):
             weight, bias = inference.fused_linear(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
             return inference.apply(x, weight, bias)

@@ -222,8 +222,9 @@ class Transformer(Seq2Seq):
 
     def encode(self, src: Tensor, need_weights: bool = False) -> EncoderOutput:
         mask = self.source_mask(src)
-        if inference.decoding() and not self.training and src.size(0) > 1 and not bool(mask.all()):
-            return self._encode_packed(src, mask, need_weights)
+        real = self._real_rows(mask)
+        if real is not None:
+            return self._encode_packed(src, mask, real, need_weights)
         x = self._embed(src)
         attn_mask = mask[:, None, None, :]  # (B, 1, 1, S)
         rows = []
@@ -233,13 +234,19 @@ class Transformer(Seq2Seq):
         enc_self = torch.stack(rows, dim=1) if need_weights else None  # (B, L, H, S, S)
         return EncoderOutput(memory=self.encoder_norm(x), mask=mask, encoder_self=enc_self)
 
-    def _encode_packed(self, src: Tensor, mask: Tensor, need_weights: bool) -> EncoderOutput:
+    def _real_rows(self, mask: Tensor) -> Tensor | None:
+        """(B, S) source mask -> the flat indices of the real tokens, when inference may run the
+        position-wise products on those only: a padded batch, no gradients (None otherwise)."""
+        if not inference.decoding() or self.training or mask.size(0) == 1 or bool(mask.all()):
+            return None
+        return mask.reshape(-1).nonzero()[:, 0]
+
+    def _encode_packed(self, src: Tensor, mask: Tensor, rows: Tensor, need_weights: bool) -> EncoderOutput:
         """:meth:`encode` of a padded batch at inference, the products only on real tokens
         (:meth:`EncoderLayer.packed`): a batch of 16 test sentences is about half padding, and
         the encoder was a fifth of a batch's decoding time. The memory is zero at the padding
         (the decoder's cross-attention masks it out)."""
         b, s = src.shape
-        rows = mask.reshape(-1).nonzero()[:, 0]  # (N,) flat indices of the real tokens
         x = self._embed(src).reshape(b * s, -1).index_select(0, rows)  # (N, D)
         attn_mask = mask[:, None, None, :]  # (B, 1, 1, S)
         weights: list[Tensor] = []
@@ -255,9 +262,9 @@ class Transformer(Seq2Seq):
     def init_state(self, enc: EncoderOutput, group: int = 1) -> TransformerState:
         """The state of ``group`` rows per sentence of ``enc``, sharing its cross keys/values
         (made contiguous once here, so that no decoding step copies them)."""
-        cross = []
+        cross, rows = [], self._real_rows(enc.mask)  # projected on the real positions only
         for layer in self.decoder_layers:
-            k, v = cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory, enc.mask)
+            k, v = cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory, rows)
             cross.append((k.contiguous(), v.contiguous()))
         return TransformerState(
             self_cache=None,
