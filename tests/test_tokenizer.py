@@ -48,7 +48,12 @@ def test_pieces_match_ids_and_mark_word_starts(tokenizer: Tokenizer) -> None:
 
 
 def test_save_and_load(tmp_path: Path, tokenizer: Tokenizer) -> None:
-    tokenizer.save(tmp_path / "t.model")
+    (tmp_path / "t.model").write_bytes(b"an older file, a reader may hold it open")
+    held = (tmp_path / "t.model").open("rb")
+    tokenizer.save(tmp_path / "t.model")  # replaces the file whole: the reader keeps the old one
+    assert held.read() == b"an older file, a reader may hold it open"
+    held.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["t.model"]  # no partial file left beside it
     again = Tokenizer.load(tmp_path / "t.model")
     assert again.vocab_size == tokenizer.vocab_size
     assert all(again.encode(s) == tokenizer.encode(s) for s in SENTENCES)

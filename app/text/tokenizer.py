@@ -12,6 +12,7 @@ as its UTF-8 byte pieces. Older models (NFKC, no byte fallback) map unknown char
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,12 @@ class Tokenizer:
         return cls(Path(path).read_bytes())
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_bytes(self._proto)
+        """Written to a temporary file beside ``path`` and renamed over it, so a process reading
+        ``path`` meanwhile sees the old file or the new one, never a part of it."""
+        path = Path(path)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        partial.write_bytes(self._proto)
+        os.replace(partial, path)
 
     @classmethod
     def train(

@@ -125,7 +125,8 @@ def train(
 
     tok_file = run_dir / "tokenizer.model"
     tokenizer: Tokenizer | None
-    if tok_file.is_file() and resume:
+    resumed = tok_file.is_file() and resume
+    if resumed:  # every rank reads the run's file, so no rank may rewrite it (below)
         tokenizer = Tokenizer.load(tok_file)
     elif tokenizer_path:
         tokenizer = Tokenizer.load(tokenizer_path)
@@ -139,7 +140,7 @@ def train(
             seed=config.seed,
             byte_fallback=config.byte_fallback,
         )
-    if tokenizer is not None and world.is_main:
+    if tokenizer is not None and world.is_main and not resumed:
         tokenizer.save(tok_file)
     world.barrier()
     tokenizer = tokenizer or Tokenizer.load(tok_file)

@@ -124,6 +124,8 @@ def test_two_steps_write_a_model_folder_that_loads_and_translates(
 def test_resume_continues_the_curve_and_the_step_count(tiny_corpus: Path, tmp_path: Path) -> None:
     one_epoch = dataclasses.replace(FAST, max_epochs=1)
     first = run(tiny_corpus, tmp_path / "a", one_epoch, evaluate_test=False)
+    tok_file = tmp_path / "a" / "run" / "tokenizer.model"
+    written = tok_file.stat()
     resumed = run(
         tiny_corpus,
         tmp_path / "a",
@@ -135,6 +137,8 @@ def test_resume_continues_the_curve_and_the_step_count(tiny_corpus: Path, tmp_pa
         tiny_corpus, tmp_path / "b", dataclasses.replace(FAST, max_epochs=2), evaluate_test=False
     )
 
+    # The run's tokenizer is read, never rewritten: under torchrun the other ranks read it meanwhile.
+    assert (tok_file.stat().st_ino, tok_file.stat().st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     steps = first["training"]["steps"]
     assert steps > 1 and [p["step"] for p in first["curve"]] == [steps]
     assert [(p["epoch"], p["step"]) for p in resumed["curve"]] == [(1, steps), (2, 2 * steps)]
