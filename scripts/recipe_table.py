@@ -65,11 +65,15 @@ def read_run(folder: Path) -> list[dict[str, Any]]:
         **{s: card.get("bleu", {}).get(s, {}).get("lowercase_13a") for s in SPLITS},
     }
     rows = [row]
-    for old in card.get("history", []):
+    history = card.get("history", [])  # newest first
+    dates = [old.get("replaced_on", "?") for old in history]
+    for index, old in enumerate(history):
+        # Two replacements on one day: name them by version (the first model shipped is v1).
+        version = f" v{len(history) - index}" if dates.count(dates[index]) > 1 else ""
         rows.append(
             {
                 **{c: "" for c in COLUMNS},
-                "run": f"{folder.name} until {old.get('replaced_on', '?')}",
+                "run": f"{folder.name}{version} until {dates[index]}",
                 "note": old.get("architecture", ""),
                 "pair": row["pair"],
                 "params (M)": _num(old.get("parameters", 0) / 1e6, 1),

@@ -54,6 +54,22 @@ def test_table_rows_best_val_first_with_history_and_curves(tmp_path: Path) -> No
     assert "en-de-tf-a-bf (40.28)" in drawing
 
 
+def test_two_replacements_on_one_day_are_told_apart_by_version(tmp_path: Path) -> None:
+    folder = run_folder(tmp_path / "models", "en-fr-transformer", 60.1, 61.8, history=True)
+    card = json.loads((folder / "card.json").read_text())
+    second = {"replaced_on": "2026-11-23", "architecture": "distilled", "best_val_bleu": 58.9, "parameters": 7_320_576}
+    first = {**second, "architecture": "deep", "best_val_bleu": 57.8}
+    card["history"] = [second, first, *card["history"]]  # newest first, as the cards keep it
+    (folder / "card.json").write_text(json.dumps(card))
+    done = subprocess.run([sys.executable, str(SCRIPT), str(folder)], capture_output=True, text=True, check=True)
+    runs = [line.split(" | ")[0] for line in done.stdout.splitlines() if line.startswith("| en-fr")]
+    assert runs == [
+        "| en-fr-transformer (shipped)", "| en-fr-transformer v3 until 2026-11-23",
+        "| en-fr-transformer v2 until 2026-11-23", "| en-fr-transformer until 2026-11-22",
+    ]
+    assert "en-fr-transformer v3 until 2026-11-23: distilled" in done.stdout
+
+
 def test_a_folder_without_a_card_is_a_clear_error(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True)
     assert done.returncode == 2 and f"no card.json in {tmp_path}" in done.stderr
