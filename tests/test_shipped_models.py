@@ -52,7 +52,13 @@ EXPECTED_WORD = {"de": "Mann", "fr": "homme"}
 UNSEEN = "On 12/03/2024 Dr. Zbigniew Brzęczyszczykiewicz paid $1,234.56 for 3 pizzas 🍕🍕 at Café Müller — wow!!! 😀"
 # Folders with a byte-fallback tokenizer (no <unk>): the Transformers of the recipe search.
 LOSSLESS = [n for n in SHIPPED if Tokenizer.load(MODELS_DIR / n / TOKENIZER_FILE).byte_fallback]
-REPLACED = [n for n in SHIPPED if json.loads((MODELS_DIR / n / CARD_FILE).read_text()).get("history")]
+# Issue 14's rule 4 (better on validation and on every test split) is for the Transformers
+# themselves; an *-aligned variant is re-made from each new one and follows issue 11's rule instead.
+REPLACED = [
+    n for n in SHIPPED
+    if json.loads((MODELS_DIR / n / CARD_FILE).read_text()).get("history") and not n.endswith("-aligned")
+]
+ALIGNED = [n for n in SHIPPED if n.endswith("-aligned")]
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +179,19 @@ def test_a_replaced_model_was_better_on_val_and_on_every_test_split(name: str, s
         assert card["training"]["best_val_bleu"] > old["best_val_bleu"]
         for split in TEST_SPLITS:
             assert card["bleu"][split]["lowercase_13a"] > old["bleu"][split]["lowercase_13a"], split
+
+
+@pytest.mark.parametrize("name", ALIGNED)
+def test_an_aligned_variant_keeps_its_transformers_bleu_and_aligns_better(name: str, shipped: dict[str, LoadedModel]) -> None:
+    """Issue 11: the supervised head aligns better than any head of the unsupervised Transformer
+    and the variant's test2016 BLEU stays within 0.5 of that Transformer's (both as shipped)."""
+    card, base = shipped[name].card, shipped[name.removesuffix("-aligned")].card
+    supervised = card["training"]["alignment_supervision"]
+    layer, head = supervised["layer"], supervised["head"]
+    assert card["alignment"]["best_head"] == {"layer": layer, "head": head, "f1": card["alignment"]["f1"][layer][head]}
+    assert card["alignment"]["f1"][layer][head] > base["alignment"]["best_head"]["f1"]
+    bleu = card["bleu"]["test2016"]["lowercase_13a"]
+    assert abs(bleu - base["bleu"]["test2016"]["lowercase_13a"]) <= 0.5, bleu
 
 
 LONG = (
