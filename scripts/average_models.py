@@ -16,12 +16,11 @@ import argparse
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from app.nn.config import config_to_dict  # noqa: E402
 from app.repository import TOKENIZER_FILE, ModelFolderError, load_model_folder, save_model_folder  # noqa: E402
+from app.training.train import average_states  # noqa: E402
 
 
 def average_models(out: Path, folders: list[Path]) -> Path:
@@ -31,17 +30,13 @@ def average_models(out: Path, folders: list[Path]) -> Path:
     if out.resolve() in {f.resolve() for f in folders}:
         raise ValueError(f"{out} is one of the inputs: write the average to a new folder")
     models = [load_model_folder(f) for f in folders]
-    first = models[0]
+    first, tokenizer_bytes = models[0], (folders[0] / TOKENIZER_FILE).read_bytes()
     for folder, other in zip(folders[1:], models[1:], strict=True):
         if config_to_dict(other.model.config) != config_to_dict(first.model.config):
             raise ValueError(f"{folder} has a different model config from {folders[0]}")
-        if (folder / TOKENIZER_FILE).read_bytes() != (folders[0] / TOKENIZER_FILE).read_bytes():
+        if (folder / TOKENIZER_FILE).read_bytes() != tokenizer_bytes:
             raise ValueError(f"{folder} has a different tokenizer from {folders[0]}")
-    states = [m.model.state_dict() for m in models]
-    with torch.no_grad():
-        for name, tensor in first.model.state_dict().items():
-            if tensor.is_floating_point():
-                tensor.copy_(sum(s[name].float() for s in states) / len(states))
+    first.model.load_state_dict(average_states([m.model.state_dict() for m in models]))  # training's checkpoint mean
     card = dict(first.card)
     card["averaged_from"] = [str(f) for f in folders]
     return save_model_folder(out, first.model, first.tokenizer, source_lang=first.source_lang,
