@@ -111,6 +111,9 @@ export class Explorer {
     this.model = model;
     this.aligned = null;
     this.root.hidden = false;
+    // A head the page picked (the sharpest of the last translation) is picked again for this
+    // one; a head the user chose stays.
+    if (this.defaultHead) this.state.layer = null;
     return this.update({});
   }
 

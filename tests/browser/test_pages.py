@@ -498,6 +498,28 @@ def test_changing_the_model_retranslates_and_align_waits(page: Page, server_url:
     assert parse_qs(urlparse(page.url).query)["model"] == ["en-de-rnn-additive"]
 
 
+def test_each_translation_opens_on_its_own_sharpest_head_until_the_user_picks_one(page: Page, server_url: str) -> None:
+    """The first view of every new translation is that translation's sharpest head (the caption
+    says so), not the head that was sharpest for the sentence before; a head the user picked stays."""
+    open_translate(page, server_url)
+    first = sharpest(translate(page, SENTENCE)["attention"]["cross"])
+    others = ["Two dogs play in the snow.", "A little girl climbs a tree in the park.", "The man in the red shirt is cooking.",
+              "A group of people stand outside a building.", "Children swim in a blue lake.", "A woman sells fruit at a market."]
+    moved = False
+    for text in others:
+        cross = translate(page, text)["attention"]["cross"]
+        layer, head = sharpest(cross)
+        assert heatmap(page)["z"] == cross[layer][head], text
+        expect(page.locator("#explorer [data-role=caption-main]")).to_contain_text(f"layer {layer + 1} · head {head + 1} (the sharpest head")
+        moved = moved or (layer, head) != first
+    assert moved, "every sentence had the same sharpest head: the test shows nothing"
+    page.select_option("#explorer [data-role=layer]", "0")
+    page.select_option("#explorer [data-role=head]", "0")
+    cross = translate(page, SENTENCE)["attention"]["cross"]
+    assert heatmap(page)["z"] == cross[0][0]
+    expect(page.locator("#explorer [data-role=caption-main]")).not_to_contain_text("sharpest")
+
+
 def test_confidence_coverage_and_head_view(page: Page, server_url: str) -> None:
     open_translate(page, server_url)
     response = translate(page, f"{SENTENCE} \u2603")  # a snowman the tokenizer cannot spell
