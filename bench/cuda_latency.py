@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -78,6 +79,23 @@ def ctranslate2_on(loaded: object, model_dir: Path, out: Path, device: torch.dev
     return run
 
 
+def with_graphs(run: Run, on: bool) -> Run:
+    """``run`` with ``ATTNSCOPE_CUDA_GRAPHS`` set to 1 or 0 around each call."""
+
+    def wrapped(sources: list[list[int]], beam: int) -> list[list[int]]:
+        before = os.environ.get("ATTNSCOPE_CUDA_GRAPHS")
+        os.environ["ATTNSCOPE_CUDA_GRAPHS"] = "1" if on else "0"
+        try:
+            return run(sources, beam)
+        finally:
+            if before is None:
+                del os.environ["ATTNSCOPE_CUDA_GRAPHS"]
+            else:
+                os.environ["ATTNSCOPE_CUDA_GRAPHS"] = before
+
+    return wrapped
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="models/en-de-transformer")
@@ -96,8 +114,15 @@ def main() -> None:
     loaded = load_model_folder(args.model, device=device)
     hardware = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     sources = test_sentences(loaded, Path(args.data_dir), args.sentences)
-    systems: dict[str, Run] = {"attnscope (all attention)": attnscope_runner(loaded.model, need_weights=True)}
-    systems["attnscope (no attention)"] = attnscope_runner(loaded.model, need_weights=False)
+    systems: dict[str, Run] = {"attnscope (all attention)": with_graphs(attnscope_runner(loaded.model, True), False)}
+    systems["attnscope (no attention)"] = with_graphs(attnscope_runner(loaded.model, need_weights=False), False)
+    graphs = with_graphs(attnscope_runner(loaded.model, need_weights=True), True)
+    if device.type == "cuda":  # greedy steps replayed as CUDA graphs (app/decoding/static_greedy.py)
+        plain = systems["attnscope (all attention)"]
+        pairs = zip(decode_all(graphs, sources, 1, 1), decode_all(plain, sources, 1, 1), strict=True)
+        same = sum(a == b for a, b in pairs)
+        print(f"CUDA graphs: greedy output identical on {same}/{len(sources)} sentences")
+        systems["attnscope (all attention), CUDA graphs"] = graphs
     ct2 = ctranslate2_on(loaded, Path(args.model), out, device)
     if ct2 is not None:
         systems["CTranslate2 fp32"] = ct2

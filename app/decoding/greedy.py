@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from app.decoding import static_greedy
 from app.decoding.history import AttentionHistory
 from app.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
 from app.nn.base import Seq2Seq, reorder_encoder
@@ -36,7 +37,17 @@ def greedy_decode(
     prefix: per sentence, target ids forced before free decoding (no pad, ``<s>`` or ``</s>``).
     max_length: one budget for all sentences or one per sentence (a sentence that reaches its
     own stops there, exactly as if decoded alone with it).
-    should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline)."""
+    should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline).
+
+    On a GPU with ``ATTNSCOPE_CUDA_GRAPHS=1``, a Transformer without a prefix decodes through
+    :mod:`app.decoding.static_greedy` (fixed shapes, each step a CUDA graph): the same tokens."""
+    if static_greedy.applies(model, src.device, prefix):
+        out = static_greedy.static_greedy_decode(
+            model, src, need_weights=need_weights, max_len_ratio=max_len_ratio, max_len_offset=max_len_offset,
+            max_length=max_length, should_stop=should_stop,
+        )
+        if out is not None:
+            return out
     c = model.config
     batch, device = src.size(0), src.device
     prefixes, limits = plan_decoding(
