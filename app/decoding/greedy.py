@@ -70,7 +70,7 @@ def greedy_decode(
     alive = torch.arange(batch, device=device)  # the sentence each row decodes
     alive_per_step: list[list[int]] = []
     alive_list = list(range(batch))
-    rows_enc, state = enc, model.init_state(enc)
+    rows_enc, state = model.step_inputs(enc), model.init_state(enc)
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)
     steps = 0
     for t in range(limit):

@@ -52,8 +52,16 @@ class Seq2Seq(nn.Module):
         its own copy of its sentence's encoder rows; a model whose state shares them across a
         sentence's rows returns one row per sentence instead."""
         batch = enc.mask.size(0)
-        rows = reorder_encoder(enc, torch.arange(batch, device=enc.mask.device).repeat_interleave(beam_size))
+        beams = torch.arange(batch, device=enc.mask.device).repeat_interleave(beam_size)
+        rows = reorder_encoder(self.step_inputs(enc), beams)
         return rows, self.init_state(rows)
+
+    def step_inputs(self, enc: EncoderOutput) -> EncoderOutput:
+        """The part of ``enc`` that :meth:`step` reads: the decoders carry only this from step to
+        step, and re-index it whenever rows leave (a finished sentence, beam search's choice of
+        parents). No step reads the encoder self-attention; copying it (B, L, H, S, S) at each
+        re-indexing was a tenth of a batch's greedy decoding time."""
+        return EncoderOutput(memory=enc.memory, mask=enc.mask, final=enc.final)
 
     def step(
         self, tokens: Tensor, state: Any, enc: EncoderOutput, need_weights: bool = False

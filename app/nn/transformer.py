@@ -277,7 +277,12 @@ class Transformer(Seq2Seq):
     def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, TransformerState]:
         """Cross keys/values projected once per sentence and shared by its beams; ``step``
         reads the source mask from the state, so the encoder output stays one row per sentence."""
-        return enc, self.init_state(enc, group=beam_size)
+        return self.step_inputs(enc), self.init_state(enc, group=beam_size)
+
+    def step_inputs(self, enc: EncoderOutput) -> EncoderOutput:
+        """Only the source mask: a step reads the cross keys and values from the state, never the
+        memory, which is kept as an empty (B, 0, D) view so that re-indexing it copies nothing."""
+        return EncoderOutput(memory=enc.memory[:, :0], mask=enc.mask)
 
     def _decode(
         self, x: Tensor, state: TransformerState, self_mask: Tensor | None, need_weights: bool
