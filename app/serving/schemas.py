@@ -68,6 +68,7 @@ CoveragePenalty = Annotated[
     Field(
         ge=0.0,
         le=MAX_COVERAGE_PENALTY,
+        allow_inf_nan=False,  # NaN was refused as "less than or equal to 5", which misleads
         description=(
             "GNMT's coverage penalty beta (Wu et al. 2016): beam search ranks hypotheses by their "
             "length-normalised log-probability plus beta × Σ_source log(min(attention received, 1)), "

@@ -105,6 +105,18 @@ def test_bad_coverage_penalties_are_clear_422s(
     assert answer["errors"][0]["field"] == field and message in answer["detail"], json.dumps(answer)
 
 
+def test_nan_and_infinity_are_refused_as_not_finite(cov_client: TestClient) -> None:
+    """Python's json module (and so many clients) writes NaN and Infinity; they are not numbers
+    the penalty can take, and the message says so (not a misleading "at most 5")."""
+    for value in ("NaN", "Infinity"):
+        body = f'{{"model": "{MODEL}", "text": "{TEXT}", "coverage_penalty": {value}}}'
+        r = cov_client.post("/api/translate", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
+        answer = r.json()
+        assert answer["errors"][0]["field"] == "coverage_penalty", answer
+        assert "finite number" in answer["detail"], answer
+
+
 def test_a_model_without_cross_attention_takes_zero(cov_client: TestClient) -> None:
     assert post(cov_client, model="en-de-rnn-none", coverage_penalty=0.0)["attention"] == {}
 
