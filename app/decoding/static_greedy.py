@@ -44,7 +44,7 @@ from weakref import WeakKeyDictionary
 import torch
 from torch import Tensor, nn
 
-from app.decoding.output import DecodeOutput, never_emit, plan_decoding
+from app.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
 from app.nn import decoder_step
 from app.nn.base import Seq2Seq
 from app.nn.transformer import Transformer
@@ -96,7 +96,7 @@ class StaticGreedy:
         weights = decoder_step.prepare(model.decoder_layers)
         if weights is None:
             raise ValueError("the decoder layers cannot take the prepared step")
-        self.model, self.weights, self.key = model, weights, key
+        self.model, self.weights = model, weights
         self.lock = threading.Lock()
         self.graph: torch.cuda.CUDAGraph | None = None
         c = model.config
@@ -145,11 +145,7 @@ class StaticGreedy:
         dh = d // heads
         scale = math.sqrt(dh)
         pos = self.position
-
-        def norm(y: Tensor, p: tuple[Tensor, Tensor]) -> Tensor:
-            return nn.functional.layer_norm(y, (d,), p[0], p[1], w.eps)
-
-        qkv = w.qkv(norm(x, w.norm_self) if w.pre_norm else x)
+        qkv = w.qkv(decoder_step.layer_norm(w, x, w.norm_self) if w.pre_norm else x)
         qkv = qkv.view(n, 1, 3, heads, dh).permute(2, 0, 3, 1, 4)  # (3, N, H, 1, Dh)
         cache = self.self_kv[index]  # (2, N, H, Lc, Dh)
         cache.index_copy_(3, pos, qkv[1:])
@@ -157,23 +153,11 @@ class StaticGreedy:
         scores = torch.bmm(qkv[0].reshape(n * heads, 1, dh), cache[0].view(n * heads, length, dh).transpose(1, 2))
         self_w = scores.div_(scale).masked_fill_(future, NEG_INF).softmax(-1)  # (N*H, 1, Lc)
         out = torch.bmm(self_w, cache[1].view(n * heads, length, dh)).view(n, d)
-        out = w.self_out(out)
-        x = x + out if w.pre_norm else norm(x + out, w.norm_self)
         self.self_rows[:, index].index_copy_(2, pos, self_w.view(n, heads, 1, length))
-
-        k, v = self.cross_kv[index]
-        s = k.size(2)
-        q = w.cross_q(norm(x, w.norm_cross) if w.pre_norm else x).view(n * heads, 1, dh)
-        scores = torch.bmm(q, k.view(n * heads, s, dh).transpose(1, 2)).div_(scale)
-        cross_w = scores.view(n, heads, 1, s).masked_fill(self.blocked, NEG_INF).softmax(-1)
-        out = torch.bmm(cross_w.view(n * heads, 1, s), v.view(n * heads, s, dh)).view(n, d)
-        out = w.cross_out(out)
-        x = x + out if w.pre_norm else norm(x + out, w.norm_cross)
-        self.cross_rows[:, index].index_copy_(2, pos, cross_w)
-
-        hidden = torch.relu(w.ff_in(norm(x, w.norm_ff) if w.pre_norm else x))
-        out = w.ff_out(hidden)
-        return x + out if w.pre_norm else norm(x + out, w.norm_ff)
+        x = decoder_step.self_attention_residual(w, x, out)
+        x, cross_w = decoder_step.cross_and_feed_forward(w, x, self.cross_kv[index], self.blocked)
+        self.cross_rows[:, index].index_copy_(2, pos, cross_w)  # (N, H, 1, Sc): one row per sentence
+        return x
 
     def step(self) -> None:
         """One decoder step over the buffers (what the graph records): embed the input tokens at
@@ -279,8 +263,6 @@ def static_greedy_decode(
     take the call (the budget exceeds the model's positions, or the shape's graph is serving
     another call): the caller decodes the ordinary way. ``should_stop`` is asked before the
     first step and at every check (every ``CHECK_EVERY`` steps)."""
-    from app.decoding.output import check_stop
-
     model = cast(Transformer, model)
     c = model.config
     _, limits = plan_decoding(c, src, None, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length)

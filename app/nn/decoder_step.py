@@ -135,11 +135,8 @@ def layer_step(
     dh = d // heads
     scale = math.sqrt(dh)
 
-    def norm(y: Tensor, p: tuple[Tensor, Tensor]) -> Tensor:
-        return nn.functional.layer_norm(y, (d,), p[0], p[1], w.eps)
-
     # self-attention over the cache and this position
-    qkv = w.qkv(norm(x, w.norm_self) if w.pre_norm else x)
+    qkv = w.qkv(layer_norm(w, x, w.norm_self) if w.pre_norm else x)
     qkv = qkv.view(n, 1, 3, heads, dh).permute(2, 0, 3, 1, 4)  # (3, N, H, 1, Dh)
     cache = cache.append(qkv[1:])
     keys, values = cache.pair()  # (N, H, t+1, Dh)
@@ -147,26 +144,51 @@ def layer_step(
     scores = torch.bmm(qkv[0].reshape(n * heads, 1, dh), keys.reshape(n * heads, t, dh).transpose(1, 2))
     self_w = scores.div_(scale).softmax(-1)  # (N*H, 1, t+1)
     out = torch.bmm(self_w, values.reshape(n * heads, t, dh)).view(n, d)
-    out = w.self_out(out)
-    x = x + out if w.pre_norm else norm(x + out, w.norm_self)
+    x = self_attention_residual(w, x, out)
+    x, cross_w = cross_and_feed_forward(w, x, cross, blocked)
+    if not need_weights:
+        return x, None, None, cache
+    s = cross_w.size(-1)
+    return x, self_w.view(n, heads, t), cross_w.transpose(1, 2).reshape(n, heads, s), cache
+
+
+def layer_norm(w: LayerWeights, y: Tensor, p: tuple[Tensor, Tensor]) -> Tensor:
+    """One of the layer's norms (weight, bias) ``p`` applied to y (N, D)."""
+    return nn.functional.layer_norm(y, (y.size(-1),), p[0], p[1], w.eps)
+
+
+def self_attention_residual(w: LayerWeights, x: Tensor, heads_out: Tensor) -> Tensor:
+    """x (N, D) plus self-attention's output projection of the heads' outputs (N, D), normed
+    after for post-norm."""
+    out = w.self_out(heads_out)
+    return x + out if w.pre_norm else layer_norm(w, x + out, w.norm_self)
+
+
+def cross_and_feed_forward(
+    w: LayerWeights, x: Tensor, cross: tuple[Tensor, Tensor], blocked: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The layer after self-attention (shared with :mod:`app.decoding.static_greedy`): cross
+    keys and values (G, H, S, Dh), rows ``n*g .. n*g+g-1`` of x (N, D) sharing sentence ``n``'s;
+    blocked (G, 1, 1, S). Returns x (N, D) and the cross weights (G, H, g, S)."""
+    n, d = x.shape
+    heads = w.heads
+    dh = d // heads
+    scale = math.sqrt(dh)
 
     # cross-attention: the g rows of a sentence are g queries of one attention over its keys
     k, v = cross
     groups, _, s, _ = k.shape
     g = n // groups
-    q = w.cross_q(norm(x, w.norm_cross) if w.pre_norm else x)
+    q = w.cross_q(layer_norm(w, x, w.norm_cross) if w.pre_norm else x)
     q = q.view(groups, g, heads, dh).transpose(1, 2).reshape(groups * heads, g, dh)
     scores = torch.bmm(q, k.view(groups * heads, s, dh).transpose(1, 2)).div_(scale)
     cross_w = scores.view(groups, heads, g, s).masked_fill(blocked, NEG_INF).softmax(-1)
     out = torch.bmm(cross_w.view(groups * heads, g, s), v.view(groups * heads, s, dh))
     out = out.view(groups, heads, g, dh).transpose(1, 2).reshape(n, d)
     out = w.cross_out(out)
-    x = x + out if w.pre_norm else norm(x + out, w.norm_cross)
+    x = x + out if w.pre_norm else layer_norm(w, x + out, w.norm_cross)
 
     # feed-forward
-    hidden = torch.relu(w.ff_in(norm(x, w.norm_ff) if w.pre_norm else x))
+    hidden = torch.relu(w.ff_in(layer_norm(w, x, w.norm_ff) if w.pre_norm else x))
     out = w.ff_out(hidden)
-    x = x + out if w.pre_norm else norm(x + out, w.norm_ff)
-    if not need_weights:
-        return x, None, None, cache
-    return x, self_w.view(n, heads, t), cross_w.transpose(1, 2).reshape(n, heads, s), cache
+    return (x + out if w.pre_norm else layer_norm(w, x + out, w.norm_ff)), cross_w
