@@ -150,6 +150,14 @@ def to_ctranslate2(loaded: LoadedModel, out_dir: Path) -> Path:
     return out_dir
 
 
+def converted(loaded: LoadedModel, model_dir: str, out_dir: Path) -> Path:
+    """The CTranslate2 copy of ``model_dir`` under ``out_dir``, converted on first use only."""
+    path = out_dir / f"ct2-{Path(model_dir).name}"
+    if not (path / "model.bin").exists():
+        to_ctranslate2(loaded, path)
+    return path
+
+
 def ctranslate2_runner(loaded: LoadedModel, path: Path, compute_type: str) -> Run:
     import ctranslate2
 
@@ -312,9 +320,7 @@ def main() -> None:
         elif name == "hf":
             runners[name] = transformers_runner(loaded, to_transformers(loaded))
         elif name in ("ct2", "ct2-int8"):
-            path = out_dir / f"ct2-{Path(args.model).name}"
-            if not (path / "model.bin").exists():
-                to_ctranslate2(loaded, path)
+            path = converted(loaded, args.model, out_dir)
             runners[name] = ctranslate2_runner(loaded, path, "int8" if name == "ct2-int8" else "float32")
         else:
             raise SystemExit(f"unknown system {name!r}")

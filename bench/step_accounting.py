@@ -26,7 +26,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 from app.nn import decoder_step, inference  # noqa: E402
 from app.nn.transformer import Transformer  # noqa: E402
 from app.repository import load_model_folder  # noqa: E402
-from bench.peers import padded, test_sentences, to_ctranslate2  # noqa: E402
+from bench.peers import converted, padded, test_sentences  # noqa: E402
 
 Steps = Callable[[int], None]  # decode every sentence for exactly n steps
 
@@ -98,6 +97,7 @@ def main() -> None:
     parser.add_argument("--short", type=int, default=4)
     parser.add_argument("--long", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--out", default="out/peers", help="where bench/peers.py keeps its CTranslate2 copy (reused)")
     args = parser.parse_args()
     if args.long <= args.short:
         raise SystemExit("--long must be larger than --short")
@@ -121,7 +121,7 @@ def main() -> None:
     except ImportError:
         print("ctranslate2 is not installed (pip install -e '.[bench]'): no CT2 rows")
     else:
-        path = to_ctranslate2(loaded, Path(tempfile.mkdtemp()) / "ct2")
+        path = converted(loaded, args.model, Path(args.out))
         pieces = [[loaded.tokenizer.sp.id_to_piece(i) for i in s] for s in ids]
         systems["ct2"] = ct2_steps(path, pieces, "float32", 1)
         systems["ct2 int8"] = ct2_steps(path, pieces, "int8", 1)
