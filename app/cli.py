@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "(auto: the --init-from model's best-aligned head on val)")
     train.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss term")
     train.add_argument("--align-dir", default=None,
-                       help="reference alignments from align-corpus (default <data-dir>/alignments)")
+                       help="reference alignments from align-corpus, for --align-head and copy_augment "
+                            "(default <data-dir>/alignments)")
     train.add_argument("--vocab-size", type=int)
     train.add_argument("--seed", type=int)
     train.add_argument("--no-test-eval", action="store_true", help="skip the test-set evaluation")
@@ -94,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--ablate-split", default="test2016")
     ev.add_argument("--ablate-kinds", nargs="+", default=None, choices=("cross", "encoder_self", "decoder_self"),
                     help="attention kinds whose heads are switched off (default: all the model has)")
+    ev.add_argument("--copies", action="store_true",
+                    help="instead of BLEU: put numbers, names and emoji into --copies-split's sentences and "
+                         "count how many the translations carry over verbatim (card key 'copies'; needs the "
+                         "split's alignments from align-corpus)")
+    ev.add_argument("--copies-split", default="test2016")
     ev.add_argument("--attention-only", action="store_true",
                     help="instead of BLEU: only the mean cross-attention entropy (teacher-forced: seconds, "
                          "no beam search; card key 'attention_entropy')")
@@ -270,6 +276,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         init_from=args.init_from,
         supervision=supervision,
+        align_dir=args.align_dir,
     )
     logging.getLogger("attnscope").info("wrote %s: %s", out, json.dumps(card.get("bleu", {}), indent=None))
     return 0
@@ -302,6 +309,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(json.dumps(ablation, indent=1))  # noqa: T201 - the command's output
         if args.update_card:
             write_card(loaded.path, {**loaded.card, "ablation": ablation})
+        return 0
+    if args.copies:
+        from app.training.copies import evaluate_copies
+
+        copies = evaluate_copies(translator, corpus, split=args.copies_split, align_dir=args.align_dir, beam_size=args.beam)
+        print(json.dumps(copies, indent=1, ensure_ascii=False))  # noqa: T201 - the command's output
+        if args.update_card:
+            write_card(loaded.path, {**loaded.card, "copies": copies})
         return 0
     splits = args.splits or TEST_SPLITS
     if args.attention_only:

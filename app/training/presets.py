@@ -33,6 +33,9 @@ class TrainConfig:
     # Sequence-level distillation (Kim & Rush 2016): a file of ``source<TAB>translation`` lines
     # (``attnscope distill`` writes it from a teacher), added to the training pairs.
     distill_file: str | None = None
+    # Copy augmentation (app.training.copies): this fraction of the training pairs comes again
+    # with numbers, names or emoji put in on both sides, from the corpus's word alignments.
+    copy_augment: float = 0.0
 
 
 PRESETS: dict[str, dict[str, Any]] = {

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from app.alignment.corpus import AlignedPair
+from app.alignment.corpus import AlignedPair, default_align_dir, load_references
 from app.alignment.evaluate import score_heads
 from app.alignment.supervision import (
     HeadSupervision,
@@ -32,6 +32,7 @@ from app.nn.config import PAD_ID, ModelConfig, config_to_dict, score_of
 from app.nn.factory import build_model
 from app.repository import WEIGHTS_FILE, LoadedModel, save_model_folder, write_card
 from app.text.tokenizer import Tokenizer
+from app.training.copies import augment_corpus
 from app.training.data import Example, collate, encode_pairs, iterate, load_parallel, token_batches
 from app.training.distributed import join
 from app.training.evaluate import bleu_scores, evaluate, translate_corpus
@@ -109,11 +110,13 @@ def train(
     progress: bool = True,
     init_from: str | Path | None = None,
     supervision: HeadSupervision | None = None,
+    align_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train, pick the best weights, evaluate and write the model folder ``out_dir``.
     Returns the card. ``run_dir`` keeps the checkpoints that ``resume`` continues from.
     ``init_from``: a model folder whose weights start the run (fine-tuning; pass its config and
-    tokenizer too). ``supervision``: train one cross-attention head to align (Garg et al. 2019)."""
+    tokenizer too). ``supervision``: train one cross-attention head to align (Garg et al. 2019).
+    ``align_dir``: the word alignments that copy augmentation reads (default beside the corpus)."""
     started = time.monotonic()
     world, dev = join(device)  # under torchrun: this process's rank and device (see distributed.py)
     progress = progress and world.is_main
@@ -160,6 +163,13 @@ def train(
         extra = encode_pairs(read_distilled(config.distill_file), tokenizer.encode, config.max_train_tokens)
         train_ex, distilled = train_ex + extra, len(extra)
         logger.info("added %d distilled pairs from %s", distilled, config.distill_file)
+    copied = 0
+    if config.copy_augment > 0:  # numbers, names and emoji carried over (app.training.copies)
+        refs = load_references(align_dir or default_align_dir(data_dir), "train", source_lang, target_lang, len(train_pairs))
+        augmented = augment_corpus(train_pairs, refs, config.copy_augment, seed=config.seed)
+        extra = encode_pairs([(a.source, a.target) for a in augmented], tokenizer.encode, config.max_train_tokens)
+        train_ex, copied = train_ex + extra, len(extra)
+        logger.info("added %d copy-augmented pairs", copied)
     val_ex = encode_pairs(val_pairs, tokenizer.encode, 10_000)
     val_batches = token_batches(val_ex, config.batch_tokens, shuffle=False)
     model = build_model(model_config).to(dev)
@@ -309,7 +319,7 @@ def train(
         "training": {
             "time_s": round(state["train_s"], 1), "hardware": hardware_name(dev), "epochs": state["epoch"],
             "steps": state["step"], "selected": chosen, "best_val_bleu": state["best_bleu"],
-            "train_pairs": len(train_ex), "distilled_pairs": distilled, "stopped_by_time_budget": out_of_time, "processes": world.size,
+            "train_pairs": len(train_ex), "distilled_pairs": distilled, "copy_augmented_pairs": copied, "stopped_by_time_budget": out_of_time, "processes": world.size,
             "init_from": str(init_from) if init_from else None,
             "alignment_supervision": dataclasses.asdict(supervision) if supervision else None,
         },
