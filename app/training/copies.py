@@ -123,7 +123,7 @@ def augment_pair(source: str, target: str, ref: AlignedPair, rng: random.Random)
         (a, b), (c, d) = ref.source_words[i], ref.target_words[j]
         if _WORD.match(source[a:b]) and _WORD.match(target[c:d]):
             candidates.append((i, j))
-    if not candidates or rng.random() < 0.15:
+    if not candidates or rng.random() < 0.15:  # the emoji run appended; without a word, half the time nothing
         if rng.random() < 0.5 and not candidates:
             return None
         tail = random_emoji(rng)
@@ -132,9 +132,9 @@ def augment_pair(source: str, target: str, ref: AlignedPair, rng: random.Random)
     picked = [rng.choice(numbers)] if numbers and rng.random() < 0.7 else []
     rest = [c for c in candidates if c not in picked]
     rng.shuffle(rest)
-    picked += rest[: rng.choice((1, 1, 2)) - len(picked)] if len(picked) < 2 else []
+    picked += rest[: rng.choice((1, 1, 2)) - len(picked)]  # one or two words in all
     edits_src, edits_tgt = [], []
-    for i, j in picked or rest[:1]:
+    for i, j in picked:
         word = source[slice(*ref.source_words[i])].lower()
         if word in _NUMBER_WORDS:
             new = random_number(rng)
