@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "count how many the translations carry over verbatim (card key 'copies'; needs the "
                          "split's alignments from align-corpus)")
     ev.add_argument("--copies-split", default="test2016")
+    ev.add_argument("--protect", action="store_true",
+                    help="with --copies: translate through placeholders, as the API's protect option does "
+                         "(card key 'copies_protected')")
     ev.add_argument("--attention-only", action="store_true",
                     help="instead of BLEU: only the mean cross-attention entropy (teacher-forced: seconds, "
                          "no beam search; card key 'attention_entropy')")
@@ -310,13 +313,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.update_card:
             write_card(loaded.path, {**loaded.card, "ablation": ablation})
         return 0
+    if args.protect and not args.copies:
+        raise ValueError("--protect goes with --copies (the BLEU in cards is measured without placeholders)")
     if args.copies:
         from app.training.copies import evaluate_copies
 
-        copies = evaluate_copies(translator, corpus, split=args.copies_split, align_dir=args.align_dir, beam_size=args.beam)
+        copies = evaluate_copies(
+            translator, corpus, split=args.copies_split, align_dir=args.align_dir, beam_size=args.beam, protect=args.protect
+        )
         print(json.dumps(copies, indent=1, ensure_ascii=False))  # noqa: T201 - the command's output
         if args.update_card:
-            write_card(loaded.path, {**loaded.card, "copies": copies})
+            write_card(loaded.path, {**loaded.card, "copies_protected" if args.protect else "copies": copies})
         return 0
     splits = args.splits or TEST_SPLITS
     if args.attention_only:

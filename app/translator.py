@@ -4,15 +4,20 @@ Used by evaluation and by the web service alike; knows nothing of either."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from app.alignment.hard import Choice
+from app.alignment.heads import build_word_map, word_attention
+from app.alignment.words import locate, moses_words
 from app.decoding import DecodeOutput, Hypothesis, beam_search, greedy_decode, score_targets
 from app.nn.config import EOS_ID
 from app.repository import LoadedModel
+from app.text import protect
 
 DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha; models tuned on validation data carry their own
 DEFAULT_COVERAGE_PENALTY = 0.0  # GNMT's beta: off unless a model's card carries a tuned one
@@ -30,6 +35,17 @@ class Translation:
     source_text: str = ""
 
 
+@dataclass
+class ProtectedTranslation:
+    """A translation with protected spans put back: ``translation`` is the final text scored on
+    the original source (or the plain translation when nothing was protected); ``placements``
+    says where each span went; ``restored`` is the text before scoring (internal)."""
+
+    translation: Translation
+    placements: list[protect.Placement]
+    restored: str | None = None
+
+
 class Translator:
     def __init__(self, loaded: LoadedModel, max_source_tokens: int = 200) -> None:
         self.loaded = loaded
@@ -38,6 +54,7 @@ class Translator:
         decoding = loaded.card.get("decoding") or {}
         self.length_penalty = float(decoding.get("length_penalty", DEFAULT_LENGTH_PENALTY))
         self.coverage_penalty = float(decoding.get("coverage_penalty", DEFAULT_COVERAGE_PENALTY))
+        self._placeholders: dict[str, set[str]] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -127,6 +144,126 @@ class Translator:
         if beta is not None:
             return beta
         return self.coverage_penalty if "cross" in self.loaded.config.attention_kinds else 0.0
+
+    @torch.inference_mode()
+    def translate_protected(
+        self,
+        texts: list[str],
+        *,
+        beam_size: int = 5,
+        max_length: int | Sequence[int] | None = None,
+        alpha: float | None = None,
+        coverage_penalty: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> list[ProtectedTranslation]:
+        """Translate with numbers, emoji and byte-spelled words copied through placeholders
+        (``app.text.protect``): the model translates each text with those spans replaced, they
+        are put back where its cross-attention places them, and the result is scored
+        teacher-forced on the original source, so the returned attention is the model's while
+        reading the text shown. Texts without such spans, and models without cross-attention,
+        are translated as they are (``placements`` empty); so is a text whose restored output
+        would pass the token limit."""
+        if "cross" in self.loaded.config.attention_kinds:
+            masked = [protect.mask(t, protect.find_spans(t, self._spelled_in_bytes)) for t in texts]
+        else:
+            masked = [protect.Masked(t, t) for t in texts]
+        decoded = self.translate(
+            [m.text for m in masked],
+            beam_size=beam_size,
+            max_length=max_length,
+            alpha=alpha,
+            coverage_penalty=coverage_penalty,
+            should_stop=should_stop,
+        )
+        results = [ProtectedTranslation(result, []) for result in decoded]
+        redo = []
+        for i, (m, result) in enumerate(zip(masked, decoded, strict=True)):
+            if not m.spans:
+                continue
+            text, placements = self._restore(m, result)
+            if len(self.loaded.tokenizer.encode(text)) <= self.max_source_tokens:
+                results[i] = ProtectedTranslation(result, placements, text)
+                redo.append(i)
+            else:  # too long to score once restored: translate the text as given
+                limit = max_length if max_length is None or isinstance(max_length, int) else [max_length[i]]
+                (plain,) = self.translate(
+                    [texts[i]], beam_size=beam_size, max_length=limit, alpha=alpha,
+                    coverage_penalty=coverage_penalty, should_stop=should_stop,
+                )  # fmt: skip
+                results[i] = ProtectedTranslation(plain, [])
+        if redo:
+            scored = self.align([texts[i] for i in redo], [results[i].restored or "" for i in redo])
+            for i, translation in zip(redo, scored, strict=True):
+                # The text as restored: an older tokenizer without byte fallback would decode
+                # an emoji it cannot spell as ⁇; the ids and attention are the model's.
+                translation.text = results[i].restored or translation.text
+                results[i].translation = translation
+        return results
+
+    def _spelled_in_bytes(self, word: str) -> bool:
+        tok = self.loaded.tokenizer
+        return any(p.startswith("<0x") or p == "<unk>" for p in tok.pieces(tok.encode(word)))
+
+    def _alignment_choice(self) -> Choice:
+        """The card's best-aligning cross head when it beats the average of all heads."""
+        card = self.loaded.card.get("alignment") or {}
+        best, average = card.get("best_head") or {}, card.get("average_of_heads") or {}
+        if best and float(best.get("f1", 0)) > float(average.get("f1", 1)):
+            return (int(best["layer"]), int(best["head"]))
+        return "average"
+
+    def placeholder_translations(self) -> dict[str, set[str]]:
+        """Per kind, the lowercased words this model translates its placeholder word to: the
+        output word that attends most to it, in at least two of a few short sentences (cached)."""
+        if self._placeholders is None:
+            words: dict[str, set[str]] = {}
+            for kind, word in protect.PLACEHOLDERS.items():
+                contexts = [c.format(word) for c in protect.PLACEHOLDER_CONTEXTS[kind]]
+                seen: Counter[str] = Counter()
+                for context, result in zip(contexts, self.translate(contexts, beam_size=1), strict=True):
+                    masked = protect.Masked(context, context, [])
+                    _, src_spans, tgt_spans, attention = self._word_attention(masked, result)
+                    k = next(i for i, (a, b) in enumerate(src_spans) if context[a:b] == word)
+                    if tgt_spans:
+                        j = int(attention[:, k].argmax())
+                        found = result.text[tgt_spans[j][0] : tgt_spans[j][1]]
+                        if any(c.isalnum() for c in found):
+                            seen[found.lower()] += 1
+                # Kept when two sentences agree: one sentence's stray link is not a translation.
+                words[kind] = {word.lower()} | {w for w, n in seen.items() if n >= 2}
+            self._placeholders = words
+        return self._placeholders
+
+    def _word_attention(
+        self, masked: protect.Masked, result: Translation
+    ) -> tuple[str, list[protect.Span], list[protect.Span], Tensor]:
+        """The output text, word spans of the masked source and of the output, and their
+        (target words, source words) cross-attention through the alignment head."""
+        loaded = self.loaded
+        target = result.text
+        src_tokens, tgt_tokens = moses_words(masked.text, loaded.source_lang), moses_words(target, loaded.target_lang)
+        src_spans, tgt_spans = locate(masked.text, src_tokens), locate(target, tgt_tokens)
+        tgt_ids = result.target_ids[:-1] if result.target_ids and result.target_ids[-1] == EOS_ID else result.target_ids
+        cross = result.hypothesis.cross
+        if not tgt_ids or not tgt_tokens or cross is None:
+            return target, src_spans, tgt_spans, torch.zeros(len(tgt_spans), len(src_spans))
+        words = build_word_map(
+            loaded.tokenizer.pieces, masked.text, target, result.source_ids[:-1], tgt_ids, src_spans, tgt_spans
+        )
+        choice = self._alignment_choice()
+        attn = cross.float().mean((0, 1)) if choice == "average" else cross[choice[0], choice[1]].float()
+        return target, src_spans, tgt_spans, word_attention(attn, words)
+
+    def _restore(self, masked: protect.Masked, result: Translation) -> tuple[str, list[protect.Placement]]:
+        target, src_spans, tgt_spans, attention = self._word_attention(masked, result)
+        return protect.restore(
+            masked,
+            target,
+            source_words=src_spans,
+            target_words=tgt_spans,
+            word_attention=attention,
+            placeholder_translations=self.placeholder_translations(),
+        )
 
     @torch.inference_mode()
     def align(self, texts: list[str], targets: list[str]) -> list[Translation]:

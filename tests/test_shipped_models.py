@@ -208,3 +208,24 @@ def test_the_en_de_transformer_keeps_the_second_clause_of_the_long_example(shipp
     assert translator.coverage_penalty > 0
     (out,) = translator.translate([LONG], beam_size=5, need_weights=False)
     assert "Hund" in out.text and "älterer Mann" in out.text, out.text  # both clauses
+
+
+@pytest.mark.parametrize("name", ["en-de-transformer", "en-fr-transformer"])
+def test_protect_copies_numbers_and_emoji_and_attention_reads_the_output(name: str, shipped: dict[str, LoadedModel]) -> None:
+    """Through placeholders the Transformers keep what they lose alone ("Nummer 2" for 42), and
+    the attention returned is the model's, teacher-forced, while reading the output shown."""
+    translator = Translator(shipped[name])
+    text = "The bus number 42 leaves at 7:15. 🚌"
+    (result,) = translator.translate_protected([text], beam_size=5)
+    out = result.translation
+    assert {p.text for p in result.placements} == {"42", "7:15", "🚌"}
+    for p in result.placements:
+        assert out.text[p.target_start : p.target_end] == p.text, out.text
+    (forced,) = translator.align([text], [out.text])
+    assert out.target_ids == forced.target_ids
+    assert out.hypothesis.cross is not None and forced.hypothesis.cross is not None
+    assert torch.equal(out.hypothesis.cross, forced.hypothesis.cross)
+    # A sentence with nothing to protect translates exactly as without protect.
+    clean = "A man is riding a bicycle."
+    (same,) = translator.translate_protected([clean], beam_size=5)
+    assert same.placements == [] and same.translation.text == translator.translate([clean], beam_size=5)[0].text

@@ -130,6 +130,7 @@ async def translate(body: TranslateRequest, service: ServiceDep, request: Reques
             alignment=body.alignment,
             disable_heads=body.disable_heads,
             log=_log(request),
+            protect=body.protect,
         )
     return await _json(service, request, answer)
 
@@ -181,5 +182,6 @@ async def translate_batch(body: BatchTranslateRequest, service: ServiceDep, requ
             alignment=body.alignment,
             disable_heads=body.disable_heads,
             log=_log(request),
+            protect=body.protect,
         )
     return await _json(service, request, answers)

@@ -112,6 +112,18 @@ Prefix = Annotated[
         ),
     ),
 ]
+Protect = Annotated[
+    bool,
+    Field(
+        description=(
+            "Copy numbers, emoji and words the vocabulary can only spell byte by byte through placeholders: "
+            "the model translates the text with each replaced (a number by 'two', such a word by 'John', emoji "
+            "removed), each is put back where its cross-attention places it, and the result is scored on your "
+            "text, so `attention` is the model's while reading the output shown. `protected` says where each "
+            "went. Models without cross-attention translate as usual. Not with `prefix` or `return_beam`."
+        )
+    ),
+]
 ReturnScores = Annotated[
     bool,
     Field(description="Add `attention_scores` (before the softmax), `context_norms`, `context_vectors` and `key_dim`."),
@@ -158,6 +170,7 @@ class TranslateRequest(AnswerFields):
     coverage_penalty: CoveragePenalty = None
     return_beam: ReturnBeam = False
     prefix: Prefix = None
+    protect: Protect = False
     return_scores: ReturnScores = False
     alternatives: Alternatives = 0
     alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
@@ -182,6 +195,7 @@ class BatchTranslateRequest(AnswerFields):
     beam_size: BeamSize = 5
     max_length: MaxLength = None
     coverage_penalty: CoveragePenalty = None
+    protect: Protect = False
     alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
     disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 
@@ -245,6 +259,24 @@ class Alternative(BaseModel):
     token: str
     token_id: int
     logprob: float
+
+
+class ProtectedSpan(BaseModel):
+    """A span of the source copied through a placeholder (``protect``)."""
+
+    text: str
+    kind: Literal["number", "emoji", "word"]
+    placed: Literal["replaced", "beside", "start", "end"] = Field(
+        description=(
+            "replaced: it took the place of the output word that translated its placeholder; beside: the model "
+            "dropped the placeholder, so it went next to the output word attending most to it; start/end: an "
+            "emoji that began or ended the source."
+        )
+    )
+    source_start: int = Field(description="Character offset in the source text.")
+    source_end: int
+    target_start: int = Field(description="Character offset in `translation`.")
+    target_end: int
 
 
 class TranslationResponse(BaseModel):
@@ -339,6 +371,9 @@ class TranslationResponse(BaseModel):
         default=None, description="The hard word alignment asked for with `alignment` (else null)."
     )
     disabled_heads: list[HeadRef] = Field(default=[], description="The heads that were switched off (disable_heads).")
+    protected: list[ProtectedSpan] | None = Field(
+        default=None, description="With `protect`: the spans copied through placeholders (else null)."
+    )
 
     @field_serializer("attention")
     def _attention_lists(self, attention: dict[AttentionKind, Any]) -> dict[AttentionKind, Matrix]:

@@ -26,11 +26,13 @@ from app.nn.ablation import disabled_heads
 from app.serving import ablation, limits
 from app.serving.answers import to_response
 from app.serving.batching import Scheduler, Ticket
+from app.serving.errors import InvalidInput
 from app.serving.execution import InferencePool
 from app.serving.explain import NO_EXTRAS, Extras, add_extras, forced_prefixes
 from app.serving.heads import AlignmentChoice, HeadRef
 from app.serving.registry import ModelRegistry, ServedModel
-from app.serving.schemas import AttentionKind, ModelInfo, TranslationResponse
+from app.serving.schemas import AttentionKind, ModelInfo, ProtectedSpan, TranslationResponse
+from app.text.protect import Placement
 from app.translator import Translation
 
 T = TypeVar("T")
@@ -60,6 +62,7 @@ class TranslateKey:
     coverage_penalty: float | None = None
     return_tree: bool = False
     disabled: tuple[HeadTuple, ...] = ()  # heads switched off change the decode itself
+    protect: bool = False  # placeholders change what is decoded
 
 
 @dataclass(frozen=True)
@@ -131,12 +134,17 @@ class ModelService:
         options: AnswerOptions = AnswerOptions(),  # noqa: B008 - frozen, so one shared default is safe
         gone: threading.Event | None = None,
         log: dict[str, Any] | None = None,
+        protect: bool = False,
     ) -> list[TranslationResponse]:
         """Translate ``texts`` (one request: decoded together, sharing ``max_length``). ``batch``
         only says how fields are named in errors (``texts[i]`` rather than ``text``);
         ``coverage_penalty`` None is the model's default; ``alignment`` adds a hard word alignment,
         ``disable_heads`` switches heads off; ``gone`` is set when the client disconnects; ``log``
-        receives what the request log line reports."""
+        receives what the request log line reports; ``protect`` copies numbers, emoji and
+        byte-spelled words through placeholders (``Translator.translate_protected``)."""
+        if protect and (prefix is not None or extras.return_beam):
+            loc = ("body", "prefix") if prefix is not None else ("body", "return_beam")
+            raise InvalidInput(loc, "cannot be combined with protect: the shown output is scored, not searched")
         served = self.get(model_id)
         limits.check_coverage(served, coverage_penalty)
         heads = ablation.check_disabled(served, disable_heads)
@@ -156,7 +164,8 @@ class ModelService:
         ticket = self._ticket(
             texts, [budget] * len(texts), options, gone, extras=extras, choice=choice, prefixes=prefixes or [[] for _ in texts]
         )
-        key = TranslateKey(model_id, beam_size, options.weights, coverage_penalty, extras.return_beam, tuple(heads))
+        weights = options.weights or protect  # placing the spans reads the attention
+        key = TranslateKey(model_id, beam_size, weights, coverage_penalty, extras.return_beam, tuple(heads), protect)
         answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_translate)
         return answers
 
@@ -227,7 +236,19 @@ class ModelService:
         texts = [text for ticket in tickets for text in ticket.texts]
         budgets = [budget for ticket in tickets for budget in ticket.budgets]
 
+        placed: list[list[Placement]] = []
+
         def decode() -> list[Translation]:
+            if key.protect:
+                out = served.translator.translate_protected(
+                    texts,
+                    beam_size=key.beam_size,
+                    max_length=budgets,
+                    coverage_penalty=key.coverage_penalty,
+                    should_stop=should_stop,
+                )
+                placed.extend(r.placements for r in out)
+                return [r.translation for r in out]
             return served.translator.translate(
                 texts,
                 beam_size=key.beam_size,
@@ -239,7 +260,19 @@ class ModelService:
                 should_stop=should_stop,
             )
 
-        return _answer(served, tickets, decode, key.disabled)
+        answers = _answer(served, tickets, decode, key.disabled)
+        if key.protect:
+            flat = (answer for group in answers for answer in group)
+            for answer, spans in zip(flat, placed, strict=True):
+                answer.protected = [
+                    ProtectedSpan(
+                        text=p.text, kind=p.kind, placed=p.how,  # type: ignore[arg-type]
+                        source_start=p.source_start, source_end=p.source_end,
+                        target_start=p.target_start, target_end=p.target_end,
+                    )
+                    for p in spans
+                ]
+        return answers
 
     def _run_align(
         self, key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]

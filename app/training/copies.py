@@ -195,16 +195,21 @@ def evaluate_copies(
     align_dir: str | Path | None = None,
     beam_size: int = 5,
     progress: bool = True,
+    protect: bool = False,
 ) -> dict[str, Any]:
     """Every sentence of ``split`` with numbers, names or emoji put in (``augment_corpus`` with
     :data:`COPY_TEST_SEED`), translated: how many of those strings come out verbatim, per kind,
-    and the first few translations to look at. Needs the split's word alignments."""
+    and the first few translations to look at. Needs the split's word alignments. ``protect``
+    translates through placeholders (``Translator.translate_protected``)."""
     loaded = translator.loaded
     pairs = load_parallel(data_dir, split, loaded.source_lang, loaded.target_lang)
     refs = load_references(align_dir or default_align_dir(data_dir), split, loaded.source_lang, loaded.target_lang, len(pairs))
     augmented = augment_corpus(pairs, refs, 1.0, seed=COPY_TEST_SEED)
-    hyps = translate_corpus(translator, [a.source for a in augmented], beam_size=beam_size, progress=progress)
+    hyps = translate_corpus(
+        translator, [a.source for a in augmented], beam_size=beam_size, progress=progress, protect=protect
+    )
     return {
+        "protect": protect,
         "what": f"numbers, names and emoji put into the {split} sources (and references) at words that "
                 "eflomal links one to one, or appended; share of them in the translation verbatim",
         "split": split,

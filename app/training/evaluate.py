@@ -60,14 +60,26 @@ def bleu_by_length(sources: Sequence[str], hypotheses: Sequence[str], references
 
 
 def translate_corpus(
-    translator: Translator, sources: Sequence[str], *, beam_size: int = 5, batch_size: int = 64, progress: bool = True
+    translator: Translator,
+    sources: Sequence[str],
+    *,
+    beam_size: int = 5,
+    batch_size: int = 64,
+    progress: bool = True,
+    protect: bool = False,
 ) -> list[str]:
-    """Translate many sentences in length-sorted batches, returned in the input order."""
+    """Translate many sentences in length-sorted batches, returned in the input order; with
+    ``protect``, numbers, emoji and byte-spelled words go through placeholders
+    (``Translator.translate_protected``)."""
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     out: list[str] = [""] * len(sources)
     batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     for batch in tqdm(batches, desc=f"translate (beam {beam_size})", disable=not progress, leave=False):
-        results = translator.translate([sources[i] for i in batch], beam_size=beam_size, need_weights=False)
+        texts = [sources[i] for i in batch]
+        if protect:
+            results = [r.translation for r in translator.translate_protected(texts, beam_size=beam_size)]
+        else:
+            results = translator.translate(texts, beam_size=beam_size, need_weights=False)
         for i, r in zip(batch, results, strict=True):
             out[i] = r.text
     return out
