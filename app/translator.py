@@ -11,9 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from app.alignment.hard import Choice
-from app.alignment.heads import build_word_map, word_attention
-from app.alignment.words import locate, moses_words
+from app.alignment.hard import Choice, WordAttention, word_level_attention
 from app.decoding import DecodeOutput, Hypothesis, beam_search, greedy_decode, score_targets
 from app.nn.config import EOS_ID
 from app.repository import LoadedModel
@@ -39,11 +37,10 @@ class Translation:
 class ProtectedTranslation:
     """A translation with protected spans put back: ``translation`` is the final text scored on
     the original source (or the plain translation when nothing was protected); ``placements``
-    says where each span went; ``restored`` is the text before scoring (internal)."""
+    says where each span went."""
 
     translation: Translation
     placements: list[protect.Placement]
-    restored: str | None = None
 
 
 class Translator:
@@ -176,14 +173,14 @@ class Translator:
             should_stop=should_stop,
         )
         results = [ProtectedTranslation(result, []) for result in decoded]
-        redo = []
+        restored: dict[int, str] = {}
         for i, (m, result) in enumerate(zip(masked, decoded, strict=True)):
             if not m.spans:
                 continue
             text, placements = self._restore(m, result)
             if len(self.loaded.tokenizer.encode(text)) <= self.max_source_tokens:
-                results[i] = ProtectedTranslation(result, placements, text)
-                redo.append(i)
+                results[i].placements = placements
+                restored[i] = text
             else:  # too long to score once restored: translate the text as given
                 limit = max_length if max_length is None or isinstance(max_length, int) else [max_length[i]]
                 (plain,) = self.translate(
@@ -191,12 +188,12 @@ class Translator:
                     coverage_penalty=coverage_penalty, should_stop=should_stop,
                 )  # fmt: skip
                 results[i] = ProtectedTranslation(plain, [])
-        if redo:
-            scored = self.align([texts[i] for i in redo], [results[i].restored or "" for i in redo])
-            for i, translation in zip(redo, scored, strict=True):
+        if restored:
+            scored = self.align([texts[i] for i in restored], list(restored.values()))
+            for (i, text), translation in zip(restored.items(), scored, strict=True):
                 # The text as restored: an older tokenizer without byte fallback would decode
                 # an emoji it cannot spell as ⁇; the ids and attention are the model's.
-                translation.text = results[i].restored or translation.text
+                translation.text = text
                 results[i].translation = translation
         return results
 
@@ -216,52 +213,46 @@ class Translator:
         """Per kind, the lowercased words this model translates its placeholder word to: the
         output word that attends most to it, in at least two of a few short sentences (cached)."""
         if self._placeholders is None:
-            words: dict[str, set[str]] = {}
+            learnt: dict[str, set[str]] = {}
             for kind, word in protect.PLACEHOLDERS.items():
                 contexts = [c.format(word) for c in protect.PLACEHOLDER_CONTEXTS[kind]]
                 seen: Counter[str] = Counter()
                 for context, result in zip(contexts, self.translate(contexts, beam_size=1), strict=True):
-                    masked = protect.Masked(context, context, [])
-                    _, src_spans, tgt_spans, attention = self._word_attention(masked, result)
-                    k = next(i for i, (a, b) in enumerate(src_spans) if context[a:b] == word)
-                    if tgt_spans:
-                        j = int(attention[:, k].argmax())
-                        found = result.text[tgt_spans[j][0] : tgt_spans[j][1]]
+                    words = self._word_attention(context, result)
+                    assert words.matrix is not None
+                    if words.target_words:
+                        k = words.source_words.index(word)
+                        found = words.target_words[int(words.matrix[:, k].argmax())]
                         if any(c.isalnum() for c in found):
                             seen[found.lower()] += 1
                 # Kept when two sentences agree: one sentence's stray link is not a translation.
-                words[kind] = {word.lower()} | {w for w, n in seen.items() if n >= 2}
-            self._placeholders = words
+                learnt[kind] = {word.lower()} | {w for w, n in seen.items() if n >= 2}
+            self._placeholders = learnt
         return self._placeholders
 
-    def _word_attention(
-        self, masked: protect.Masked, result: Translation
-    ) -> tuple[str, list[protect.Span], list[protect.Span], Tensor]:
-        """The output text, word spans of the masked source and of the output, and their
-        (target words, source words) cross-attention through the alignment head."""
-        loaded = self.loaded
-        target = result.text
-        src_tokens, tgt_tokens = moses_words(masked.text, loaded.source_lang), moses_words(target, loaded.target_lang)
-        src_spans, tgt_spans = locate(masked.text, src_tokens), locate(target, tgt_tokens)
-        tgt_ids = result.target_ids[:-1] if result.target_ids and result.target_ids[-1] == EOS_ID else result.target_ids
-        cross = result.hypothesis.cross
-        if not tgt_ids or not tgt_tokens or cross is None:
-            return target, src_spans, tgt_spans, torch.zeros(len(tgt_spans), len(src_spans))
-        words = build_word_map(
-            loaded.tokenizer.pieces, masked.text, target, result.source_ids[:-1], tgt_ids, src_spans, tgt_spans
-        )
-        choice = self._alignment_choice()
-        attn = cross.float().mean((0, 1)) if choice == "average" else cross[choice[0], choice[1]].float()
-        return target, src_spans, tgt_spans, word_attention(attn, words)
+    def _word_attention(self, source: str, result: Translation) -> WordAttention:
+        """``result``'s cross-attention merged to the words of ``source`` (the text it translated)
+        and of its output, through the alignment head (a zero matrix when there is nothing to
+        merge)."""
+        assert result.hypothesis.cross is not None  # only models with cross-attention get here
+        words = word_level_attention(
+            self.loaded.tokenizer, source=source, target=result.text, source_ids=result.source_ids,
+            target_ids=result.target_ids, cross=result.hypothesis.cross, choice=self._alignment_choice(),
+            source_lang=self.loaded.source_lang, target_lang=self.loaded.target_lang,
+        )  # fmt: skip
+        if words.matrix is None:
+            words.matrix = torch.zeros(len(words.target_spans), len(words.source_spans))
+        return words
 
     def _restore(self, masked: protect.Masked, result: Translation) -> tuple[str, list[protect.Placement]]:
-        target, src_spans, tgt_spans, attention = self._word_attention(masked, result)
+        words = self._word_attention(masked.text, result)
+        assert words.matrix is not None
         return protect.restore(
             masked,
-            target,
-            source_words=src_spans,
-            target_words=tgt_spans,
-            word_attention=attention,
+            result.text,
+            source_words=words.source_spans,
+            target_words=words.target_spans,
+            word_attention=words.matrix,
             placeholder_translations=self.placeholder_translations(),
         )
 

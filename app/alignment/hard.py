@@ -13,7 +13,7 @@ from torch import Tensor
 
 from app.alignment.heads import argmax_links, build_word_map, word_attention
 from app.alignment.links import format_pharaoh
-from app.alignment.words import locate, moses_words
+from app.alignment.words import Span, locate, moses_words
 from app.nn.config import EOS_ID
 from app.text.tokenizer import Tokenizer
 
@@ -25,6 +25,47 @@ class HardAlignment:
     pharaoh: str  # "i-j ..." sorted by target word
     source_words: list[str]
     target_words: list[str]
+
+
+@dataclass
+class WordAttention:
+    """One translation's attention merged to words: the Moses words of source and target, their
+    character spans, and the (target words, source words) matrix of the chosen head (None when
+    either side has no words or no tokens)."""
+
+    source_words: list[str]
+    target_words: list[str]
+    source_spans: list[Span]
+    target_spans: list[Span]
+    matrix: Tensor | None
+
+
+def word_level_attention(
+    tokenizer: Tokenizer,
+    *,
+    source: str,
+    target: str,
+    source_ids: list[int],
+    target_ids: list[int],
+    cross: Tensor,
+    choice: Choice,
+    source_lang: str,
+    target_lang: str,
+) -> WordAttention:
+    """cross: (L, H, T, S) attention of ids that may end with ``</s>`` (``source_ids`` and
+    ``target_ids`` are the token ids of the rows and columns; a final EOS is dropped)."""
+    src_ids = source_ids[:-1] if source_ids and source_ids[-1] == EOS_ID else source_ids
+    tgt_ids = target_ids[:-1] if target_ids and target_ids[-1] == EOS_ID else target_ids
+    src_tokens, tgt_tokens = moses_words(source, source_lang), moses_words(target, target_lang)
+    src_spans, tgt_spans = locate(source, src_tokens), locate(target, tgt_tokens)
+    if not src_tokens or not tgt_tokens or not src_ids or not tgt_ids:
+        return WordAttention(src_tokens, tgt_tokens, src_spans, tgt_spans, None)
+    words = build_word_map(tokenizer.pieces, source, target, src_ids, tgt_ids, src_spans, tgt_spans)
+    if choice == "average":
+        attn = cross.float().mean((0, 1))
+    else:
+        attn = cross[choice[0], choice[1]].float()
+    return WordAttention(src_tokens, tgt_tokens, src_spans, tgt_spans, word_attention(attn, words))
 
 
 def hard_alignment(
@@ -39,19 +80,11 @@ def hard_alignment(
     source_lang: str,
     target_lang: str,
 ) -> HardAlignment:
-    """cross: (L, H, T, S) attention of ids that may end with ``</s>`` (``source_ids`` and
-    ``target_ids`` are the token ids of the rows and columns; a final EOS is dropped)."""
-    src_ids = source_ids[:-1] if source_ids and source_ids[-1] == EOS_ID else source_ids
-    tgt_ids = target_ids[:-1] if target_ids and target_ids[-1] == EOS_ID else target_ids
-    src_tokens, tgt_tokens = moses_words(source, source_lang), moses_words(target, target_lang)
-    if not src_tokens or not tgt_tokens or not src_ids or not tgt_ids:
-        return HardAlignment("", src_tokens, tgt_tokens)
-    words = build_word_map(
-        tokenizer.pieces, source, target, src_ids, tgt_ids, locate(source, src_tokens), locate(target, tgt_tokens)
-    )
-    if choice == "average":
-        attn = cross.float().mean((0, 1))
-    else:
-        attn = cross[choice[0], choice[1]].float()
-    links = argmax_links(word_attention(attn, words))
-    return HardAlignment(format_pharaoh(links), src_tokens, tgt_tokens)
+    """The argmax links of :func:`word_level_attention` (same arguments) as Pharaoh pairs."""
+    words = word_level_attention(
+        tokenizer, source=source, target=target, source_ids=source_ids, target_ids=target_ids, cross=cross,
+        choice=choice, source_lang=source_lang, target_lang=target_lang,
+    )  # fmt: skip
+    if words.matrix is None:
+        return HardAlignment("", words.source_words, words.target_words)
+    return HardAlignment(format_pharaoh(argmax_links(words.matrix)), words.source_words, words.target_words)

@@ -88,7 +88,7 @@ def find_spans(text: str, spelled_in_bytes: Callable[[str], bool]) -> list[tuple
     while i < len(text):
         if _is_emoji(text[i]) and text[i] not in "\u200d\ufe0f\u20e3":
             j = i + 1
-            while j < len(text) and (_is_emoji(text[j]) or 0x1F3FB <= ord(text[j]) <= 0x1F3FF):
+            while j < len(text) and _is_emoji(text[j]):  # skin tones lie in 0x1F000-0x1FAFF
                 j += 1
             found.append((i, j, "emoji"))
             i = j
@@ -184,11 +184,14 @@ def restore(
         pool = content or list(range(n_target))
         return max(pool, key=lambda j: float(word_attention[j, k])) if pool else None
 
+    def append_at_end(index: int, text: str) -> None:
+        edits.append((len(translation), len(translation), (" " if translation else "") + text, index))
+        hows[index] = "end"
+
     def beside(index: int, k: int, text: str) -> None:
         j = most_attending(k)
         if j is None:
-            edits.append((len(translation), len(translation), (" " if translation else "") + text, index))
-            hows[index] = "end"
+            append_at_end(index, text)
             return
         a, b = target_words[j]
         if own_source[j] > k:  # that word translates something after the span: go before it
@@ -197,11 +200,13 @@ def restore(
             edits.append((b, b, " " + text, index))
         hows[index] = "beside"
 
-    placeholders = {
-        k
-        for span in masked.spans
-        if span.kind != "emoji" and (k := _word_at(source_words, span.masked_start, span.masked_end)) is not None
+    # The source word each placeholder became (emoji have none).
+    slot = {
+        index: _word_at(source_words, span.masked_start, span.masked_end)
+        for index, span in enumerate(masked.spans)
+        if span.kind != "emoji"
     }
+    placeholders = {k for k in slot.values() if k is not None}
     for index, span in enumerate(masked.spans):
         if span.kind == "emoji":
             before = [k for k, (a, b) in enumerate(source_words) if b <= span.masked_start]
@@ -216,10 +221,9 @@ def restore(
             else:
                 beside(index, before[-1], span.text)
             continue
-        k = _word_at(source_words, span.masked_start, span.masked_end)
+        k = slot[index]
         if k is None or not n_target:
-            edits.append((len(translation), len(translation), (" " if translation else "") + span.text, index))
-            hows[index] = "end"
+            append_at_end(index, span.text)
             continue
         wanted = placeholder_translations.get(span.kind, set())
         # An output word translating this placeholder, not a source word of the same spelling
