@@ -158,12 +158,14 @@ class Translator:
         are put back where its cross-attention places them, and the result is scored
         teacher-forced on the original source, so the returned attention is the model's while
         reading the text shown. Texts without such spans, and models without cross-attention,
-        are translated as they are (``placements`` empty); so is a text whose restored output
-        would pass the token limit."""
+        are translated as they are (``placements`` empty); so are a text that would be empty once
+        masked (emoji alone) and one whose restored output would pass the token limit."""
+        masked = [protect.Masked(t, t) for t in texts]
         if "cross" in self.loaded.config.attention_kinds:
-            masked = [protect.mask(t, protect.find_spans(t, self._spelled_in_bytes)) for t in texts]
-        else:
-            masked = [protect.Masked(t, t) for t in texts]
+            for i, text in enumerate(texts):
+                m = protect.mask(text, protect.find_spans(text, self._spelled_in_bytes))
+                if m.text.strip():  # a text of emoji alone leaves nothing to translate
+                    masked[i] = m
         decoded = self.translate(
             [m.text for m in masked],
             beam_size=beam_size,

@@ -63,3 +63,16 @@ def test_a_model_without_cross_attention_translates_as_usual(client: TestClient)
     r = client.post("/api/translate", json={"model": "en-de-rnn-none", "text": "A man with 2 dogs.", "protect": True})
     assert r.status_code == 200, r.text
     assert r.json()["protected"] == []
+
+
+@pytest.mark.parametrize("text", ["😀", " 🍕 🍕 ", "42"])
+def test_a_text_that_is_all_spans_is_translated_as_given(shipped_client: TestClient, text: str) -> None:
+    """Nothing would be left to translate once masked (emoji are removed), so nothing is protected."""
+    r = shipped_client.post("/api/translate", json={"model": MODEL, "text": text, "protect": True})
+    assert r.status_code == 200, r.text
+    plain = shipped_client.post("/api/translate", json={"model": MODEL, "text": text}).json()
+    body = r.json()
+    if all(s["kind"] == "emoji" for s in body["protected"]):
+        assert body["protected"] == [] and body["translation"] == plain["translation"]
+    for s in body["protected"]:
+        assert body["translation"][s["target_start"] : s["target_end"]] == s["text"]
