@@ -60,7 +60,7 @@ def attnscope_steps(model: Transformer, sources: list[torch.Tensor], rows: int) 
 def products_only(model: Transformer, count: int) -> Steps:
     layers = decoder_step.prepare(model.decoder_layers)
     assert layers is not None
-    output = inference.transposed(model.embed, model.embed.weight)  # (D, V)
+    output = inference.matrix_product(model.embed, "output", model.embed.weight)  # (D,) -> (V,)
     d, ff = model.config.d_model, model.config.ff_dim
     x, hidden = torch.randn(1, d), torch.randn(1, ff)
 
@@ -68,7 +68,7 @@ def products_only(model: Transformer, count: int) -> Steps:
         for _ in range(count * n):
             for w in layers:
                 w.qkv(x), w.self_out(x), w.cross_q(x), w.cross_out(x), w.ff_in(x), w.ff_out(hidden)
-            torch.mm(x, output)
+            output(x)
 
     return run
 

@@ -49,8 +49,8 @@ class MultiHeadAttention(nn.Module):
             full = full.view(batch, length, 2 * self.heads, self.head_dim).transpose(1, 2)  # (B, 2H, S, Dh)
             return full[:, : self.heads], full[:, self.heads :]
         if inference.decoding() and inference.fusable(self.k_proj, self.v_proj):
-            w, b = inference.fused_linear(self, "kv", (self.k_proj, self.v_proj))
-            kv = inference.apply(x, w, b).view(x.size(0), x.size(1), 2, self.heads, self.head_dim)
+            kv = inference.product(self, "kv", (self.k_proj, self.v_proj))(x)
+            kv = kv.view(x.size(0), x.size(1), 2, self.heads, self.head_dim)
             return kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)  # (B, H, S, Dh)
         return self.split(self.k_proj(x)), self.split(self.v_proj(x))
 
@@ -64,8 +64,7 @@ class MultiHeadAttention(nn.Module):
         """x: (..., D) -> queries, keys and values side by side, (..., 3D); one fused product
         when decoding with float layers."""
         if inference.decoding() and inference.fusable(self.q_proj, self.k_proj, self.v_proj):
-            weight, bias = inference.fused_linear(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))
-            return inference.apply(x, weight, bias)
+            return inference.product(self, "qkv", (self.q_proj, self.k_proj, self.v_proj))(x)
         return torch.cat([inference.linear(p, x) for p in (self.q_proj, self.k_proj, self.v_proj)], dim=-1)
 
     def forward(

@@ -5,7 +5,7 @@ matrix-vector products, and the time around them (module calls, attribute lookup
 hooks, the checks of the general layer code) cost as much again. :func:`layer_step` is the
 same arithmetic as :class:`~app.nn.transformer.DecoderLayer` (the same kernels on the same
 operands in the same order, so the same bits) written straight through: the weights come
-prepared once per decode (:func:`prepare`: transposed, contiguous, query/key/value fused; see
+prepared once per decode (:func:`prepare`: query/key/value fused, transposed or packed; see
 :mod:`app.nn.inference`), and the caller keeps each step's attention rows.
 
 It covers evaluation-mode layers, pre- or post-norm, float or int8 (:mod:`app.nn.quantize`: the
@@ -39,8 +39,8 @@ Linear = Callable[[Tensor], Tensor]  # x (N, in) -> (N, out)
 @dataclass(frozen=True)
 class LayerWeights:
     """One decoder layer laid out for a step: each linear layer as a function of its input (a
-    float one: ``x @ W + b`` with W its cached (in, out) contiguous transpose; an int8 one: the
-    quantised module's own forward), layer norms as (weight, bias)."""
+    float one: its cached :func:`app.nn.inference.product`; an int8 one: the quantised module's
+    own forward), layer norms as (weight, bias)."""
 
     pre_norm: bool
     eps: float
@@ -56,13 +56,9 @@ class LayerWeights:
     ff_out: Linear
 
 
-def _addmm(weight: Tensor, bias: Tensor) -> Linear:
-    return lambda x: torch.addmm(bias, x, weight)
-
-
 def _linear(layer: nn.Module) -> Linear:
     if type(layer) is nn.Linear:
-        return _addmm(inference.transposed(layer, layer.weight), layer.bias)
+        return inference.product(layer, "linear", (layer,))
     return cast(Linear, layer.forward)  # e.g. torch's dynamically quantised int8 Linear
 
 
@@ -72,7 +68,7 @@ def _norm(norm: nn.LayerNorm) -> tuple[Tensor, Tensor]:
 
 def _qkv(sa: MultiHeadAttention) -> Linear:
     if inference.fusable(sa.q_proj, sa.k_proj, sa.v_proj):
-        return _addmm(*inference.fused_linear(sa, "qkv", (sa.q_proj, sa.k_proj, sa.v_proj)))
+        return inference.product(sa, "qkv", (sa.q_proj, sa.k_proj, sa.v_proj))
     q, k, v = _linear(sa.q_proj), _linear(sa.k_proj), _linear(sa.v_proj)
     return lambda x: torch.cat([q(x), k(x), v(x)], dim=-1)
 

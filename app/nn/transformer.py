@@ -359,7 +359,7 @@ class Transformer(Seq2Seq):
         if self.quantized_output is not None:
             return self.quantized_output(y)
         if inference.decoding():
-            return inference.apply(y, inference.transposed(self.embed, self.embed.weight))
+            return inference.matrix_product(self.embed, "output", self.embed.weight)(y)
         return nn.functional.linear(y, self.embed.weight)
 
     def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False) -> Seq2SeqOutput:

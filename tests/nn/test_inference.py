@@ -1,5 +1,6 @@
-"""The decoding fast paths: fused and transposed weights (app.nn.inference) and cross keys/values
-shared by a sentence's beams give what the training path gives, and follow weight updates."""
+"""The decoding fast paths: fused, transposed and packed fp16 weights (app.nn.inference) and cross
+keys/values shared by a sentence's beams give what the training path gives, and follow weight
+updates."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from app.nn import inference
 from app.nn.attention import MultiHeadAttention
 from app.nn.base import Seq2Seq
 from app.nn.transformer import Transformer
@@ -17,22 +19,43 @@ ModelFactory = Callable[..., Seq2Seq]
 SourceFactory = Callable[..., Tensor]
 
 
-def _transformer(make_model: ModelFactory) -> Transformer:
+def _transformer(make_model: ModelFactory, fp16_exact: bool = False) -> Transformer:
+    """A tiny Transformer; with ``fp16_exact`` every parameter is a half-precision number, as a
+    model loaded from fp16 safetensors has (its products then run packed)."""
     model = make_model("transformer", heads=4)
     assert isinstance(model, Transformer)
-    for p in model.parameters():  # non-zero biases, so a q/k/v mix-up in the fused weights shows
-        if p.dim() == 1:
-            nn.init.normal_(p, std=0.3)
+    with torch.no_grad():
+        for p in model.parameters():  # non-zero biases, so a q/k/v mix-up in the fused weights shows
+            if p.dim() == 1:
+                nn.init.normal_(p, std=0.3)
+            if fp16_exact:
+                p.copy_(p.half().float())
     return model
 
 
+class _PackedCalls:
+    """Counts calls of the packed fp16 kernel (the real one runs)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = torch.fbgemm_linear_fp16_weight
+
+        def counted(*args: Tensor) -> Tensor:
+            self.count += 1
+            return real(*args)
+
+        monkeypatch.setattr(torch, "fbgemm_linear_fp16_weight", counted)
+
+
+@pytest.mark.parametrize("fp16_exact", [False, True])
 def test_decoding_path_equals_the_training_path_with_shared_beams(
-    make_model: ModelFactory, make_source: SourceFactory
+    make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch, fp16_exact: bool
 ) -> None:
     """Teacher-forced logits and attention with gradients on (separate projections, F.linear)
-    equal the incremental decoding path (fused QKV, transposed output weight), with three beam
-    rows per sentence sharing its cross keys/values."""
-    model = _transformer(make_model)
+    equal the incremental decoding path (fused QKV, transposed or, for fp16 weights, packed
+    products), with three beam rows per sentence sharing its cross keys/values."""
+    model = _transformer(make_model, fp16_exact)
+    packed = _PackedCalls(monkeypatch)
     src = make_source((7, 4, 6))
     tgt_in = torch.tensor([[2, 9, 8, 7, 6], [2, 11, 12, 13, 14], [2, 15, 16, 17, 18]])
     full = model(src, tgt_in, need_weights=True)
@@ -53,6 +76,7 @@ def test_decoding_path_equals_the_training_path_with_shared_beams(
             torch.testing.assert_close(
                 step.decoder_self, full.decoder_self[rows, :, :, t, : t + 1].detach(), atol=1e-6, rtol=1e-5
             )
+    assert (packed.count > 0) == fp16_exact  # encoder, cross keys/values, every step, output
 
 
 def test_dropping_a_sentence_selects_its_shared_keys(
@@ -89,12 +113,14 @@ def test_grouped_keys_equal_repeated_keys() -> None:
             torch.testing.assert_close(w_shared, w_copied)
 
 
+@pytest.mark.parametrize("fp16_exact", [False, True])
 def test_cached_decoding_weights_follow_parameter_updates(
-    make_model: ModelFactory, make_source: SourceFactory
+    make_model: ModelFactory, make_source: SourceFactory, fp16_exact: bool
 ) -> None:
     """An optimizer step changes the parameters in place: the next decoding step must use the
-    new weights, not the fused/transposed copies made before."""
-    model = _transformer(make_model)
+    new weights, not the fused/transposed/packed copies made before (fp16 weights stop being
+    fp16 after the step, so their products go from packed to transposed)."""
+    model = _transformer(make_model, fp16_exact)
     src, tokens = make_source((5, 3)), torch.tensor([2, 2])
 
     def decode_step() -> Tensor:
@@ -145,3 +171,54 @@ def test_the_packed_encoder_equals_the_padded_one_at_every_real_position(
         torch.testing.assert_close(pk[real], k[real].detach(), atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(pv[real], v[real].detach(), atol=1e-5, rtol=1e-5)
         assert pk[~real].abs().sum() == 0 and pv[~real].abs().sum() == 0
+
+
+def test_packed_fp16_only_where_it_is_the_same_product() -> None:
+    """A weight of fp16 values gets a packed copy whose products equal the fp32 ones (the
+    activations are not rounded to fp16); a weight that fp16 would round, one in another dtype
+    and one that overflows fp16 do not."""
+    torch.manual_seed(0)
+    weight = (torch.randn(96, 40) * 0.05).half().float()
+    bias = (torch.randn(96) * 0.1).half().float()
+    packed = inference.packed_fp16(weight, bias)
+    assert packed is not None
+    x = torch.randn(7, 40)
+    want = (x.double() @ weight.double().t() + bias.double()).float()
+    got = torch.fbgemm_linear_fp16_weight(x, packed[0], packed[1])
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    rounded_x = (x.half().double() @ weight.double().t() + bias.double()).float()
+    assert (rounded_x - want).abs().max() > 100 * (got - want).abs().max()  # fp32 activations
+    assert inference.packed_fp16(weight + 1e-4, bias) is None  # not fp16 values
+    assert inference.packed_fp16(weight.double(), bias) is None
+    assert inference.packed_fp16(weight * 1e5, bias) is None  # beyond fp16's range
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_products_packed_or_dense_agree_at_every_row_count(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    """One product (fused, a layer without bias among them; and a bias-free matrix) gives the
+    fp32 result at 1 to 40 rows. With one torch thread every product runs packed; with more,
+    products of more than PACKED_ROWS rows go to the multi-threaded dense kernel."""
+    torch.manual_seed(0)
+    owner = nn.Module()
+    layers = (nn.Linear(32, 48), nn.Linear(32, 16, bias=False))
+    with torch.no_grad():
+        for layer in layers:
+            for p in layer.parameters():
+                p.copy_(p.half().float())
+    packed = _PackedCalls(monkeypatch)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.no_grad():
+            fused = inference.product(owner, "fused", layers)
+            matrix = inference.matrix_product(owner, "matrix", layers[0].weight)
+            for rows in (1, 5, inference.PACKED_ROWS, 40):
+                x = torch.randn(rows, 32)
+                calls = packed.count
+                want = torch.cat([layer(x) for layer in layers], dim=-1)
+                torch.testing.assert_close(fused(x), want, atol=1e-5, rtol=1e-5)
+                torch.testing.assert_close(matrix(x), x @ layers[0].weight.t(), atol=1e-5, rtol=1e-5)
+                ran_packed = threads == 1 or rows <= inference.PACKED_ROWS
+                assert packed.count - calls == (2 if ran_packed else 0)
+    finally:
+        torch.set_num_threads(before)
