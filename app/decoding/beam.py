@@ -129,17 +129,19 @@ def beam_search(
     src_lengths = enc.mask.sum(1)
     use_coverage = coverage_penalty > 0
 
-    alive = list(range(batch))  # sentence of each group of k consecutive rows
-    rows_enc, state = model.init_beams(enc, k)  # encoder rows: one per row, or per sentence
-    scores = torch.full((batch * k,), NEG_INF, device=device)
-    scores[::k] = 0.0  # only the first beam of each sentence is alive at the start
+    alive = list(range(batch))  # sentence of each group of ``width`` consecutive rows
+    # The first step runs one row per sentence (its other beams would be copies of it, with no
+    # score yet), as CTranslate2 does on the CPU; then model.expand_beams makes k of each.
+    rows_enc, state = model.init_beams(enc, 1)  # encoder rows: one per row, or per sentence
+    width, expanded = 1, False  # rows per sentence at this step
+    scores = torch.zeros(batch, device=device)
     host_scores = scores.tolist()
-    tokens = torch.full((batch * k,), c.bos_id, dtype=torch.long, device=device)
-    coverage = torch.zeros(batch * k, src.size(1), device=device) if use_coverage else None
+    tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)
+    coverage = torch.zeros(batch, src.size(1), device=device) if use_coverage else None
     history, pointers = AttentionHistory(), _BackPointers()
     finished: list[list[_Finished]] = [[] for _ in range(batch)]
     trees = [BeamTree.rooted(c.bos_id) for _ in range(batch)] if return_tree else None
-    nodes = [0] * (batch * k)  # the tree node each row holds (the root at the start)
+    nodes = [0] * batch  # the tree node each row holds (the root at the start)
 
     for t in range(limit):
         check_stop(should_stop, t)
@@ -148,17 +150,17 @@ def beam_search(
             history.record(step)
         log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id, inplace=True)  # (N, V)
         vocab, groups = log_probs.size(-1), len(alive)
-        candidates = (scores[:, None] + log_probs).view(groups, k * vocab)
-        top_scores, top_idx = candidates.topk(min(2 * k, k * vocab), dim=1)  # (G, 2K)
-        top_lp = log_probs.view(groups, k * vocab).gather(1, top_idx)
-        penalties = [0.0] * (groups * k)
+        candidates = (scores[:, None] + log_probs).view(groups, width * vocab)
+        top_scores, top_idx = candidates.topk(min(2 * k, width * vocab), dim=1)  # (G, 2K)
+        top_lp = log_probs.view(groups, width * vocab).gather(1, top_idx)
+        penalties = [0.0] * (groups * width)
         if coverage is not None:
             assert step.cross is not None
             coverage = coverage + last_layer_cross(step.cross)  # (N, S)
             mask = rows_enc.mask  # (N, S), or (G, S) when the model shares encoder rows
             mask = mask if mask.size(0) == coverage.size(0) else mask.repeat_interleave(k, 0)
             penalties = gnmt_coverage(coverage, mask, coverage_penalty).tolist()
-        forced = _forced_tokens(alive, prefixes, t, k, log_probs)
+        forced = _forced_tokens(alive, prefixes, t, width, log_probs)
         parents_local, words = (top_idx // vocab).tolist(), (top_idx % vocab).tolist()
         top_list, lp_list = top_scores.tolist(), top_lp.tolist()
 
@@ -166,9 +168,10 @@ def beam_search(
         still_alive: list[int] = []
         for g, b in enumerate(alive):
             last = t == limits[b] - 1  # this sentence's budget ends with this step
-            if g in forced:  # the prefix decides; only row g*k is alive during it
+            first = g * width  # the sentence's first row at this step
+            if g in forced:  # the prefix decides; only the first row is alive during it
                 w, lp = forced[g]
-                keep = [_Candidate(g * k, w, host_scores[g * k] + lp, lp)]
+                keep = [_Candidate(first, w, host_scores[first] + lp, lp)]
             else:
                 keep = []
                 for j, (p_local, w, sc, lp) in enumerate(
@@ -176,20 +179,21 @@ def beam_search(
                 ):
                     if sc == NEG_INF:
                         continue
+                    row = first + p_local
                     if w == c.eos_id:
                         if j < k:
-                            ranking = sc / length_penalty(t + 1, alpha) + penalties[g * k + p_local]
-                            finished[b].append(_Finished(t, g * k + p_local, w, lp, sc, ranking))
+                            ranking = sc / length_penalty(t + 1, alpha) + penalties[row]
+                            finished[b].append(_Finished(t, row, w, lp, sc, ranking))
                             if trees is not None:
                                 finished[b][-1].node = trees[b].add(
-                                    parent=nodes[g * k + p_local],
+                                    parent=nodes[row],
                                     token=w,
                                     logprob=lp,
                                     score=sc,
                                     finished=True,
                                 )
                     elif len(keep) < k:
-                        keep.append(_Candidate(g * k + p_local, w, sc, lp))
+                        keep.append(_Candidate(row, w, sc, lp))
             if trees is not None:
                 for x in keep:
                     x.node = trees[b].add(
@@ -208,9 +212,7 @@ def beam_search(
             if len(finished[b]) >= k or last:
                 continue  # this sentence is done and leaves the batch
             still_alive.append(b)
-            kept += keep + [_Candidate(g * k, c.pad_id, NEG_INF, 0.0)] * (
-                k - len(keep)
-            )  # dead slots
+            kept += keep + [_Candidate(first, c.pad_id, NEG_INF, 0.0)] * (k - len(keep))  # dead slots
         if not still_alive:
             break
         pointers.add_step(kept)
@@ -219,12 +221,16 @@ def beam_search(
         tokens = torch.tensor([x.token for x in kept], device=device)
         host_scores = [x.score for x in kept]
         scores = torch.tensor(host_scores, device=device)
-        state = state.reorder(index)
         if coverage is not None:
             coverage = coverage.index_select(0, index)
-        if len(still_alive) < len(alive):  # sentences left: drop their encoder rows
-            per_sentence = rows_enc.mask.size(0) == len(alive)
-            rows_enc = reorder_encoder(rows_enc, index[::k] // k if per_sentence else index)
+        if not expanded:  # after the first step: k rows per sentence from here on
+            rows_enc, state = model.expand_beams(rows_enc, state, index, k)
+            width, expanded = k, True
+        else:
+            state = state.reorder(index)
+            if len(still_alive) < len(alive):  # sentences left: drop their encoder rows
+                per_sentence = rows_enc.mask.size(0) == len(alive)
+                rows_enc = reorder_encoder(rows_enc, index[::k] // k if per_sentence else index)
         alive = still_alive
 
     best = [max(f, key=lambda h: h.ranking) for f in finished]
@@ -254,14 +260,14 @@ def beam_search(
 
 
 def _forced_tokens(
-    alive: list[int], prefixes: list[list[int]], t: int, k: int, log_probs: Tensor
+    alive: list[int], prefixes: list[list[int]], t: int, width: int, log_probs: Tensor
 ) -> dict[int, tuple[int, float]]:
-    """Groups whose sentence is still inside its prefix at step ``t``: group -> (the forced token,
-    its log-probability from the group's one live row)."""
+    """Groups (of ``width`` rows) whose sentence is still inside its prefix at step ``t``:
+    group -> (the forced token, its log-probability from the group's one live row)."""
     wanted = [(g, prefixes[b][t]) for g, b in enumerate(alive) if t < len(prefixes[b])]
     if not wanted:
         return {}
-    lps = log_probs[[g * k for g, _ in wanted], [w for _, w in wanted]].tolist()
+    lps = log_probs[[g * width for g, _ in wanted], [w for _, w in wanted]].tolist()
     return {g: (w, lp) for (g, w), lp in zip(wanted, lps, strict=True)}
 
 

@@ -56,6 +56,17 @@ class Seq2Seq(nn.Module):
         rows = reorder_encoder(self.step_inputs(enc), beams)
         return rows, self.init_state(rows)
 
+    def expand_beams(
+        self, enc: EncoderOutput, state: DecoderState, indices: Tensor, beam_size: int
+    ) -> tuple[EncoderOutput, DecoderState]:
+        """From one row per sentence (:meth:`init_beams` with ``beam_size`` 1, after the first
+        step) to ``beam_size`` rows per sentence: ``indices`` (M * beam_size,) gives each new
+        row's row of the old state, each group of ``beam_size`` consecutive ones from one
+        sentence (M <= the old rows: sentences that have finished are left out). Returns what
+        :meth:`init_beams` with ``beam_size`` would have, one step further. By default both the
+        encoder rows and the state are re-indexed row by row."""
+        return reorder_encoder(enc, indices), state.reorder(indices)
+
     def step_inputs(self, enc: EncoderOutput) -> EncoderOutput:
         """The part of ``enc`` that :meth:`step` reads: the decoders carry only this from step to
         step, and re-index it whenever rows leave (a finished sentence, beam search's choice of

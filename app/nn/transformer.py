@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from app.nn import decoder_step, inference
 from app.nn.attention import MultiHeadAttention
-from app.nn.base import Seq2Seq
+from app.nn.base import DecoderState, Seq2Seq, reorder_encoder
 from app.nn.config import TransformerConfig
 from app.nn.kv_cache import KVCache
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
@@ -278,6 +278,28 @@ class Transformer(Seq2Seq):
         """Cross keys/values projected once per sentence and shared by its beams; ``step``
         reads the source mask from the state, so the encoder output stays one row per sentence."""
         return self.step_inputs(enc), self.init_state(enc, group=beam_size)
+
+    def expand_beams(
+        self, enc: EncoderOutput, state: DecoderState, indices: Tensor, beam_size: int
+    ) -> tuple[EncoderOutput, TransformerState]:
+        """The self caches re-indexed row by row; the cross keys/values and the encoder rows stay
+        one per sentence (selected only when sentences have left), now shared by its beams."""
+        assert isinstance(state, TransformerState) and state.group == 1
+        sentences = indices[::beam_size]
+        cross_kv, cross_mask = state.cross_kv, state.cross_mask
+        if sentences.numel() != cross_mask.size(0):  # some sentences finished on the first step
+            cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in cross_kv]
+            cross_mask = cross_mask.index_select(0, sentences)
+            enc = reorder_encoder(enc, sentences)
+        grown = TransformerState(
+            self_cache=None if state.self_cache is None else [c.select(indices) for c in state.self_cache],
+            cross_kv=cross_kv,
+            cross_mask=cross_mask,
+            position=state.position,
+            group=beam_size,
+            weights=state.weights,
+        )
+        return enc, grown
 
     def step_inputs(self, enc: EncoderOutput) -> EncoderOutput:
         """Only the source mask: a step reads the cross keys and values from the state, never the
