@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from app.nn.config import ModelConfig
     from app.training.presets import TrainConfig
 
+from app.allocator import keep_freed_memory
 from app.config import REPO_ROOT, data_dir
 
 
@@ -401,6 +402,8 @@ def cmd_tokenizer(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.command != "serve":  # the server tunes it from its settings (keep_freed_mb)
+        keep_freed_memory()
     try:
         if args.command == "serve":
             from app.serving.server import run

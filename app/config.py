@@ -69,6 +69,15 @@ class Settings(BaseSettings):
             "so 1 keeps them from oversubscribing the cores; None leaves torch's default."
         ),
     )
+    keep_freed_mb: int = Field(
+        default=256,
+        ge=0,
+        description=(
+            "glibc only: freed memory (MB per malloc arena) the process keeps for reuse instead of "
+            "returning it to the OS, so decoding steps do not page-fault their buffers in again "
+            "(app/allocator.py); 0 leaves malloc's defaults."
+        ),
+    )
     inference_threads: int = Field(
         default=2,
         ge=1,

@@ -44,6 +44,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+from app.allocator import keep_freed_memory  # noqa: E402
 from app.decoding import beam_search, greedy_decode  # noqa: E402
 from app.decoding.output import max_target_length  # noqa: E402
 from app.nn.transformer import Transformer, sinusoidal_positions  # noqa: E402
@@ -296,9 +297,15 @@ def main() -> None:
         help="any of attnscope attnscope-noattn attnscope-int8 hf ct2 ct2-int8",
     )
     parser.add_argument("--out", default="out/peers")
+    parser.add_argument(
+        "--keep-freed-mb", type=int, default=256,
+        help="malloc tuning of the whole process, every system alike, as `attnscope serve` does "
+        "(app/allocator.py); 0: glibc's defaults",
+    )
     args = parser.parse_args()
 
     torch.set_num_threads(1)
+    keep_freed_memory(args.keep_freed_mb)
     loaded = load_model_folder(args.model)
     if not isinstance(loaded.model, Transformer):
         raise SystemExit(f"{args.model}: bench/peers.py compares Transformers only")
@@ -370,6 +377,7 @@ def main() -> None:
         "model": args.model,
         "sentences": len(sources),
         "torch": torch.__version__,
+        "keep_freed_mb": args.keep_freed_mb,
         "agreement": agreement,
         "ms_per_sentence": {f"{n} beam{b} batch{s}": v for (n, b, s), v in medians.items()},
         "cpu_ms_runs": {f"{n} beam{b} batch{s}": v for (n, b, s), v in times.items()},

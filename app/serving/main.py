@@ -16,6 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.gzip import GZipMiddleware
 
 from app import __version__
+from app.allocator import keep_freed_memory
 from app.config import Settings, get_settings
 from app.serving import api, assets, metrics, pages
 from app.serving import attribution as attribution_api
@@ -37,6 +38,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.torch_threads is not None:
             torch.set_num_threads(settings.torch_threads)  # process-wide, like the server itself
+        keep_freed_memory(settings.keep_freed_mb)
         # Load once per process, never at import time, and in the background: /api/health
         # answers at once, /api/ready once every folder is loaded (or marked unavailable).
         loading = asyncio.get_running_loop().run_in_executor(None, service.load_all)
