@@ -79,8 +79,10 @@ def product(owner: nn.Module, name: str, layers: tuple[nn.Linear, ...]) -> Produ
     side by side (..., sum of outs), cached on ``owner`` under ``name``."""
     sources = tuple(p for layer in layers for p in (layer.weight, layer.bias) if p is not None)
 
+    def weight() -> Tensor:
+        return torch.cat([layer.weight.detach() for layer in layers])
+
     def build() -> Product:
-        weight = torch.cat([layer.weight.detach() for layer in layers])
         if all(layer.bias is None for layer in layers):
             return _build(weight, None)
         bias = torch.cat([
@@ -95,7 +97,7 @@ def product(owner: nn.Module, name: str, layers: tuple[nn.Linear, ...]) -> Produ
 def matrix_product(owner: nn.Module, name: str, weight: Tensor) -> Product:
     """x (..., in) -> ``x @ weight.T`` (..., out) for a weight (out, in) of ``owner`` (e.g. a
     tied output projection), cached on ``owner`` under ``name``."""
-    return derived(owner, name, (weight,), lambda: _build(weight.detach(), None))
+    return derived(owner, name, (weight,), lambda: _build(weight.detach, None))
 
 
 def linear(layer: nn.Module, x: Tensor) -> Tensor:
@@ -106,21 +108,25 @@ def linear(layer: nn.Module, x: Tensor) -> Tensor:
     return layer(x)
 
 
-def _build(weight: Tensor, bias: Tensor | None) -> Product:
-    """The product of weight (out, in) and bias (out,) or None: packed fp16 where that is exact
-    (:func:`packed_fp16`), otherwise (and for many rows on several threads) the transposed weight."""
-    packed = packed_fp16(weight, bias)
+def _build(weight: Callable[[], Tensor], bias: Tensor | None) -> Product:
+    """The product of ``weight()`` (out, in) and bias (out,) or None: packed fp16 where that is
+    exact (:func:`packed_fp16`), otherwise (and for many rows on several threads) the transposed
+    weight. ``weight`` makes the fp32 matrix; the packed product keeps no fp32 copy of it and
+    calls it again only if it ever needs the transposed one."""
+    matrix = weight()
+    packed = packed_fp16(matrix, bias)
     if packed is None:
-        return _dense(weight, bias)
-    matrix, packed_bias = packed
-    in_features = weight.size(1)
+        return _dense(matrix, bias)
+    fp16, packed_bias = packed
+    in_features = matrix.size(1)
+    del matrix
     dense: list[Product] = []  # built on first use only: one thread never needs it
 
     def run(x: Tensor) -> Tensor:
         if x.numel() <= PACKED_ROWS * in_features or torch.get_num_threads() == 1:
-            return torch.fbgemm_linear_fp16_weight(x, matrix, packed_bias)
+            return torch.fbgemm_linear_fp16_weight(x, fp16, packed_bias)
         if not dense:
-            dense.append(_dense(weight, bias))
+            dense.append(_dense(weight(), bias))
         return dense[0](x)
 
     return run
