@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from app.nn import inference
 from app.nn.ablation import is_off
 from app.nn.base import Seq2Seq
 from app.nn.config import RecurrentConfig, RNNConfig, SelfAttentiveRNNConfig
@@ -102,9 +103,16 @@ class RNNSeq2Seq(Seq2Seq):
             if is_off(self.score):  # switched off by app.nn.ablation
                 context = torch.zeros_like(context)
         hidden = self.cell(torch.cat([emb, context], dim=-1), hidden)
-        out = torch.tanh(self.pre_output(self.dropout(torch.cat([hidden, context, emb], dim=-1))))
-        logits = nn.functional.linear(self.dropout(out), self.embed.weight)  # tied (N, V)
-        return logits, hidden, weights
+        out = torch.tanh(inference.linear(self.pre_output, self.dropout(torch.cat([hidden, context, emb], dim=-1))))
+        return self._logits(self.dropout(out)), hidden, weights
+
+    def _logits(self, out: Tensor) -> Tensor:
+        """out: (N, E) -> (N, V) through the tied embedding matrix; when decoding, as a cached
+        product (:mod:`app.nn.inference`: packed fp16 for the shipped fp16 weights, where MKL is
+        slow on the few rows of a beam)."""
+        if inference.decoding():
+            return inference.matrix_product(self.embed, "output", self.embed.weight)(out)
+        return nn.functional.linear(out, self.embed.weight)
 
     def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False) -> Seq2SeqOutput:
         enc = self.encode(src, need_weights=need_weights)
