@@ -150,8 +150,7 @@ def beam_search(
             history.record(step)
         log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id, inplace=True)  # (N, V)
         vocab, groups = log_probs.size(-1), len(alive)
-        candidates = (scores[:, None] + log_probs).view(groups, width * vocab)
-        top_scores, top_idx = candidates.topk(min(2 * k, width * vocab), dim=1)  # (G, 2K)
+        top_scores, top_idx = top_candidates(scores, log_probs, groups, min(2 * k, width * vocab))  # (G, 2K)
         top_lp = log_probs.view(groups, width * vocab).gather(1, top_idx)
         penalties = [0.0] * (groups * width)
         if coverage is not None:
@@ -257,6 +256,37 @@ def beam_search(
         forced_tokens=None if prefix is None else [len(p) for p in prefixes],
         trees=trees,
     )
+
+
+CHUNKS = 16  # top_candidates' members per chunk
+CHUNKED_FROM = 1 << 17  # log-probabilities from which the chunked search is faster on the CPU
+
+
+def top_candidates(scores: Tensor, log_probs: Tensor, groups: int, count: int) -> tuple[Tensor, Tensor]:
+    """The ``count`` best extensions of each sentence: scores (N,) of its rows plus log_probs
+    (N, V), N = groups * width, the rows of a sentence consecutive. Returns their scores and flat
+    indices ``row_in_group * V + word``, (G, count), best first: ``topk`` over the (G, width * V)
+    sums.
+
+    Large inputs take an exact shortcut instead of summing and searching all of them (at batch
+    32 × beam 5, 1.28 M candidates, ``topk`` was a twentieth of a step): each row's words are cut
+    into chunks of ``CHUNKS`` (word ``c * V/CHUNKS + j`` in chunk j), the ``count`` chunks with the
+    best maxima are kept, and the top ``count`` of their members taken. A candidate among the best
+    ``count`` lies in a chunk whose maximum is at least the ``count``-th best score, and at most
+    ``count`` chunks have such a maximum, so none is missed (ties may be broken differently)."""
+    rows, vocab = log_probs.shape
+    width = rows // groups
+    per = vocab // CHUNKS
+    if log_probs.numel() < CHUNKED_FROM or vocab % CHUNKS or count > width * per:
+        return (scores[:, None] + log_probs).view(groups, width * vocab).topk(count, dim=1)
+    best = log_probs.view(rows, CHUNKS, per).amax(1) + scores[:, None]  # (N, per): chunk maxima
+    _, chunk = best.view(groups, width * per).topk(count, dim=1)  # (G, count) of row * per + j
+    row_in_group, column = chunk // per, chunk % per
+    row = torch.arange(groups, device=scores.device)[:, None] * width + row_in_group  # (G, count)
+    words = column[:, :, None] + per * torch.arange(CHUNKS, device=scores.device)  # (G, count, C)
+    values = (log_probs[row[:, :, None], words] + scores[row][:, :, None]).view(groups, -1)
+    top, position = values.topk(count, dim=1)
+    return top, (row_in_group[:, :, None] * vocab + words).view(groups, -1).gather(1, position)
 
 
 def _forced_tokens(
