@@ -108,9 +108,11 @@ def server_process(
     *,
     env: dict[str, str] | None = None,
     args: tuple[str, ...] = (),
+    checkout: Path = REPO_ROOT,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``attnscope serve`` in its own process on a free localhost port, as a user would start it
-    (``env``: extra ``ATTNSCOPE_*`` settings, ``args``: extra flags); yields its base URL and the
+    (``env``: extra ``ATTNSCOPE_*`` settings, ``args``: extra flags; ``checkout``: the source tree
+    whose ``app`` package runs, e.g. another revision's worktree); yields its base URL and the
     process once ``/api/ready`` answers (models loaded), and stops it afterwards. If it dies or
     never answers, the error carries the end of its log."""
     port = free_port()
@@ -120,7 +122,7 @@ def server_process(
     ]  # fmt: skip
     environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     with log.open("wb") as sink:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=environment)
+        process = subprocess.Popen(command, cwd=checkout, stdout=sink, stderr=subprocess.STDOUT, env=environment)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + start_timeout_s
