@@ -68,23 +68,8 @@ def word_level_attention(
     return WordAttention(src_tokens, tgt_tokens, src_spans, tgt_spans, word_attention(attn, words))
 
 
-def hard_alignment(
-    tokenizer: Tokenizer,
-    *,
-    source: str,
-    target: str,
-    source_ids: list[int],
-    target_ids: list[int],
-    cross: Tensor,
-    choice: Choice,
-    source_lang: str,
-    target_lang: str,
-) -> HardAlignment:
-    """The argmax links of :func:`word_level_attention` (same arguments) as Pharaoh pairs."""
-    words = word_level_attention(
-        tokenizer, source=source, target=target, source_ids=source_ids, target_ids=target_ids, cross=cross,
-        choice=choice, source_lang=source_lang, target_lang=target_lang,
-    )  # fmt: skip
+def hard_alignment(words: WordAttention) -> HardAlignment:
+    """The argmax links of a :func:`word_level_attention` result as Pharaoh pairs."""
     if words.matrix is None:
         return HardAlignment("", words.source_words, words.target_words)
     return HardAlignment(format_pharaoh(argmax_links(words.matrix)), words.source_words, words.target_words)

@@ -171,13 +171,17 @@ class TransformerState:
         """Per layer, the self keys and values (N, H, t, Dh): views of the caches."""
         return None if self.self_cache is None else [c.pair() for c in self.self_cache]
 
-    def reorder(self, indices: Tensor) -> TransformerState:
-        """With ``group > 1``, ``indices`` keeps groups: its rows ``j*group ..`` all come from one
-        earlier group (beam search picks parents within a sentence). The per-sentence caches are
-        then re-indexed only when sentences leave."""
+    def reorder(self, indices: Tensor, group: int | None = None) -> TransformerState:
+        """With ``group > 1`` (by default this state's), ``indices`` keeps groups: its rows
+        ``j*group ..`` all come from one earlier sentence (beam search picks parents within a
+        sentence; a ``group`` other than this state's regroups the rows, e.g. one row per sentence
+        expanded into its beams). The per-sentence caches are then re-indexed only when sentences
+        leave."""
+        group = self.group if group is None else group
         cross_kv, cross_mask = self.cross_kv, self.cross_mask
-        if self.group == 1 or indices.numel() != self.cross_mask.size(0) * self.group:
-            sentences = indices if self.group == 1 else indices[:: self.group] // self.group
+        if group == 1 or indices.numel() != self.cross_mask.size(0) * group:
+            # the earlier sentence of each new group
+            sentences = indices if group == self.group == 1 else indices[::group] // self.group
             cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv]
             cross_mask = self.cross_mask.index_select(0, sentences)
         moved = TransformerState(
@@ -185,7 +189,7 @@ class TransformerState:
             cross_kv=cross_kv,
             cross_mask=cross_mask,
             position=self.position,
-            group=self.group,
+            group=group,
             weights=self.weights,
         )
         if cross_mask is self.cross_mask and "cross_blocked" in self.__dict__:
@@ -286,20 +290,9 @@ class Transformer(Seq2Seq):
         one per sentence (selected only when sentences have left), now shared by its beams."""
         assert isinstance(state, TransformerState) and state.group == 1
         sentences = indices[::beam_size]
-        cross_kv, cross_mask = state.cross_kv, state.cross_mask
-        if sentences.numel() != cross_mask.size(0):  # some sentences finished on the first step
-            cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in cross_kv]
-            cross_mask = cross_mask.index_select(0, sentences)
+        if sentences.numel() != enc.mask.size(0):  # some sentences finished on the first step
             enc = reorder_encoder(enc, sentences)
-        grown = TransformerState(
-            self_cache=None if state.self_cache is None else [c.select(indices) for c in state.self_cache],
-            cross_kv=cross_kv,
-            cross_mask=cross_mask,
-            position=state.position,
-            group=beam_size,
-            weights=state.weights,
-        )
-        return enc, grown
+        return enc, state.reorder(indices, group=beam_size)
 
     def step_inputs(self, enc: EncoderOutput) -> EncoderOutput:
         """Only the source mask: a step reads the cross keys and values from the state, never the

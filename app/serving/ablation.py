@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.alignment.hard import Choice, hard_alignment
+from app.alignment.hard import Choice, hard_alignment, word_level_attention
 from app.nn.ablation import HeadRef as HeadTuple
 from app.nn.ablation import attention_module
 from app.serving.errors import InvalidInput
@@ -50,10 +50,10 @@ def add_alignment(served: ServedModel, answer: TranslationResponse, result: Tran
     if choice is None or result.hypothesis.cross is None:
         return
     loaded = served.loaded
-    hard = hard_alignment(
+    hard = hard_alignment(word_level_attention(
         loaded.tokenizer, source=source, target=target, source_ids=result.source_ids, target_ids=result.target_ids,
         cross=result.hypothesis.cross, choice=choice, source_lang=loaded.source_lang, target_lang=loaded.target_lang,
-    )
+    ))
     head: CrossHead | str = "average" if choice == "average" else CrossHead(kind="cross", layer=choice[0], head=choice[1])
     answer.word_alignment = WordAlignment(
         pharaoh=hard.pharaoh, source_words=hard.source_words, target_words=hard.target_words, head=head  # type: ignore[arg-type]
