@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="supervise cross-attention head H of decoder layer L with reference alignments "
                             "(auto: the --init-from model's best-aligned head on val)")
     train.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss term")
+    train.add_argument("--align-rows", choices=["produces", "reads"], default="produces",
+                       help="which step's attention row is trained to align a target word: the step that "
+                            "produces it, or the next one, which reads it (Shift-Att; see docs/alignment)")
     train.add_argument("--align-dir", default=None,
                        help="reference alignments from align-corpus, for --align-head and copy_augment "
                             "(default <data-dir>/alignments)")
@@ -90,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="instead of BLEU: every cross-attention head's word-alignment F1/AER against the "
                          "reference links of --alignment-split (card key 'alignment')")
     ev.add_argument("--alignment-split", default="test2016")
+    ev.add_argument("--alignment-rows", choices=["produces", "reads"], default="produces",
+                    help="score each target word by the row of the step that produces it (card key "
+                         "'alignment') or of the step that reads it (card key 'alignment_reads')")
     ev.add_argument("--ablate", action="store_true",
                     help="instead of BLEU on every split: BLEU of --ablate-split with each attention head "
                          "switched off in turn (card key 'ablation')")
@@ -256,14 +262,14 @@ def cmd_train(args: argparse.Namespace) -> int:
                 raise ValueError("--align-head auto picks the best-aligned head of the --init-from model")
             from app.alignment.evaluate import best_val_head
 
-            chosen = best_val_head(args.init_from, corpus, align_dir, args.device)
+            chosen = best_val_head(args.init_from, corpus, align_dir, args.device, rows=args.align_rows)
             logging.getLogger("attnscope").info("supervising head L%dH%d (val F1 %.3f before)", *chosen)
             layer, head = str(chosen[0]), str(chosen[1])
         else:
             layer, sep, head = args.align_head.partition(",")
             if not sep or not layer.strip().isdigit() or not head.strip().isdigit():
                 raise ValueError(f"--align-head expects LAYER,HEAD (0-based) or auto, got {args.align_head!r}")
-        supervision = HeadSupervision(int(layer), int(head), args.align_weight, align_dir)
+        supervision = HeadSupervision(int(layer), int(head), args.align_weight, align_dir, args.align_rows)
         supervision.check(model_config)
     card = train(
         model_config,
@@ -382,10 +388,11 @@ def _evaluate_alignment(args: argparse.Namespace, loaded: Any, data_dir: str | P
     from app.alignment.evaluate import evaluate_alignment
     from app.repository import write_card
 
-    result = evaluate_alignment(loaded, data_dir, split=args.alignment_split, align_dir=args.align_dir)
+    rows = args.alignment_rows
+    result = evaluate_alignment(loaded, data_dir, split=args.alignment_split, align_dir=args.align_dir, rows=rows)
     print(json.dumps(result, indent=1))  # noqa: T201 - the command's output
     if args.update_card:
-        write_card(loaded.path, {**loaded.card, "alignment": result})
+        write_card(loaded.path, {**loaded.card, "alignment" if rows == "produces" else "alignment_reads": result})
     return 0
 
 

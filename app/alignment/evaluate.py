@@ -12,7 +12,7 @@ import torch
 from tqdm import tqdm
 
 from app.alignment.corpus import AlignedPair, default_align_dir, load_references
-from app.alignment.heads import HeadScores, build_word_map
+from app.alignment.heads import HeadScores, Rows, build_word_map
 from app.decoding import score_targets
 from app.nn.config import EOS_ID
 from app.repository import LoadedModel
@@ -25,6 +25,12 @@ CONVENTION = (
     "its pieces, target word = mean over its pieces, </s> dropped; argmax per target word; words are "
     "Moses tokens; reference = eflomal both directions + grow-diag-final-and"
 )
+ROW_WORDS = {"produces": "the step that produces the word", "reads": "the step that reads the word (the next one)"}
+
+
+def convention(rows: Rows = "produces") -> str:
+    """The card's description of how ``rows`` alignments were scored."""
+    return CONVENTION.replace(ROW_WORDS["produces"], ROW_WORDS[rows])
 
 
 @torch.no_grad()
@@ -35,15 +41,17 @@ def score_heads(
     *,
     batch_size: int = 64,
     progress: bool = False,
+    rows: Rows = "produces",
 ) -> dict[str, Any]:
     """Precision/recall/F1/AER of every head, each layer's average, all heads' average and the
-    diagonal baseline; ValueError if the model has no cross-attention."""
+    diagonal baseline, with each target word's row chosen by ``rows`` (app.alignment.heads);
+    ValueError if the model has no cross-attention."""
     config, tok, model = loaded.config, loaded.tokenizer, loaded.model
     if "cross" not in config.attention_kinds:
         raise ValueError(f"{loaded.id} has no cross-attention to score")
     was_training = model.training
     model.eval()
-    scores = HeadScores(config.layers, config.num_heads)
+    scores = HeadScores(config.layers, config.num_heads, rows)
     device = model.device
     order = sorted(range(len(pairs)), key=lambda k: len(pairs[k][0]))
     batches = [order[k : k + batch_size] for k in range(0, len(order), batch_size)]
@@ -75,29 +83,34 @@ def evaluate_alignment(
     split: str = "test2016",
     align_dir: str | Path | None = None,
     progress: bool = True,
+    rows: Rows = "produces",
 ) -> dict[str, Any]:
-    """The card's ``alignment`` entry for ``split``."""
+    """The card's ``alignment`` entry for ``split`` (``alignment_reads`` for ``rows="reads"``)."""
     pairs = load_parallel(data_dir, split, loaded.source_lang, loaded.target_lang)
     refs = load_references(
         align_dir or default_align_dir(data_dir), split, loaded.source_lang, loaded.target_lang, expected=len(pairs)
     )
-    report = score_heads(loaded, pairs, refs, progress=progress)
+    report = score_heads(loaded, pairs, refs, progress=progress, rows=rows)
     logger.info(
         "%s %s: best head %s, average of heads F1 %s, diagonal F1 %s",
         loaded.id, split, report["best_head"], report["average_of_heads"], report["diagonal"],
     )
-    return {"split": split, "convention": CONVENTION, **report}
+    return {"split": split, "convention": convention(rows), **report}
 
 
 def best_val_head(
-    folder: str | Path, data_dir: str | Path, align_dir: str | Path, device: str | torch.device | None = None
+    folder: str | Path,
+    data_dir: str | Path,
+    align_dir: str | Path,
+    device: str | torch.device | None = None,
+    rows: Rows = "produces",
 ) -> tuple[int, int, float]:
     """(layer, head, F1) of the model folder's cross-attention head that aligns best on the
-    validation split: the natural head to supervise when fine-tuning it."""
+    validation split under ``rows``: the natural head to supervise when fine-tuning it."""
     from app.repository import load_model_folder
 
     loaded = load_model_folder(folder, device or "cpu")
     pairs = load_parallel(data_dir, "val", loaded.source_lang, loaded.target_lang)
     refs = load_references(align_dir, "val", loaded.source_lang, loaded.target_lang, expected=len(pairs))
-    best = score_heads(loaded, pairs, refs)["best_head"]
+    best = score_heads(loaded, pairs, refs, rows=rows)["best_head"]
     return int(best["layer"]), int(best["head"]), float(best["f1"])

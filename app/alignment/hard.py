@@ -1,23 +1,33 @@
 """Hard word alignments out of one translation's attention, for the API: Pharaoh ``i-j`` pairs
 over Moses words of the source text and of the output (or given target) text, with the same
 conventions as the evaluation (``app.alignment.heads``): the row of the step that produces each
-target piece, ``</s>`` dropped, source words summed and target words averaged over their pieces,
-argmax per target word."""
+target piece (or, for a head trained on them, of the step that reads it), ``</s>`` dropped, source
+words summed and target words averaged over their pieces, argmax per target word."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from torch import Tensor
 
-from app.alignment.heads import argmax_links, build_word_map, word_attention
+from app.alignment.heads import Rows, argmax_links, build_word_map, word_attention
 from app.alignment.links import format_pharaoh
 from app.alignment.words import Span, locate, moses_words
 from app.nn.config import EOS_ID
 from app.text.tokenizer import Tokenizer
 
 Choice = Literal["average"] | tuple[int, int]  # "average" of every cross head, or (layer, head)
+
+
+def trained_rows(card: dict[str, Any], choice: Choice) -> Rows:
+    """The row convention a head aligns by: the one it was trained on when the card says it was
+    supervised (``training.alignment_supervision``), otherwise the producing step's."""
+    supervised = (card.get("training") or {}).get("alignment_supervision") or {}
+    if choice != "average" and supervised.get("rows") == "reads":
+        if (supervised.get("layer"), supervised.get("head")) == tuple(choice):
+            return "reads"
+    return "produces"
 
 
 @dataclass
@@ -51,9 +61,11 @@ def word_level_attention(
     choice: Choice,
     source_lang: str,
     target_lang: str,
+    rows: Rows = "produces",
 ) -> WordAttention:
     """cross: (L, H, T, S) attention of ids that may end with ``</s>`` (``source_ids`` and
-    ``target_ids`` are the token ids of the rows and columns; a final EOS is dropped)."""
+    ``target_ids`` are the token ids of the rows and columns; a final EOS is dropped); each
+    target piece's row chosen by ``rows`` (app.alignment.heads.aligning_rows)."""
     src_ids = source_ids[:-1] if source_ids and source_ids[-1] == EOS_ID else source_ids
     tgt_ids = target_ids[:-1] if target_ids and target_ids[-1] == EOS_ID else target_ids
     src_tokens, tgt_tokens = moses_words(source, source_lang), moses_words(target, target_lang)
@@ -65,7 +77,7 @@ def word_level_attention(
         attn = cross.float().mean((0, 1))
     else:
         attn = cross[choice[0], choice[1]].float()
-    return WordAttention(src_tokens, tgt_tokens, src_spans, tgt_spans, word_attention(attn, words))
+    return WordAttention(src_tokens, tgt_tokens, src_spans, tgt_spans, word_attention(attn, words, rows))
 
 
 def hard_alignment(words: WordAttention) -> HardAlignment:

@@ -5,19 +5,29 @@ Conventions (stated because they change the numbers): the attention row of targe
 the decoder step that *produces* ``t`` (teacher-forced on the reference target); ``</s>`` rows and
 columns are dropped; a source word's weight is the sum over its pieces, a target word's row the mean
 over its pieces; each target word is linked to the source word of highest merged weight.
+
+The row convention has a second, opt-in value: ``"reads"``, the step whose *input* is ``t`` (the
+next row; "Shift-Att", Chen et al. 2020, "Accurate Word Alignment Induction from Neural Machine
+Translation"). The producing step is computed before the model has seen ``t``, so its attention
+points at the source of the word the model *expects*; the reading step has ``t`` in its context.
+Unsupervised heads align by the producing row (reading rows score 0.06-0.22), but a head trained
+to align (:mod:`app.alignment.supervision`) can be trained on either, and a card says which.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
 from app.alignment.links import AlignmentCounts, Links, diagonal_links
 from app.alignment.words import Span, pieces_to_words
+
+Rows = Literal["produces", "reads"]
+ROWS: tuple[Rows, ...] = ("produces", "reads")
 
 
 @dataclass
@@ -41,11 +51,28 @@ def merge_matrix(piece_words: Sequence[int], n_words: int, *, mean: bool) -> Ten
     return m
 
 
-def word_attention(attn: Tensor, words: WordMap) -> Tensor:
+def aligning_rows(attn: Tensor, rows: Rows, pieces: int) -> Tensor:
+    """attn: (..., T, S) one row per decoder step (step ``t`` produces target piece ``t``) ->
+    (..., pieces, S): the row that aligns each of the first ``pieces`` target pieces under the
+    ``rows`` convention. For ``"reads"``, piece ``t``'s row is step ``t + 1``; a last piece that
+    no step read (a decode stopped by its length budget, without ``</s>``) keeps its producing
+    row, the only one there is."""
+    if rows == "produces":
+        return attn[..., :pieces, :]
+    if rows != "reads":
+        raise ValueError(f"unknown row convention {rows!r}; choose one of {', '.join(ROWS)}")
+    shifted = attn[..., 1 : pieces + 1, :]
+    if shifted.size(-2) < pieces and attn.size(-2) >= pieces:
+        shifted = torch.cat([shifted, attn[..., shifted.size(-2) : pieces, :]], dim=-2)
+    return shifted
+
+
+def word_attention(attn: Tensor, words: WordMap, rows: Rows = "produces") -> Tensor:
     """attn: (..., T, S) piece attention including the ``</s>`` row and column (T = target pieces
-    + 1, S = source pieces + 1; padding beyond is ignored) -> (..., n_target, n_source)."""
+    + 1, S = source pieces + 1; padding beyond is ignored) -> (..., n_target, n_source), each
+    target piece's row chosen by the ``rows`` convention (:func:`aligning_rows`)."""
     t, s = len(words.target), len(words.source)
-    a = attn[..., :t, :s].float()
+    a = aligning_rows(attn, rows, t)[..., :s].float()
     tgt = merge_matrix(words.target, words.n_target, mean=True).to(a.device)  # (Wt, t)
     src = merge_matrix(words.source, words.n_source, mean=False).to(a.device)  # (Ws, s)
     return tgt @ a @ src.T  # (..., Wt, Ws)
@@ -68,8 +95,8 @@ class HeadScores:
     """Accumulates counts per head ``(L, H)``, per layer average, the average of all heads and
     the diagonal baseline, over a corpus."""
 
-    def __init__(self, layers: int, heads: int) -> None:
-        self.layers, self.heads = layers, heads
+    def __init__(self, layers: int, heads: int, rows: Rows = "produces") -> None:
+        self.layers, self.heads, self.rows = layers, heads, rows
         self.per_head = [[AlignmentCounts() for _ in range(heads)] for _ in range(layers)]
         self.per_layer = [AlignmentCounts() for _ in range(layers)]
         self.average = AlignmentCounts()
@@ -78,7 +105,7 @@ class HeadScores:
 
     def add(self, cross: Tensor, words: WordMap, reference: Links) -> None:
         """cross: (L, H, T, S) one sentence's teacher-forced cross-attention."""
-        merged = word_attention(cross, words)  # (L, H, Wt, Ws)
+        merged = word_attention(cross, words, self.rows)  # (L, H, Wt, Ws)
         heads = merged.argmax(-1).tolist()  # (L, H, Wt)
         layers = merged.mean(1).argmax(-1).tolist()  # (L, Wt)
         for layer in range(self.layers):
@@ -105,6 +132,7 @@ class HeadScores:
             "best_head": {"layer": best[1], "head": best[2], "f1": best[0]},
             "worst_head": {"layer": worst[1], "head": worst[2], "f1": worst[0]},
             "sentences": self.sentences,
+            "rows": self.rows,
         }
 
 

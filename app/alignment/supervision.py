@@ -5,7 +5,8 @@ with an extra, weighted loss term; the translation loss is unchanged.
 For target piece ``t`` of word ``w`` the reference distribution spreads evenly over the source
 pieces of the source words linked to ``w``; target pieces of unaligned words and ``</s>`` rows are
 not supervised. The loss is the cross-entropy between that distribution and the head's attention
-row of the step that *produces* ``t``, averaged over supervised rows. Pieces are mapped to the
+row of the step that *produces* ``t`` (or, with ``rows="reads"``, of the next step, whose input is
+``t``: see app.alignment.heads), averaged over supervised rows. Pieces are mapped to the
 reference's words by character offsets at run time, so any tokenizer works with the same links.
 """
 
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor
 
 from app.alignment.corpus import AlignedPair, load_references
-from app.alignment.heads import build_word_map
+from app.alignment.heads import Rows, build_word_map
 from app.nn.config import EOS_ID, ModelConfig
 from app.text.tokenizer import Tokenizer
 from app.training.data import Example
@@ -42,6 +43,7 @@ class HeadSupervision:
     head: int
     weight: float = 1.0
     align_dir: str = ""
+    rows: Rows = "produces"
 
     def check(self, config: ModelConfig) -> None:
         """ValueError naming the problem if the head does not exist in ``config``'s model."""
@@ -54,6 +56,8 @@ class HeadSupervision:
             )
         if self.weight <= 0:
             raise ValueError(f"alignment loss weight must be positive, got {self.weight}")
+        if self.rows not in ("produces", "reads"):
+            raise ValueError(f"unknown row convention {self.rows!r}; choose produces or reads")
 
     def references(self, split: str, source_lang: str, target_lang: str, count: int) -> list[AlignedPair]:
         return load_references(Path(self.align_dir), split, source_lang, target_lang, expected=count)
@@ -86,12 +90,18 @@ def encode_aligned(
     return out
 
 
-def alignment_targets(examples: Sequence[Example], tgt_len: int, src_len: int, device: torch.device | str) -> Tensor:
-    """(B, T, S) reference distributions of a collated batch (zero rows are not supervised)."""
+def alignment_targets(
+    examples: Sequence[Example], tgt_len: int, src_len: int, device: torch.device | str, rows: Rows = "produces"
+) -> Tensor:
+    """(B, T, S) reference distributions of a collated batch, one row per decoder step (zero rows
+    are not supervised): piece ``t``'s links go on row ``t`` (the step producing it) or, for
+    ``rows="reads"``, on row ``t + 1`` (the step reading it; a piece is never the last input, as
+    ``</s>`` follows it, so every aligned piece has that row)."""
+    shift = 1 if rows == "reads" else 0
     targets = torch.zeros(len(examples), tgt_len, src_len)
     for b, ex in enumerate(examples):
         for t, s, w in getattr(ex, "links", ()):
-            targets[b, t, s] = w
+            targets[b, t + shift, s] = w
     return targets.to(device)
 
 

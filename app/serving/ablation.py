@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.alignment.hard import Choice, hard_alignment, word_level_attention
+from app.alignment.hard import Choice, hard_alignment, trained_rows, word_level_attention
+from app.alignment.heads import Rows
 from app.nn.ablation import HeadRef as HeadTuple
 from app.nn.ablation import attention_module
 from app.serving.errors import InvalidInput
@@ -32,29 +33,35 @@ def check_disabled(served: ServedModel, heads: Sequence[HeadRef]) -> list[HeadTu
     return [(h.kind, h.layer, h.head) for h in heads]
 
 
-def check_alignment(served: ServedModel, choice: AlignmentChoice | None) -> Choice | None:
+def check_alignment(served: ServedModel, choice: AlignmentChoice | None) -> tuple[Choice, Rows] | None:
+    """The requested head (or "average") and its row convention (the request's, else the one the
+    head was trained on); None without a request; InvalidInput for a head the model lacks."""
     if choice is None:
         return None
     if "cross" not in served.loaded.config.attention_kinds:
         raise InvalidInput(("body", "alignment"), f"{served.loaded.id} has no cross-attention to align with")
     if choice == "average":
-        return "average"
+        return "average", "produces"
     assert isinstance(choice, CrossHead)
     _check_head(served, "cross", choice.layer, choice.head, ("body", "alignment"))
-    return (choice.layer, choice.head)
+    head = (choice.layer, choice.head)
+    return head, choice.rows or trained_rows(served.loaded.card, head)
 
 
-def add_alignment(served: ServedModel, answer: TranslationResponse, result: Translation, choice: Choice | None,
-                  source: str, target: str) -> None:
+def add_alignment(served: ServedModel, answer: TranslationResponse, result: Translation,
+                  choice: tuple[Choice, Rows] | None, source: str, target: str) -> None:
     """Fill ``answer.word_alignment`` from the result's cross-attention (no-op without a choice)."""
     if choice is None or result.hypothesis.cross is None:
         return
-    loaded = served.loaded
+    loaded, (which, rows) = served.loaded, choice
     hard = hard_alignment(word_level_attention(
         loaded.tokenizer, source=source, target=target, source_ids=result.source_ids, target_ids=result.target_ids,
-        cross=result.hypothesis.cross, choice=choice, source_lang=loaded.source_lang, target_lang=loaded.target_lang,
+        cross=result.hypothesis.cross, choice=which, source_lang=loaded.source_lang, target_lang=loaded.target_lang,
+        rows=rows,
     ))
-    head: CrossHead | str = "average" if choice == "average" else CrossHead(kind="cross", layer=choice[0], head=choice[1])
+    head: CrossHead | str = (
+        "average" if which == "average" else CrossHead(kind="cross", layer=which[0], head=which[1], rows=rows)
+    )
     answer.word_alignment = WordAlignment(
         pharaoh=hard.pharaoh, source_words=hard.source_words, target_words=hard.target_words, head=head  # type: ignore[arg-type]
     )

@@ -20,6 +20,9 @@ class HeadRef(BaseModel):
     head: int = Field(ge=0, description="0-based head in that layer (0 for RNN models).")
 
 
+Rows = Literal["produces", "reads"]
+
+
 class CrossHead(BaseModel):
     """One cross-attention head whose rows give the hard alignment."""
 
@@ -28,6 +31,12 @@ class CrossHead(BaseModel):
     kind: Literal["cross"] = Field(description="Only cross-attention aligns target to source words.")
     layer: int = Field(ge=0, description="0-based decoder layer.")
     head: int = Field(ge=0, description="0-based head.")
+    rows: Rows | None = Field(
+        default=None,
+        description="Which step's row aligns a target word: 'produces' (the step that outputs it) or "
+        "'reads' (the next step, whose input it is). Default: the convention the head was trained "
+        "on (a supervised head's card says), otherwise 'produces'.",
+    )
 
 
 AlignmentChoice = CrossHead | Literal["average"]
@@ -36,8 +45,9 @@ ALIGNMENT_DESCRIPTION = (
     "Ask for a hard word alignment (word_alignment in the answer) from one cross-attention head, "
     '{"kind": "cross", "layer": L, "head": H}, or "average" (the mean of every cross head). Words are '
     "Moses tokens of the source and of the output text; each target word is linked to the source "
-    "word of highest attention (the row of the step that produces it; a source word's weight sums "
-    "its pieces, a target word's row averages its pieces; </s> is dropped)."
+    "word of highest attention (the row of the step that produces it, or with \"rows\": \"reads\" the "
+    "step that reads it; a source word's weight sums its pieces, a target word's row averages its "
+    "pieces; </s> is dropped)."
 )
 DISABLE_DESCRIPTION = (
     "Heads to switch off while decoding (Michel et al. 2019): each listed head's output is zeroed "
@@ -55,4 +65,6 @@ class WordAlignment(BaseModel):
     )
     source_words: list[str] = Field(description="The source words i indexes (Moses tokenisation).")
     target_words: list[str] = Field(description="The target words j indexes (Moses tokenisation).")
-    head: CrossHead | Literal["average"] = Field(description="Where the alignment was read from.")
+    head: CrossHead | Literal["average"] = Field(
+        description="Where the alignment was read from (for a head, with the row convention used)."
+    )

@@ -19,6 +19,7 @@ import torch
 from fastapi import Depends, Request
 
 from app.alignment.hard import Choice
+from app.alignment.heads import Rows
 from app.config import Settings
 from app.device import resolve_device
 from app.nn.ablation import HeadRef as HeadTuple
@@ -305,7 +306,7 @@ def _answer(
         answers = []
         for ticket in tickets:
             options: AnswerOptions = ticket.payload["options"]
-            choice: Choice | None = ticket.payload["choice"]
+            choice: tuple[Choice, Rows] | None = ticket.payload["choice"]
             targets: list[str] | None = ticket.payload["targets"]
             group = []
             for i in range(len(ticket.texts)):

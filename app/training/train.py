@@ -233,7 +233,7 @@ def train(
                 loss = loss + config.rdrop_alpha * rdrop_kl(logits, gold, PAD_ID) * scale
             if supervision is not None:
                 assert out.cross is not None
-                targets = alignment_targets(examples * copies, gold.size(1), src.size(1), dev)
+                targets = alignment_targets(examples * copies, gold.size(1), src.size(1), dev, supervision.rows)
                 align_loss = head_alignment_loss(out.cross[:, supervision.layer, supervision.head], targets)
                 loss = loss + supervision.weight * align_loss
                 align_sum += align_loss.item()
@@ -269,7 +269,7 @@ def train(
                 "time_s": round(time.monotonic() - started, 1),
             })
             if supervision is not None:  # the supervised head as an aligner on val, and its loss
-                head = score_heads(loaded, val_pairs, val_refs)["f1"][supervision.layer][supervision.head]
+                head = score_heads(loaded, val_pairs, val_refs, rows=supervision.rows)["f1"][supervision.layer][supervision.head]
                 state["curve"][-1].update(train_align_loss=round(align_sum / max(n_batches, 1), 4), val_align_f1=head)
                 logger.info("%s epoch %d: head L%dH%d alignment loss %.3f, val F1 %.3f", out_dir.name, state["epoch"],
                             supervision.layer, supervision.head, align_sum / max(n_batches, 1), head)

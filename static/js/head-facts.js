@@ -45,6 +45,7 @@ export function headFacts(card, kind, layers, heads) {
     facts.split = typeof alignment.split === "string" ? alignment.split : "test";
     const perLayer = Array.isArray(alignment.per_layer) ? alignment.per_layer : [];
     facts.layerF1 = perLayer.length === layers ? perLayer.map((p) => number(p?.f1)) : null;
+    readingHead(card, facts, layers, heads);
   }
   const ablation = card?.ablation;
   const grid = ablation?.bleu_without_head?.[kind];
@@ -61,6 +62,20 @@ export function headFacts(card, kind, layers, heads) {
     }
   }
   return facts;
+}
+
+/** A head trained to align on the row of the step that *reads* each word (the card's
+ *  training.alignment_supervision.rows is "reads"): its F1 is the one measured that way
+ *  (card.alignment_reads), the convention it aligns by, and a note says so. */
+function readingHead(card, facts, layers, heads) {
+  const sup = card?.training?.alignment_supervision;
+  const reads = gridOf(card?.alignment_reads?.f1, layers, heads);
+  if (!sup || sup.rows !== "reads" || !reads) return;
+  const { layer, head } = sup;
+  if (!(layer >= 0 && layer < layers && head >= 0 && head < heads) || reads[layer][head] === null) return;
+  facts.f1 = facts.f1.map((row) => row.slice());
+  facts.f1[layer][head] = reads[layer][head];
+  facts.f1Note = `Layer ${layer + 1}, head ${head + 1} was trained to align on the step that reads each word: its F1 is measured on those rows, the other heads' on the step that writes the word.`;
 }
 
 /** The F1 of one view: a head, or the layer's average of heads ("avg"); null if not measured. */

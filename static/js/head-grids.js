@@ -33,18 +33,22 @@ async function drawGrid(div, grid, { zmin, zmax, colorscale, title, hover, text,
   }, CONFIG);
 }
 
-/** The card's alignment section (null when the card has none). Returns {node, draw}. */
-export function alignmentGrid(card) {
-  const a = card.alignment;
+/** The card's alignment section (null when the card has none). Returns {node, draw}. With key
+ *  "alignment_reads": the same heads scored on the row of the step that *reads* each word (a card
+ *  has it when a head was trained to align that way, Shift-Att). */
+export function alignmentGrid(card, key = "alignment") {
+  const a = card[key];
   if (!a || !Array.isArray(a.f1) || !a.f1.length || !Array.isArray(a.f1[0])) return null;
-  const div = el("div", { class: "mini-chart chart", dataset: { chart: "alignment-f1" } });
+  const reads = key === "alignment_reads";
+  const div = el("div", { class: "mini-chart chart", dataset: { chart: reads ? "alignment-f1-reads" : "alignment-f1" } });
   const best = a.best_head || {};
   const summary = el("p", { class: "hint" },
-    `Word-alignment F1 on ${a.split} against eflomal (grow-diag-final-and): average of all heads `
+    `Word-alignment F1 on ${a.split} against eflomal (grow-diag-final-and)`
+    + `${reads ? ", each target word read off the row of the step whose input it is" : ""}: average of all heads `
     + `${fmt(a.average_of_heads?.f1)}, best head L${best.layer}H${best.head} ${fmt(best.f1)}, `
     + `diagonal baseline ${fmt(a.diagonal?.f1)} (AER = 1 − F1 here).`);
-  const node = el("div", { class: "head-grid", dataset: { grid: "alignment" } },
-    el("h4", {}, "Which heads align words"), summary, div);
+  const node = el("div", { class: "head-grid", dataset: { grid: reads ? "alignment-reads" : "alignment" } },
+    el("h4", {}, reads ? "Which heads align words on the step that reads them" : "Which heads align words"), summary, div);
   const draw = () => drawGrid(div, a.f1, {
     zmin: 0, zmax: 1, colorscale: "Blues", reversescale: true, title: "F1", text: (v) => fmt(v),
     hover: "layer %{y}, head %{x}: F1 %{z:.3f}<extra></extra>",

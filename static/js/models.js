@@ -132,7 +132,7 @@ async function drawCurve(div, card) {
 function modelCard(card) {
   const hasCurve = Array.isArray(card.curve) && card.curve.length > 0;
   const curveDiv = el("div", { class: "mini-chart chart", dataset: { chart: "curve" } });
-  const grids = [alignmentGrid(card), ablationGrids(card)].filter(Boolean);
+  const grids = [alignmentGrid(card), alignmentGrid(card, "alignment_reads"), ablationGrids(card)].filter(Boolean);
   const node = el(
     "article",
     { class: "card model-card", id: `model-${card.id}` },

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.alignment.heads import HeadScores, WordMap, word_attention
+from app.alignment.heads import HeadScores, WordMap, aligning_rows, word_attention
 from app.alignment.links import parse_pharaoh
 from app.cli import main
 from app.testing import build_tiny_models
@@ -49,6 +49,38 @@ def test_an_identity_head_scores_one_and_the_diagonal_what_it_should() -> None:
     assert report["f1"] == [[round(1 / 3, 4)]]  # only 0-0 is right
     assert report["diagonal"]["f1"] == round(1 / 3, 4)
     assert report["average_of_heads"] == report["per_layer"][0]  # one head: all averages agree
+
+
+def reading_head(pairs: dict[int, int]) -> torch.Tensor:
+    """The aligned head of :func:`aligned_head` one step later: each piece's links on the row of
+    the step that reads it (row t + 1), the first row (reading <s>) on </s>."""
+    produced = aligned_head(pairs)
+    attn = torch.zeros_like(produced)
+    attn[..., 1:, :] = produced[..., :-1, :]
+    attn[..., 0, 4] = 1.0
+    return attn
+
+
+def test_the_reads_convention_scores_the_next_row() -> None:
+    head, links = reading_head({0: 2, 1: 0, 2: 1}), parse_pharaoh("2-0 0-1 1-2")
+    reads, produces = HeadScores(1, 1, "reads"), HeadScores(1, 1)
+    reads.add(head, WORDS, links)
+    produces.add(head, WORDS, links)
+    assert reads.report()["f1"] == [[1.0]] and reads.report()["rows"] == "reads"
+    # One row early, each word gets the previous word's links (here one of three ties right).
+    assert produces.report()["f1"][0][0] < 0.5
+    assert produces.report()["rows"] == "produces"
+    # the diagonal baseline does not depend on rows
+    assert reads.report()["diagonal"] == produces.report()["diagonal"]
+
+
+def test_aligning_rows_shifts_by_one_and_keeps_the_last_producing_row_when_nothing_read_it() -> None:
+    attn = torch.arange(5 * 2, dtype=torch.float).view(5, 2)  # 5 steps
+    assert torch.equal(aligning_rows(attn, "produces", 3), attn[:3])
+    assert torch.equal(aligning_rows(attn, "reads", 3), attn[1:4])
+    assert torch.equal(aligning_rows(attn, "reads", 5), torch.cat([attn[1:5], attn[4:5]]))  # no </s> step
+    with pytest.raises(ValueError, match="row convention"):
+        aligning_rows(attn, "next", 3)  # type: ignore[arg-type]
 
 
 def test_cli_writes_alignment_and_ablation_into_the_card(

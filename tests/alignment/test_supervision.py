@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from app.alignment.corpus import AlignedPair
+from app.alignment.heads import Rows
 from app.alignment.links import parse_pharaoh
 from app.alignment.supervision import (
     HeadSupervision,
@@ -49,14 +50,25 @@ def test_piece_links_spread_over_the_linked_words_pieces() -> None:
     assert targets and targets <= set(src_pieces) and targets & is_riding
 
 
-def head_losses(supervised: bool, steps: int = 30) -> list[float]:
+def test_reads_targets_are_the_produces_targets_one_step_later() -> None:
+    tok = tiny_tokenizer()
+    examples = encode_aligned(TINY_PAIRS, diagonal_references(TINY_PAIRS), tok, max_tokens=100)
+    src, _, gold = collate(examples, "cpu")
+    produces = alignment_targets(examples, gold.size(1), src.size(1), "cpu")
+    reads = alignment_targets(examples, gold.size(1), src.size(1), "cpu", "reads")
+    assert torch.equal(reads[:, 1:], produces[:, :-1])
+    assert reads[:, 0].sum() == 0  # the step reading <s> aligns nothing
+    assert produces[:, -1].sum() == 0  # nothing was lost at the end: the last row is </s>'s
+
+
+def head_losses(supervised: bool, steps: int = 30, rows: Rows = "produces") -> list[float]:
     """The loss of head L1H0 while training a tiny Transformer with or without the term."""
     torch.manual_seed(0)
     tok = tiny_tokenizer()
     model = build_model(tiny_config("transformer", "additive", tok.vocab_size)).train()
     examples = encode_aligned(TINY_PAIRS, diagonal_references(TINY_PAIRS), tok, max_tokens=100)
     src, tgt_in, gold = collate(examples, "cpu")
-    targets = alignment_targets(examples, gold.size(1), src.size(1), "cpu")
+    targets = alignment_targets(examples, gold.size(1), src.size(1), "cpu", rows)
     assert targets.sum() > 0
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
@@ -72,8 +84,9 @@ def head_losses(supervised: bool, steps: int = 30) -> list[float]:
     return losses
 
 
-def test_supervised_head_loss_decreases() -> None:
-    supervised, unsupervised = head_losses(True), head_losses(False)
+@pytest.mark.parametrize("rows", ["produces", "reads"])
+def test_supervised_head_loss_decreases(rows: Rows) -> None:
+    supervised, unsupervised = head_losses(True, rows=rows), head_losses(False, rows=rows)
     assert supervised[0] == pytest.approx(unsupervised[0])  # same start
     assert supervised[-1] < 0.5 * supervised[0]
     assert supervised[-1] < 0.5 * unsupervised[-1]  # the term, not translation training, does it
@@ -126,13 +139,15 @@ def test_train_fine_tunes_a_folder_with_a_supervised_head(aligned_corpus: Path, 
 
 
 def test_supervised_head_trains_with_rdrop(aligned_corpus: Path, tmp_path: Path) -> None:
-    """R-Drop doubles each batch; the head's targets are doubled with it (both passes supervised)."""
+    """R-Drop doubles each batch; the head's targets are doubled with it (both passes supervised).
+    Here the head is trained on the rows that read each word, which the card records."""
     init = next(p for p in build_tiny_models(tmp_path / "init") if p.name.endswith("transformer"))
     from app.repository import read_config
 
-    supervision = HeadSupervision(1, 0, weight=1.0, align_dir=str(aligned_corpus / "alignments"))
+    supervision = HeadSupervision(1, 0, weight=1.0, align_dir=str(aligned_corpus / "alignments"), rows="reads")
     card = train(read_config(init)[0], dataclasses.replace(FAST, rdrop_alpha=2.0), out_dir=tmp_path / "aligned",
                  run_dir=tmp_path / "run", data_dir=aligned_corpus, tokenizer_path=init / "tokenizer.model",
                  init_from=init, supervision=supervision, evaluate_test=False, progress=False)
     curve = card["curve"]
     assert curve[-1]["train_align_loss"] < curve[0]["train_align_loss"]
+    assert card["training"]["alignment_supervision"]["rows"] == "reads"

@@ -20,6 +20,8 @@ from app.testing import TINY_PAIRS, running_server
 pytestmark = pytest.mark.browser
 
 ABLATED = "en-de-transformer-ablated"  # a copy of the tiny Transformer: ablation, no alignment
+READS = "en-de-transformer-reads"  # a copy whose head L1H0 was trained on the rows that read each word
+READS_F1 = [[0.11, 0.12], [0.93, 0.14]]
 TABLE = "#explorer [data-role=head-table]"
 
 
@@ -34,6 +36,11 @@ def models_dir(browser_models_dir: Path, tiny_models_dir: Path, tmp_path_factory
         (corpus / f"test_2016_flickr.{lang}").write_text("".join(p[side] + "\n" for p in TINY_PAIRS))
     args = ["evaluate", str(root / ABLATED), "--data-dir", str(corpus), "--ablate", "--beam", "1", "--update-card"]
     assert main(args) == 0
+    shutil.copytree(browser_models_dir / "en-de-transformer", root / READS)
+    reads = card(root, READS)
+    reads["training"] = {**(reads.get("training") or {}), "alignment_supervision": {"layer": 1, "head": 0, "rows": "reads"}}
+    reads["alignment_reads"] = {**reads["alignment"], "f1": READS_F1, "best_head": {"layer": 1, "head": 0, "f1": 0.93}}
+    (root / READS / "card.json").write_text(json.dumps(reads))
     return root
 
 
@@ -168,3 +175,22 @@ def test_models_page_draws_the_ablation_grids_the_cli_wrote(page: Page, server_u
     expect(page.locator(f"#model-{ABLATED} [data-grid=alignment]")).to_have_count(0)
     grids.scroll_into_view_if_needed()
     shoot(page, "models-ablation-cli")
+
+
+def test_a_head_trained_on_reading_rows_shows_that_f1_and_its_own_grid(page: Page, server_url: str, models_dir: Path) -> None:
+    produced = card(models_dir, READS)["alignment"]["f1"]
+    explore(page, server_url, READS)
+    for layer, head in ((1, 0), (0, 0), (1, 1)):  # the trained head: its reading-row F1; the others as before
+        want = READS_F1[1][0] if (layer, head) == (1, 0) else produced[layer][head]
+        expect(page.locator(f"#explorer .thumb[data-layer='{layer}'][data-head='{head}']")).to_have_attribute("data-f1", str(want))
+    expect(page.locator("#explorer [data-role=heads-note]")).to_contain_text(
+        "Layer 2, head 1 was trained to align on the step that reads each word"
+    )
+    page.goto(f"{server_url}/models")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
+    grid = page.locator(f"#model-{READS} [data-grid=alignment-reads]")
+    expect(grid).to_contain_text("on the step that reads them")
+    expect(grid).to_contain_text("best head L1H0 0.93")
+    expect(grid.locator("svg").first).to_be_visible()
+    expect(page.locator(f"#model-{READS} [data-grid=alignment]")).to_have_count(1)
+    expect(page.locator("#model-en-de-transformer [data-grid=alignment-reads]")).to_have_count(0)

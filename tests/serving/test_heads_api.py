@@ -4,14 +4,19 @@ output), and bad heads are 422 errors naming the field."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
+from app.alignment.hard import hard_alignment, word_level_attention
 from app.alignment.links import format_pharaoh, parse_pharaoh
 from app.alignment.words import moses_words
+from app.nn.config import EOS_ID
+from app.repository import load_model_folder, read_card, write_card
 
 from .conftest import make_client
 
@@ -32,7 +37,7 @@ def test_translate_returns_a_pharaoh_alignment_that_round_trips(client: TestClie
         choice = {"kind": "cross", "layer": 0, "head": 0}
     answer = post(client, "/api/translate", model=model, text=TEXT, beam_size=1, max_length=8, alignment=choice)
     wa = answer["word_alignment"]
-    assert wa["head"] == choice
+    assert wa["head"] == (choice if choice == "average" else {**choice, "rows": "produces"})
     assert wa["source_words"] == moses_words(TEXT, "en")
     assert wa["target_words"] == moses_words(answer["translation"], "de")
     links = parse_pharaoh(wa["pharaoh"])
@@ -48,6 +53,39 @@ def test_align_reads_the_alignment_of_the_given_target(client: TestClient) -> No
     assert wa["target_words"] == ["Ein", "Mann", "fährt", "Fahrrad", "."]
     assert len(parse_pharaoh(wa["pharaoh"])) == 5
     assert post(client, "/api/align", model=TF, text=TEXT, target=target)["word_alignment"] is None
+
+
+def test_a_head_trained_on_reading_rows_aligns_by_them_unless_asked_otherwise(
+    tiny_models_dir: Path, tmp_path: Path
+) -> None:
+    """A card whose supervised head was trained on the rows that read each word (Shift-Att) makes
+    that the head's default; other heads, and an explicit "rows", are as asked. The links are
+    the ones the reading rows of the returned attention give."""
+    folder = tmp_path / TF
+    shutil.copytree(tiny_models_dir / TF, folder)
+    card, _ = read_card(folder)
+    card["training"] = {**(card.get("training") or {}), "alignment_supervision": {"layer": 1, "head": 0, "rows": "reads"}}
+    write_card(folder, card)
+    target = "Ein Mann fährt Fahrrad."
+    supervised = {"kind": "cross", "layer": 1, "head": 0}
+    with make_client(tmp_path) as client:
+        def aligned(choice: Any) -> dict[str, Any]:
+            return post(client, "/api/align", model=TF, text=TEXT, target=target, alignment=choice)
+
+        default, reads, produces = aligned(supervised), aligned({**supervised, "rows": "reads"}), aligned({**supervised, "rows": "produces"})
+        other = aligned({"kind": "cross", "layer": 0, "head": 1})
+    assert default["word_alignment"] == reads["word_alignment"]
+    assert reads["word_alignment"]["head"] == {**supervised, "rows": "reads"}
+    assert produces["word_alignment"]["head"]["rows"] == other["word_alignment"]["head"]["rows"] == "produces"
+    loaded = load_model_folder(folder)
+    cross = torch.tensor(reads["attention"]["cross"])
+    for answer, rows in ((reads, "reads"), (produces, "produces")):
+        want = hard_alignment(word_level_attention(
+            loaded.tokenizer, source=TEXT, target=target, source_ids=loaded.tokenizer.encode(TEXT) + [EOS_ID],
+            target_ids=loaded.tokenizer.encode(target) + [EOS_ID], cross=cross, choice=(1, 0),
+            source_lang="en", target_lang="de", rows=rows,  # type: ignore[arg-type]
+        ))
+        assert answer["word_alignment"]["pharaoh"] == want.pharaoh
 
 
 @pytest.mark.parametrize("path", ["/api/translate", "/api/align"])
@@ -102,6 +140,7 @@ def test_heads_the_model_lacks_are_named(client: TestClient, model: str, extra: 
     [
         {"alignment": {"kind": "encoder_self", "layer": 0, "head": 0}},
         {"alignment": "median"},
+        {"alignment": {"kind": "cross", "layer": 0, "head": 0, "rows": "next"}},
         {"disable_heads": [{"kind": "cross", "layer": -1, "head": 0}]},
         {"disable_heads": [{"kind": "cross", "layer": 0}]},
         {"disable_heads": {"kind": "cross", "layer": 0, "head": 0}},
