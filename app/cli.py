@@ -68,7 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss term")
     train.add_argument("--align-rows", choices=["produces", "reads"], default="produces",
                        help="which step's attention row is trained to align a target word: the step that "
-                            "produces it, or the next one, which reads it (Shift-Att; see docs/alignment)")
+                            "produces it, or the next one, which reads it (Shift-Att; see docs/api.md)")
+    train.add_argument("--align-only-head", action="store_true",
+                       help="train only the supervised head's query and key projections, every other weight "
+                            "frozen (with --init-from: the model keeps translating as before, one head learns to align)")
     train.add_argument("--align-dir", default=None,
                        help="reference alignments from align-corpus, for --align-head and copy_augment "
                             "(default <data-dir>/alignments)")
@@ -252,6 +255,8 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ValueError(f"--pair {'-'.join(args.pair)} but {args.init_from} is {'-'.join(folder_pair)}")
         pair = folder_pair
     supervision = None
+    if args.align_only_head and not args.align_head:
+        raise ValueError("--align-only-head goes with --align-head (which head to train)")
     if args.align_head:
         from app.alignment.corpus import default_align_dir
         from app.alignment.supervision import HeadSupervision
@@ -269,7 +274,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             layer, sep, head = args.align_head.partition(",")
             if not sep or not layer.strip().isdigit() or not head.strip().isdigit():
                 raise ValueError(f"--align-head expects LAYER,HEAD (0-based) or auto, got {args.align_head!r}")
-        supervision = HeadSupervision(int(layer), int(head), args.align_weight, align_dir, args.align_rows)
+        supervision = HeadSupervision(
+            int(layer), int(head), args.align_weight, align_dir, args.align_rows, only_head=args.align_only_head
+        )
         supervision.check(model_config)
     card = train(
         model_config,

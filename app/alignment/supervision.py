@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from app.alignment.corpus import AlignedPair, load_references
 from app.alignment.heads import Rows, build_word_map
+from app.nn.ablation import attention_module
+from app.nn.attention import MultiHeadAttention
 from app.nn.config import EOS_ID, ModelConfig
 from app.text.tokenizer import Tokenizer
 from app.training.data import Example
@@ -44,6 +46,10 @@ class HeadSupervision:
     weight: float = 1.0
     align_dir: str = ""
     rows: Rows = "produces"
+    # Train only this head's query and key projections (its slices of the layer's q_proj and
+    # k_proj) and freeze the rest of the model: the head learns to align, every other head and
+    # layer keeps its weights, so the translation changes only through what this head reads.
+    only_head: bool = False
 
     def check(self, config: ModelConfig) -> None:
         """ValueError naming the problem if the head does not exist in ``config``'s model."""
@@ -112,3 +118,24 @@ def head_alignment_loss(attention: Tensor, targets: Tensor) -> Tensor:
     log_attn = attention.float().clamp(min=1e-9).log()
     per_row = -(targets * log_attn).sum(-1)  # (B, T)
     return per_row[rows].sum() / rows.sum().clamp(min=1)
+
+
+def trainable_head_parameters(model: nn.Module, supervision: HeadSupervision) -> list[Tensor]:
+    """For ``only_head``: freeze every parameter of ``model`` except the supervised head's query
+    and key projections, whose gradients are masked to the head's rows of them; returns those
+    parameters (the optimiser's)."""
+    attn = attention_module(model, "cross", supervision.layer)
+    assert isinstance(attn, MultiHeadAttention)
+    for frozen in model.parameters():
+        frozen.requires_grad_(False)
+    rows = slice(supervision.head * attn.head_dim, (supervision.head + 1) * attn.head_dim)
+    mask = torch.zeros(attn.heads * attn.head_dim, 1, device=attn.q_proj.weight.device)
+    mask[rows] = 1.0
+    out: list[Tensor] = []
+    for proj in (attn.q_proj, attn.k_proj):
+        for p in (proj.weight, proj.bias):
+            p.requires_grad_(True)
+            shaped = mask if p.dim() == 2 else mask[:, 0]
+            p.register_hook(lambda grad, m=shaped: grad * m)
+            out.append(p)
+    return out

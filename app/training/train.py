@@ -26,6 +26,7 @@ from app.alignment.supervision import (
     alignment_targets,
     encode_aligned,
     head_alignment_loss,
+    trainable_head_parameters,
 )
 from app.nn.base import Seq2Seq
 from app.nn.config import PAD_ID, ModelConfig, config_to_dict, score_of
@@ -181,8 +182,11 @@ def train(
         torch.manual_seed(config.seed + world.rank)  # the same weights, a different dropout stream
     loaded = LoadedModel(out_dir.name, out_dir, model_config, model, tokenizer, source_lang, target_lang)
     translator = Translator(loaded, max_source_tokens=10_000)
+    trained: list[torch.Tensor] = list(model.parameters())
+    if supervision is not None and supervision.only_head:
+        trained = trainable_head_parameters(model, supervision)
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay
+        trained, lr=config.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(config.warmup_steps))
     state: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "best_bleu": -1.0, "best_epoch": 0, "bad": 0, "train_s": 0.0}

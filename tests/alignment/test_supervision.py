@@ -138,6 +138,34 @@ def test_train_fine_tunes_a_folder_with_a_supervised_head(aligned_corpus: Path, 
     assert all(torch.equal(before[k].half(), after[k]) for k in before)
 
 
+def test_only_head_training_changes_that_heads_query_and_key_rows_and_nothing_else(
+    aligned_corpus: Path, tmp_path: Path
+) -> None:
+    init = next(p for p in build_tiny_models(tmp_path / "init") if p.name.endswith("transformer"))
+    from app.repository import read_config
+
+    supervision = HeadSupervision(1, 1, weight=1.0, align_dir=str(aligned_corpus / "alignments"), only_head=True)
+    card = train(read_config(init)[0], dataclasses.replace(FAST, max_epochs=2), out_dir=tmp_path / "aligned",
+                 run_dir=tmp_path / "run", data_dir=aligned_corpus, tokenizer_path=init / "tokenizer.model",
+                 init_from=init, supervision=supervision, evaluate_test=False, progress=False)
+    assert card["training"]["alignment_supervision"]["only_head"] is True
+    before = {k: v.half() for k, v in load_file(str(init / WEIGHTS_FILE)).items()}  # the folder keeps fp16
+    after = load_file(str(tmp_path / "aligned" / WEIGHTS_FILE))
+    head_dim = before["decoder_layers.1.cross_attn.q_proj.weight"].size(0) // 2  # 2 heads
+    rows = slice(head_dim, 2 * head_dim)  # head 1
+    changed = []
+    for name in before:
+        if torch.equal(before[name], after[name]):
+            continue
+        changed.append(name)
+        outside = torch.ones(before[name].size(0), dtype=torch.bool)
+        outside[rows] = False
+        assert torch.equal(before[name][outside], after[name][outside]), name  # head 0's rows kept
+    assert changed and set(changed) <= {
+        f"decoder_layers.1.cross_attn.{proj}.{part}" for proj in ("q_proj", "k_proj") for part in ("weight", "bias")
+    }
+
+
 def test_supervised_head_trains_with_rdrop(aligned_corpus: Path, tmp_path: Path) -> None:
     """R-Drop doubles each batch; the head's targets are doubled with it (both passes supervised).
     Here the head is trained on the rows that read each word, which the card records."""
