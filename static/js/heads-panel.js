@@ -5,6 +5,7 @@
 import { postJSON } from "./api.js";
 import { el, plotlyReady, role, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";
+import { headFacts } from "./head-facts.js";
 import { loadModels, pageCards } from "./models-api.js";
 
 const card = document.getElementById("heads-card");
@@ -17,10 +18,11 @@ let models = [];
 
 const cards = new Map(pageCards().map((c) => [c.id, c]));
 const model = () => models.find((m) => m.id === document.getElementById("model").value);
-const f1Of = (id) => cards.get(id)?.alignment?.f1 || null;
+// The card's F1 grid, with a head trained on reading rows given its F1 on those (head-facts.js).
+const f1Of = (m) => headFacts(cards.get(m.id), "cross", m.layers, m.heads).f1;
 
 function heads(m) {
-  const f1 = f1Of(m.id);
+  const f1 = f1Of(m);
   const all = [];
   for (let l = 0; l < m.layers; l++) for (let h = 0; h < m.heads; h++) all.push({ l, h, f1: f1 ? f1[l]?.[h] : null });
   if (sortBy.value === "f1") all.sort((a, b) => (b.f1 ?? -1) - (a.f1 ?? -1));
