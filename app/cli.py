@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from app.nn.config import ModelConfig
     from app.training.presets import TrainConfig
 
+from app.alignment.rows import ROWS
 from app.allocator import keep_freed_memory
 from app.config import REPO_ROOT, data_dir
 
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="supervise cross-attention head H of decoder layer L with reference alignments "
                             "(auto: the --init-from model's best-aligned head on val)")
     train.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss term")
-    train.add_argument("--align-rows", choices=["produces", "reads"], default="produces",
+    train.add_argument("--align-rows", choices=ROWS, default="produces",
                        help="which step's attention row is trained to align a target word: the step that "
                             "produces it, or the next one, which reads it (Shift-Att; see docs/api.md)")
     train.add_argument("--align-only-head", action="store_true",
@@ -96,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="instead of BLEU: every cross-attention head's word-alignment F1/AER against the "
                          "reference links of --alignment-split (card key 'alignment')")
     ev.add_argument("--alignment-split", default="test2016")
-    ev.add_argument("--alignment-rows", choices=["produces", "reads"], default="produces",
+    ev.add_argument("--alignment-rows", choices=ROWS, default="produces",
                     help="score each target word by the row of the step that produces it (card key "
                          "'alignment') or of the step that reads it (card key 'alignment_reads')")
     ev.add_argument("--ablate", action="store_true",

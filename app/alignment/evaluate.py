@@ -12,7 +12,8 @@ import torch
 from tqdm import tqdm
 
 from app.alignment.corpus import AlignedPair, default_align_dir, load_references
-from app.alignment.heads import HeadScores, Rows, build_word_map
+from app.alignment.heads import HeadScores, build_word_map
+from app.alignment.rows import Rows
 from app.decoding import score_targets
 from app.nn.config import EOS_ID
 from app.repository import LoadedModel
@@ -21,16 +22,16 @@ from app.training.data import load_parallel
 logger = logging.getLogger(__name__)
 
 CONVENTION = (
-    "teacher-forced on the reference; row = the step that produces the word; source word = sum over "
-    "its pieces, target word = mean over its pieces, </s> dropped; argmax per target word; words are "
-    "Moses tokens; reference = eflomal both directions + grow-diag-final-and"
+    "teacher-forced on the reference; row = {row}; source word = sum over its pieces, target word = "
+    "mean over its pieces, </s> dropped; argmax per target word; words are Moses tokens; reference = "
+    "eflomal both directions + grow-diag-final-and"
 )
 ROW_WORDS = {"produces": "the step that produces the word", "reads": "the step that reads the word (the next one)"}
 
 
 def convention(rows: Rows = "produces") -> str:
     """The card's description of how ``rows`` alignments were scored."""
-    return CONVENTION.replace(ROW_WORDS["produces"], ROW_WORDS[rows])
+    return CONVENTION.format(row=ROW_WORDS[rows])
 
 
 @torch.no_grad()

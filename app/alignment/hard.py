@@ -11,8 +11,9 @@ from typing import Any, Literal
 
 from torch import Tensor
 
-from app.alignment.heads import Rows, argmax_links, build_word_map, word_attention
+from app.alignment.heads import argmax_links, build_word_map, word_attention
 from app.alignment.links import format_pharaoh
+from app.alignment.rows import Rows
 from app.alignment.words import Span, locate, moses_words
 from app.nn.config import EOS_ID
 from app.text.tokenizer import Tokenizer

@@ -18,16 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from app.alignment.links import AlignmentCounts, Links, diagonal_links
+from app.alignment.rows import ROWS, Rows
 from app.alignment.words import Span, pieces_to_words
-
-Rows = Literal["produces", "reads"]
-ROWS: tuple[Rows, ...] = ("produces", "reads")
 
 
 @dataclass

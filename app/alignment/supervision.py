@@ -20,7 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from app.alignment.corpus import AlignedPair, load_references
-from app.alignment.heads import Rows, build_word_map
+from app.alignment.heads import build_word_map
+from app.alignment.rows import ROWS, Rows
 from app.nn.ablation import attention_module
 from app.nn.attention import MultiHeadAttention
 from app.nn.config import EOS_ID, ModelConfig
@@ -62,8 +63,8 @@ class HeadSupervision:
             )
         if self.weight <= 0:
             raise ValueError(f"alignment loss weight must be positive, got {self.weight}")
-        if self.rows not in ("produces", "reads"):
-            raise ValueError(f"unknown row convention {self.rows!r}; choose produces or reads")
+        if self.rows not in ROWS:
+            raise ValueError(f"unknown row convention {self.rows!r}; choose one of {', '.join(ROWS)}")
 
     def references(self, split: str, source_lang: str, target_lang: str, count: int) -> list[AlignedPair]:
         return load_references(Path(self.align_dir), split, source_lang, target_lang, expected=count)

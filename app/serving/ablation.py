@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from app.alignment.hard import Choice, hard_alignment, trained_rows, word_level_attention
-from app.alignment.heads import Rows
+from app.alignment.rows import Rows
 from app.nn.ablation import HeadRef as HeadTuple
 from app.nn.ablation import attention_module
 from app.serving.errors import InvalidInput

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.alignment.rows import Rows
+
 MAX_DISABLED_HEADS = 512
 
 
@@ -18,9 +20,6 @@ class HeadRef(BaseModel):
     kind: Literal["cross", "encoder_self", "decoder_self"] = Field(description="The attention kind.")
     layer: int = Field(ge=0, description="0-based layer (0 for RNN models).")
     head: int = Field(ge=0, description="0-based head in that layer (0 for RNN models).")
-
-
-Rows = Literal["produces", "reads"]
 
 
 class CrossHead(BaseModel):

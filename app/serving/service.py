@@ -19,7 +19,7 @@ import torch
 from fastapi import Depends, Request
 
 from app.alignment.hard import Choice
-from app.alignment.heads import Rows
+from app.alignment.rows import Rows
 from app.config import Settings
 from app.device import resolve_device
 from app.nn.ablation import HeadRef as HeadTuple

@@ -11,8 +11,8 @@ import torch
 from safetensors.torch import load_file
 
 from app.alignment.corpus import AlignedPair
-from app.alignment.heads import Rows
 from app.alignment.links import parse_pharaoh
+from app.alignment.rows import Rows
 from app.alignment.supervision import (
     HeadSupervision,
     alignment_targets,
