@@ -8,8 +8,8 @@ operands in the same order, so the same bits) written straight through: the weig
 prepared once per decode (:func:`prepare`: query/key/value fused, transposed or packed; see
 :mod:`app.nn.inference`), and the caller keeps each step's attention rows.
 
-It covers evaluation-mode layers, pre- or post-norm, float or int8 (:mod:`app.nn.quantize`: the
-quantised modules are called as they are); training, switched-off heads (:mod:`app.nn.ablation`)
+It covers evaluation-mode layers, pre- or post-norm, float or int8 (:mod:`app.nn.quantize`: int8
+products in the same places); training, switched-off heads (:mod:`app.nn.ablation`)
 and score recording (:mod:`app.nn.recording`) take the general layer code (:func:`applies`).
 """
 
@@ -38,9 +38,8 @@ Linear = Callable[[Tensor], Tensor]  # x (N, in) -> (N, out)
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """One decoder layer laid out for a step: each linear layer as a function of its input (a
-    float one: its cached :func:`app.nn.inference.product`; an int8 one: the quantised module's
-    own forward), layer norms as (weight, bias)."""
+    """One decoder layer laid out for a step: each linear layer as a function of its input (its
+    cached :func:`app.nn.inference.product`, float or int8), layer norms as (weight, bias)."""
 
     pre_norm: bool
     eps: float
@@ -57,9 +56,9 @@ class LayerWeights:
 
 
 def _linear(layer: nn.Module) -> Linear:
-    if type(layer) is nn.Linear:
-        return inference.product(layer, "linear", (layer,))
-    return cast(Linear, layer.forward)  # e.g. torch's dynamically quantised int8 Linear
+    if inference.fusable(layer):  # a float or int8 linear layer: its cached product
+        return inference.product(layer, "linear", (cast(nn.Linear, layer),))
+    return cast(Linear, layer.forward)
 
 
 def _norm(norm: nn.LayerNorm) -> tuple[Tensor, Tensor]:

@@ -1,27 +1,54 @@
-"""Opt-in int8 inference on the CPU: torch's dynamic quantisation of the linear layers.
+"""Opt-in int8 inference on the CPU: the linear layers' products in int8.
 
-``quantize(model, "int8")`` replaces every ``nn.Linear`` by its dynamically quantised version
-(int8 weights, activations quantised per batch on the fly, fp32 in and out) and, for the
-Transformer, gives the tied output projection an int8 copy of the embedding matrix too (the
-largest product of a decoding step). Attention weights, softmaxes, layer norms and embeddings stay
-fp32, so every attention matrix is still returned. The result is for inference only (no training,
-no saving) and runs on the CPU only. Chosen with ``ATTNSCOPE_QUANTIZE=int8`` (serving) or
-``--quantize int8`` (``attnscope serve`` and ``evaluate``); how much it changes BLEU and speed is
-in the README.
+``quantize(model, "int8")`` turns every ``nn.Linear`` into an :class:`Int8Linear` (the same
+parameters) whose products while decoding are FBGEMM's int8 ones
+(:func:`app.nn.inference.int8_product`: the weight quantised once per tensor, the activations on
+each call from their own range, fp32 in and out), and for the Transformer gives the tied output
+projection an int8 copy of the embedding matrix too (the largest product of a decoding step).
+Being linear layers, they go through the decoders' fast paths as the float ones do: the
+self-attention query/key/value and the cross-attention keys/values fused into one product each,
+the same step code. Attention weights, softmaxes, layer norms and embeddings stay fp32, so every
+attention matrix is still returned. The result is for inference only (with gradients recorded an
+Int8Linear multiplies its fp32 weight) and runs on the CPU only; the fp32 parameters are kept
+beside the int8 copies. Chosen with ``ATTNSCOPE_QUANTIZE=int8`` (serving) or ``--quantize int8``
+(``attnscope serve`` and ``evaluate``); how much it changes BLEU and speed is in the README.
+
+Until 2026-11 this was torch.ao's ``quantize_dynamic``; its Linear wraps the same FBGEMM kernel in
+quantised-tensor objects that cost ~20 us a call, which at one row is more than the product.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Literal
 
-import torch
-from torch import nn
+from torch import Tensor, nn
 
+from app.nn import inference
 from app.nn.base import Seq2Seq
 
 Quantization = Literal["int8"]
 QUANTIZATIONS: tuple[str, ...] = ("int8",)
+
+
+class Int8Linear(nn.Linear):
+    """A linear layer whose products while decoding are int8 (:mod:`app.nn.inference` builds and
+    caches them from the fp32 parameters); with gradients recorded, the fp32 product."""
+
+    int8 = True
+
+    def forward(self, x: Tensor) -> Tensor:
+        if inference.decoding():
+            return inference.product(self, "linear", (self,))(x)
+        return super().forward(x)
+
+    @classmethod
+    def of(cls, layer: nn.Linear) -> Int8Linear:
+        """An Int8Linear with ``layer``'s parameters (shared, not copied)."""
+        new = cls(layer.in_features, layer.out_features, bias=layer.bias is not None, device="meta")
+        new.weight = layer.weight
+        new.bias = layer.bias
+        new.train(layer.training)
+        return new
 
 
 def quantize(model: Seq2Seq, mode: str) -> Seq2Seq:
@@ -34,13 +61,11 @@ def quantize(model: Seq2Seq, mode: str) -> Seq2Seq:
     model.eval()
     embed = getattr(model, "embed", None)
     if hasattr(model, "quantized_output") and isinstance(embed, nn.Embedding):
-        output = nn.Linear(embed.embedding_dim, embed.num_embeddings, bias=False)
-        with torch.no_grad():
-            output.weight.copy_(embed.weight)
+        output = nn.Linear(embed.embedding_dim, embed.num_embeddings, bias=False, device="meta")
+        output.weight = embed.weight  # shared: the int8 copy is derived from it
         model.quantized_output = output  # becomes int8 below, with the other linear layers
-    with warnings.catch_warnings():  # torch.ao's eager quantisation is marked deprecated (torchao
-        # succeeds it, a separate package); it is what this torch ships and still works
-        warnings.filterwarnings("ignore", message=".*quantize_per_tensor.*", category=UserWarning)
-        warnings.filterwarnings("ignore", message=".*torch.ao.quantization is deprecated.*")
-        torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8, inplace=True)
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear:
+                setattr(parent, name, Int8Linear.of(child))
     return model

@@ -12,8 +12,9 @@ from torch import Tensor, nn
 
 from app.config import Settings
 from app.decoding import greedy_decode
+from app.nn import inference
 from app.nn.base import Seq2Seq
-from app.nn.quantize import quantize
+from app.nn.quantize import Int8Linear, quantize
 from app.repository import load_model_folder
 from app.serving.registry import ModelRegistry
 from app.translator import Translator
@@ -50,6 +51,55 @@ def test_linear_layers_become_int8_and_outputs_stay_close(
         assert out.cross is not None
         rows = out.cross.sum(-1)[out.cross.sum(-1) > 0]
         torch.testing.assert_close(rows, torch.ones_like(rows))
+
+
+def test_the_int8_product_does_not_saturate_where_full_range_weights_would() -> None:
+    # Two adjacent weights at the top of the range times two activations at the top of theirs:
+    # FBGEMM's AVX2 kernel adds such pairs in a saturating 16-bit sum, so with weights on the full
+    # -128..127 range this product comes out near 13.9 instead of 16.
+    weight = -torch.ones(1, 16)
+    weight[0, :2] = 1.0
+    x = -torch.ones(1, 16)
+    x[0, :2] = 1.0
+    got = inference.int8_product(lambda: weight, None)(x)
+    torch.testing.assert_close(got, torch.tensor([[16.0]]), atol=0.2, rtol=0)
+
+
+def test_the_weight_is_quantised_on_seven_bits_with_zero_exact() -> None:
+    g = torch.Generator().manual_seed(0)
+    matrix = torch.randn(24, 40, generator=g) * 0.3
+    matrix[0, :5] = 0.0
+    q, col_offsets, scale, zero_point = inference.quantize_weight(matrix)
+    assert q.dtype == torch.int8 and int(q.min()) >= -64 and int(q.max()) <= 63
+    assert int(q.max()) - int(q.min()) >= 120  # the range is used
+    dequantised = (q.float() - zero_point) * scale
+    assert float((dequantised - matrix).abs().max()) <= scale / 2 + 1e-6
+    assert torch.equal(dequantised[0, :5], torch.zeros(5))
+    assert torch.equal(col_offsets, q.int().sum(1) - zero_point * 40)
+
+
+def test_int8_layers_run_fbgemms_int8_kernel_and_fuse(
+    make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = quantize(make_model("transformer", seed=4), "int8")
+    calls: list[tuple[int, ...]] = []
+    kernel = torch.fbgemm_linear_int8_weight_fp32_activation
+
+    def counted(x: Tensor, *args: object) -> Tensor:
+        out = kernel(x, *args)  # type: ignore[arg-type]
+        calls.append(tuple(out.shape))
+        return out
+
+    monkeypatch.setattr(torch, "fbgemm_linear_int8_weight_fp32_activation", counted)
+    with torch.inference_mode():
+        out = greedy_decode(model, make_source((5,)), max_length=3)
+    assert out.cross is not None
+    layers = [m for m in model.modules() if isinstance(m, Int8Linear)]
+    assert calls and len(layers) > 0
+    # a step's self-attention queries, keys and values come out of one product, (1, 3 * D); the
+    # output projection is int8 too, (1, V)
+    d, v = model.config.d_model, model.config.vocab_size
+    assert (1, 3 * d) in calls and (1, v) in calls
 
 
 def test_an_unknown_mode_is_refused(make_model: ModelFactory) -> None:
