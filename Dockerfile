@@ -27,6 +27,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# A C++ compiler: `ATTNSCOPE_QUANTIZE=int8` builds its native decoder step on first use
+# (app/nn/native; without a compiler int8 decoding takes the slower Python step).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends g++ \
+    && rm -rf /var/lib/apt/lists/*
+
 # Torch first, from the chosen variant's index: the largest layer, rebuilt only when it changes.
 RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
 

@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--beam", type=int, default=5)
     ev.add_argument("--device", default=None)
     ev.add_argument("--quantize", choices=["int8"], default=None,
-                    help="int8: evaluate with the linear layers dynamically quantised (CPU only)")
+                    help="int8: evaluate with the linear layers dynamically quantised (int8 products; CPU only)")
     ev.add_argument("--update-card", action="store_true", help="write the results into card.json")
     ev.add_argument("--alignment", action="store_true",
                     help="instead of BLEU: every cross-attention head's word-alignment F1/AER against the "

@@ -18,7 +18,8 @@ What each returns:
 
 - attnscope: every attention matrix (encoder self, decoder self, cross; all layers and heads);
   ``attnscope-noattn`` asks for none (the fused SDPA kernel); ``attnscope-int8``: all matrices,
-  linear layers dynamically quantised (``ATTNSCOPE_QUANTIZE=int8``).
+  int8 linear layers (``ATTNSCOPE_QUANTIZE=int8``: FBGEMM's int8 products, the native step of
+  app/nn/native); ``attnscope-int8-py``: the same through the Python step (``ATTNSCOPE_NATIVE=0``).
 - HF transformers: ``output_attentions=True`` (every matrix, eager attention).
 - CTranslate2: ``return_attention=True`` (one matrix per sentence: the last layer's cross-attention
   averaged over heads), fp32 and int8.
@@ -84,6 +85,24 @@ def attnscope_runner(model: Transformer, need_weights: bool) -> Run:
         return [strip(h.tokens, c.eos_id) for h in out.hypotheses()]
 
     return run
+
+
+def python_step(run: Run) -> Run:
+    """``run`` with the native int8 step switched off (ATTNSCOPE_NATIVE=0 while it runs): the
+    int8 products through the Python step, to measure what the native step wins."""
+
+    def without(sources: list[list[int]], beam: int) -> list[list[int]]:
+        before = os.environ.get("ATTNSCOPE_NATIVE")
+        os.environ["ATTNSCOPE_NATIVE"] = "0"
+        try:
+            return run(sources, beam)
+        finally:
+            if before is None:
+                del os.environ["ATTNSCOPE_NATIVE"]
+            else:
+                os.environ["ATTNSCOPE_NATIVE"] = before
+
+    return without
 
 
 # --- CTranslate2 ------------------------------------------------------------------------------
@@ -294,7 +313,7 @@ def main() -> None:
         "--systems",
         nargs="+",
         default=["attnscope", "attnscope-noattn", "hf", "ct2", "ct2-int8"],
-        help="any of attnscope attnscope-noattn attnscope-int8 hf ct2 ct2-int8",
+        help="any of attnscope attnscope-noattn attnscope-int8 attnscope-int8-py hf ct2 ct2-int8",
     )
     parser.add_argument("--out", default="out/peers")
     parser.add_argument(
@@ -320,10 +339,11 @@ def main() -> None:
             runners[name] = attnscope_runner(loaded.model, need_weights=True)
         elif name == "attnscope-noattn":
             runners[name] = attnscope_runner(loaded.model, need_weights=False)
-        elif name == "attnscope-int8":
+        elif name in ("attnscope-int8", "attnscope-int8-py"):
             from app.nn.quantize import quantize
 
-            runners[name] = attnscope_runner(quantize(load_model_folder(args.model).model, "int8"), need_weights=True)  # type: ignore[arg-type]
+            int8 = attnscope_runner(quantize(load_model_folder(args.model).model, "int8"), need_weights=True)  # type: ignore[arg-type]
+            runners[name] = int8 if name == "attnscope-int8" else python_step(int8)
         elif name == "hf":
             runners[name] = transformers_runner(loaded, to_transformers(loaded))
         elif name in ("ct2", "ct2-int8"):

@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 from weakref import WeakKeyDictionary
 
@@ -202,21 +203,36 @@ def int8_product(weight: Callable[[], Tensor], bias: Tensor | None) -> Product:
             )
     except (RuntimeError, AttributeError):
         return _ao_int8(matrix, bias)
-    want = torch.addmm(bias, probe, matrix.t())
-    if not torch.allclose(got, want, rtol=0.05, atol=0.05 * float(want.abs().max()) + 1e-6):
+    # a working kernel gives the product with the quantised weight up to the activations'
+    # rounding (under 1 % of the terms' magnitudes); a broken one is off by the magnitudes
+    dequantised = (q.float() - zero_point) * scale
+    want = torch.addmm(bias, probe, dequantised.t())
+    magnitude = probe.abs() @ dequantised.abs().t()
+    if not bool(((got - want).abs() <= 0.02 * magnitude + 1e-5).all()):
         return _ao_int8(matrix, bias)
-    del matrix
+    return Int8Product(q, packed, col_offsets, scale, zero_point, bias)
 
-    def run(x: Tensor) -> Tensor:
+
+@dataclass(frozen=True, eq=False)
+class Int8Product:
+    """:func:`int8_product`'s product, its operands kept for the native step
+    (:mod:`app.nn.native`), which makes the same call."""
+
+    weight: Tensor  # int8 (out, in)
+    packed: Tensor
+    col_offsets: Tensor
+    scale: float
+    zero_point: int
+    bias: Tensor
+
+    def __call__(self, x: Tensor) -> Tensor:
         flat = x.reshape(-1, x.size(-1))
         if not flat.is_contiguous() or flat.dtype != torch.float32:
             flat = flat.float().contiguous()
         out = torch.fbgemm_linear_int8_weight_fp32_activation(
-            flat, q, packed, col_offsets, scale, zero_point, bias
+            flat, self.weight, self.packed, self.col_offsets, self.scale, self.zero_point, self.bias
         )
         return out.view(*x.shape[:-1], out.size(-1))
-
-    return run
 
 
 WEIGHT_LEVELS = (-64, 63)  # 7 bits: see quantize_weight

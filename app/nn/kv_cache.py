@@ -72,6 +72,20 @@ class KVCache:
         buffer.filled = end
         return KVCache(buffer, end)
 
+    def reserve(self, like: Tensor, rows: int, heads: int, dim: int) -> KVCache:
+        """The cache of ``length + 1`` positions whose last one is not written yet: the caller
+        writes it in place, at ``buffer.data[:, :, :, length]`` (the native step does). The
+        buffer is this one's when that is safe, as in :meth:`append`; a new one is made like
+        ``like`` (dtype, device), contiguous."""
+        buffer, end = self.buffer, self.length + 1
+        if buffer is None or buffer.filled != self.length or end > buffer.data.size(3):
+            data = like.new_empty(2, rows, heads, end + GROWTH, dim)
+            if buffer is not None and self.length:
+                data[:, :, :, : self.length] = buffer.data[:, :, :, : self.length]
+            buffer = _Buffer(data, self.length)
+        buffer.filled = end
+        return KVCache(buffer, end)
+
     def select(self, indices: Tensor) -> KVCache:
         """A cache of the rows ``indices`` (N',) of this one, in a buffer of its own (its room
         for more positions kept)."""

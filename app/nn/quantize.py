@@ -23,7 +23,7 @@ from typing import Literal
 
 from torch import Tensor, nn
 
-from app.nn import inference
+from app.nn import inference, native
 from app.nn.base import Seq2Seq
 
 Quantization = Literal["int8"]
@@ -68,4 +68,6 @@ def quantize(model: Seq2Seq, mode: str) -> Seq2Seq:
         for name, child in list(parent.named_children()):
             if type(child) is nn.Linear:
                 setattr(parent, name, Int8Linear.of(child))
+    if hasattr(model, "quantized_output"):
+        native.int8_step_op()  # a Transformer: build the native step now, not in the first request
     return model

@@ -12,7 +12,7 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
-from app.nn import decoder_step, inference
+from app.nn import decoder_step, inference, native
 from app.nn.attention import MultiHeadAttention
 from app.nn.base import DecoderState, Seq2Seq, reorder_encoder
 from app.nn.config import TransformerConfig
@@ -160,6 +160,7 @@ class TransformerState:
     position: int = 0
     group: int = 1
     weights: list[decoder_step.LayerWeights] | None = None  # for decoder_step, when it applies
+    native: native.NativeStep | None = None  # the whole step in one native call (int8 models)
 
     @cached_property
     def cross_blocked(self) -> Tensor:
@@ -191,6 +192,7 @@ class TransformerState:
             position=self.position,
             group=group,
             weights=self.weights,
+            native=self.native,
         )
         if cross_mask is self.cross_mask and "cross_blocked" in self.__dict__:
             moved.cross_blocked = self.cross_blocked
@@ -270,13 +272,23 @@ class Transformer(Seq2Seq):
         for layer in self.decoder_layers:
             k, v = cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory, rows)
             cross.append((k.contiguous(), v.contiguous()))
+        weights = decoder_step.prepare(self.decoder_layers)
         return TransformerState(
             self_cache=None,
             cross_kv=cross,
             cross_mask=enc.mask[:, None, None, :],
             group=group,
-            weights=decoder_step.prepare(self.decoder_layers),
+            weights=weights,
+            native=self._native(weights),
         )
+
+    def _native(self, weights: list[decoder_step.LayerWeights] | None) -> native.NativeStep | None:
+        """The native int8 step (:mod:`app.nn.native`) when this model was quantised and it
+        applies, else None."""
+        out = self.quantized_output
+        if weights is None or out is None or not inference.fusable(out):
+            return None
+        return native.prepare(weights, self.decoder_norm, inference.product(out, "linear", (cast(nn.Linear, out),)))
 
     def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, TransformerState]:
         """Cross keys/values projected once per sentence and shared by its beams; ``step``
@@ -319,6 +331,8 @@ class Transformer(Seq2Seq):
     def step(
         self, tokens: Tensor, state: TransformerState, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, TransformerState]:
+        if state.native is not None and not self.training and decoder_step.applies():
+            return self._native_step(tokens, state, state.native, need_weights)
         if state.weights is not None and not self.training and decoder_step.applies():
             y, state, self_w, cross_w = self._fast_step(tokens, state, need_weights)
         else:
@@ -359,13 +373,38 @@ class Transformer(Seq2Seq):
             self_rows.append(sw)
             cross_rows.append(cw)
         grown = TransformerState(
-            caches, state.cross_kv, state.cross_mask, state.position + 1, state.group, state.weights
+            caches, state.cross_kv, state.cross_mask, state.position + 1, state.group, state.weights, state.native
         )
         grown.cross_blocked = blocked
         y = self.decoder_norm(x)
         if not need_weights:
             return y, grown, None, None
         return y, grown, torch.stack(self_rows, 1), torch.stack(cross_rows, 1)  # type: ignore[arg-type]
+
+    def _native_step(
+        self, tokens: Tensor, state: TransformerState, step: native.NativeStep, need_weights: bool
+    ) -> tuple[StepOutput, TransformerState]:
+        """:meth:`step` through the native int8 step: the same products as the Python step, the
+        rest in one call (attention always computed: it is part of the step)."""
+        if state.position + 1 > self.config.max_positions:
+            raise ValueError(f"sequence of {state.position + 1} tokens exceeds max_positions")
+        x = nn.functional.embedding(tokens, self.embed.weight, self.embed.padding_idx)
+        x = x * math.sqrt(self.config.d_model) + self.positions[state.position]  # (N, D)
+        n, d = x.shape
+        heads = step.heads
+        past = state.self_cache or [KVCache() for _ in state.cross_kv]
+        caches = [c.reserve(x, n, heads, d // heads) for c in past]
+        blocked = state.cross_blocked
+        log_probs, self_w, cross_w = step(
+            x, [c.buffer.data for c in caches], caches[0].length - 1, state.cross_kv,  # type: ignore[union-attr]
+            blocked.view(blocked.size(0), blocked.size(-1)),
+        )
+        grown = TransformerState(
+            caches, state.cross_kv, state.cross_mask, state.position + 1, state.group, state.weights, state.native
+        )
+        grown.cross_blocked = blocked
+        out = StepOutput(log_probs, cross=cross_w if need_weights else None, decoder_self=self_w if need_weights else None)
+        return out, grown
 
     def logits(self, y: Tensor) -> Tensor:
         """y: (..., D) decoder outputs -> (..., V) logits through the tied embedding matrix: when

@@ -37,6 +37,7 @@ def _decode(
         enc = model.encode(src)
         state = model.init_state(enc, group=group)
         assert state.weights is not None
+        state.native = None  # an int8 model's native step: tests/nn/test_native_step.py
         if not fast:
             state.weights = None  # the general layer code
         out = []

@@ -1,0 +1,217 @@
+// One decoding step of a pre-norm Transformer decoder with int8 products, as one operation.
+//
+// At one row per step a decoder step is ~130 small PyTorch operations around 19 matrix
+// products; each operation costs microseconds of dispatch and allocation, together several
+// times the products themselves (see docs/decoding.md). This file does the whole step in one
+// call: the products through FBGEMM's int8 kernel (the same call and operands as
+// app.nn.inference.int8_product), everything else (layer norms, the attention of each head,
+// softmaxes, residuals, ReLU) as plain loops over the rows. It is built on first use by
+// app/nn/native/__init__.py; the Python step (app.nn.decoder_step) stays the reference, and
+// tests/nn/test_native_step.py holds the two together.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <limits>
+#include <tuple>
+
+namespace {
+
+using at::Tensor;
+
+void layer_norm(const float* x, float* y, int64_t rows, int64_t d, const float* w, const float* b, double eps) {
+  for (int64_t n = 0; n < rows; ++n) {
+    const float* xr = x + n * d;
+    float* yr = y + n * d;
+    double mean = 0.0;
+    for (int64_t i = 0; i < d; ++i) mean += xr[i];
+    mean /= static_cast<double>(d);
+    double var = 0.0;
+    for (int64_t i = 0; i < d; ++i) {
+      double c = xr[i] - mean;
+      var += c * c;
+    }
+    var /= static_cast<double>(d);
+    float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+    float m = static_cast<float>(mean);
+    for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - m) * inv * w[i] + b[i];
+  }
+}
+
+// softmax in place over p[0..len), skipping nothing (masked entries already -inf)
+void softmax(float* p, int64_t len) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < len; ++j) mx = p[j] > mx ? p[j] : mx;
+  float sum = 0.f;
+  for (int64_t j = 0; j < len; ++j) {
+    p[j] = std::exp(p[j] - mx);
+    sum += p[j];
+  }
+  float inv = 1.f / sum;
+  for (int64_t j = 0; j < len; ++j) p[j] *= inv;
+}
+
+struct Products {
+  at::TensorList weight;
+  at::TensorList packed;
+  at::TensorList col_offsets;
+  at::TensorList bias;
+  c10::ArrayRef<double> scale;
+  c10::ArrayRef<int64_t> zero_point;
+
+  Tensor operator()(size_t i, const Tensor& x) const {
+    return at::fbgemm_linear_int8_weight_fp32_activation(
+        x, weight[i], packed[i], col_offsets[i], scale[i], zero_point[i], bias[i]);
+  }
+};
+
+std::tuple<Tensor, Tensor, Tensor> int8_step(
+    const Tensor& x_in,                    // (N, D) the embedded new tokens, positions added
+    at::TensorList caches,     // per layer (2, N, H, capacity, Dh): position t is written here
+    int64_t t,                             // the position of this step (keys 0..t after it)
+    at::TensorList cross_k,    // per layer (G, H, S, Dh), contiguous
+    at::TensorList cross_v,
+    const Tensor& blocked,                 // (G, S) bool: padded source positions
+    at::TensorList norms,      // per layer: self, cross, ff (weight, bias); then the final norm
+    at::TensorList weight,     // per layer: qkv, self out, cross q, cross out, ff in, ff out; then the output
+    at::TensorList packed,
+    at::TensorList col_offsets,
+    at::TensorList bias,
+    c10::ArrayRef<double> scale,
+    c10::ArrayRef<int64_t> zero_point,
+    int64_t heads,
+    double eps) {
+  const int64_t layers = static_cast<int64_t>(caches.size());
+  TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat, "x must be (N, D) float32");
+  TORCH_CHECK(norms.size() == static_cast<size_t>(6 * layers + 2), "norms: 6 per layer and 2");
+  TORCH_CHECK(weight.size() == static_cast<size_t>(6 * layers + 1), "products: 6 per layer and 1");
+  const int64_t n = x_in.size(0), d = x_in.size(1), dh = d / heads;
+  const int64_t groups = blocked.size(0), s = blocked.size(1), g = n / groups;
+  TORCH_CHECK(g * groups == n && dh * heads == d, "rows must be groups x beams, D heads x Dh");
+  const Products product{weight, packed, col_offsets, bias, scale, zero_point};
+  const float scale_dot = 1.f / std::sqrt(static_cast<float>(dh));
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+
+  Tensor x = x_in.contiguous().clone();
+  Tensor normed = at::empty_like(x);
+  Tensor heads_out = at::empty_like(x);
+  Tensor self_w = at::empty({n, layers, heads, t + 1}, x.options());
+  Tensor cross_w = at::empty({n, layers, heads, s}, x.options());
+  float* xp = x.data_ptr<float>();
+  float* np_ = normed.data_ptr<float>();
+  float* hp = heads_out.data_ptr<float>();
+  float* swp = self_w.data_ptr<float>();
+  float* cwp = cross_w.data_ptr<float>();
+  const bool* bp = blocked.data_ptr<bool>();
+
+  auto add_into_x = [&](const Tensor& out) {
+    const float* op = out.data_ptr<float>();
+    for (int64_t i = 0; i < n * d; ++i) xp[i] += op[i];
+  };
+  auto norm = [&](size_t k) {
+    layer_norm(xp, np_, n, d, norms[2 * k].data_ptr<float>(), norms[2 * k + 1].data_ptr<float>(), eps);
+  };
+
+  for (int64_t l = 0; l < layers; ++l) {
+    const size_t p0 = static_cast<size_t>(6 * l);
+    // self-attention: this position's keys/values into the cache, then each head over 0..t
+    norm(3 * l);
+    Tensor qkv = product(p0, normed);  // (N, 3D)
+    const float* qp = qkv.data_ptr<float>();
+    const Tensor& cache = caches[l];
+    TORCH_CHECK(cache.is_contiguous() && cache.size(1) == n && cache.size(3) > t, "cache too small");
+    float* cp = cache.data_ptr<float>();
+    const int64_t cap = cache.size(3);
+    const int64_t half = n * heads * cap * dh;  // keys, then values
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t h = 0; h < heads; ++h) {
+        float* krow = cp + ((r * heads + h) * cap) * dh;
+        float* vrow = krow + half;
+        const float* q = qp + r * 3 * d + h * dh;
+        const float* k_new = q + d;
+        const float* v_new = q + 2 * d;
+        for (int64_t i = 0; i < dh; ++i) {
+          krow[t * dh + i] = k_new[i];
+          vrow[t * dh + i] = v_new[i];
+        }
+        float* p = swp + ((r * layers + l) * heads + h) * (t + 1);
+        for (int64_t j = 0; j <= t; ++j) {
+          const float* kj = krow + j * dh;
+          float dot = 0.f;
+          for (int64_t i = 0; i < dh; ++i) dot += q[i] * kj[i];
+          p[j] = dot * scale_dot;
+        }
+        softmax(p, t + 1);
+        float* o = hp + r * d + h * dh;
+        for (int64_t i = 0; i < dh; ++i) o[i] = 0.f;
+        for (int64_t j = 0; j <= t; ++j) {
+          const float* vj = vrow + j * dh;
+          const float pj = p[j];
+          for (int64_t i = 0; i < dh; ++i) o[i] += pj * vj[i];
+        }
+      }
+    }
+    add_into_x(product(p0 + 1, heads_out));
+
+    // cross-attention over the sentence's source positions
+    norm(3 * l + 1);
+    Tensor cq = product(p0 + 2, normed);  // (N, D)
+    const float* cqp = cq.data_ptr<float>();
+    const Tensor& kt = cross_k[l];
+    const Tensor& vt = cross_v[l];
+    TORCH_CHECK(kt.is_contiguous() && vt.is_contiguous() && kt.size(0) == groups && kt.size(2) == s,
+                "cross keys/values must be (G, H, S, Dh), contiguous");
+    const float* kp = kt.data_ptr<float>();
+    const float* vp = vt.data_ptr<float>();
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t grp = r / g;
+      const bool* blk = bp + grp * s;
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* q = cqp + r * d + h * dh;
+        const float* kh = kp + ((grp * heads + h) * s) * dh;
+        const float* vh = vp + ((grp * heads + h) * s) * dh;
+        float* p = cwp + ((r * layers + l) * heads + h) * s;
+        for (int64_t j = 0; j < s; ++j) {
+          if (blk[j]) {
+            p[j] = neg_inf;
+            continue;
+          }
+          const float* kj = kh + j * dh;
+          float dot = 0.f;
+          for (int64_t i = 0; i < dh; ++i) dot += q[i] * kj[i];
+          p[j] = dot * scale_dot;
+        }
+        softmax(p, s);
+        float* o = hp + r * d + h * dh;
+        for (int64_t i = 0; i < dh; ++i) o[i] = 0.f;
+        for (int64_t j = 0; j < s; ++j) {
+          const float pj = p[j];
+          if (pj == 0.f) continue;
+          const float* vj = vh + j * dh;
+          for (int64_t i = 0; i < dh; ++i) o[i] += pj * vj[i];
+        }
+      }
+    }
+    add_into_x(product(p0 + 3, heads_out));
+
+    // feed-forward
+    norm(3 * l + 2);
+    Tensor hidden = product(p0 + 4, normed);
+    float* hid = hidden.data_ptr<float>();
+    for (int64_t i = 0, m = hidden.numel(); i < m; ++i) hid[i] = hid[i] > 0.f ? hid[i] : 0.f;
+    add_into_x(product(p0 + 5, hidden));
+  }
+  norm(3 * layers);
+  Tensor logits = product(static_cast<size_t>(6 * layers), normed);
+  return {at::log_softmax(logits, -1), self_w, cross_w};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(attnscope_native, m) {
+  m.def(
+      "int8_step(Tensor x, Tensor[] caches, int t, Tensor[] cross_k, Tensor[] cross_v, Tensor blocked, "
+      "Tensor[] norms, Tensor[] weight, Tensor[] packed, Tensor[] col_offsets, Tensor[] bias, "
+      "float[] scale, int[] zero_point, int heads, float eps) -> (Tensor, Tensor, Tensor)",
+      &int8_step);
+}

@@ -1,0 +1,153 @@
+"""The native int8 decoder step (app.nn.native, a C++ operation built on first use) decodes as
+the Python int8 step does: the same tokens, log-probabilities and attention rows up to float
+summation order, in greedy and beam search, with padded sources and a growing cache; and where
+it does not apply or cannot be built, decoding takes the Python step."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from app.decoding import beam_search, greedy_decode
+from app.nn import native
+from app.nn.base import Seq2Seq
+from app.nn.kv_cache import GROWTH
+from app.nn.outputs import StepOutput
+from app.nn.quantize import quantize
+from app.nn.transformer import Transformer
+
+ModelFactory = Callable[..., Seq2Seq]
+SourceFactory = Callable[..., Tensor]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built() -> None:
+    assert native.int8_step_op() is not None, "the native step must build here (a C++ compiler and ninja)"
+
+
+def _int8(make_model: ModelFactory, pre_norm: bool = True, seed: int = 0) -> Transformer:
+    model = make_model("transformer", heads=4, pre_norm=pre_norm, decoder_layers=2, seed=seed)
+    assert isinstance(model, Transformer)
+    for p in model.parameters():  # non-zero biases and norms, so a swapped operand shows
+        if p.dim() == 1:
+            nn.init.normal_(p, std=0.3)
+    return quantize(model, "int8")  # type: ignore[return-value]
+
+
+def _both(monkeypatch: pytest.MonkeyPatch, decode: Callable[[], object]) -> tuple[object, object]:
+    """decode() with the native step, then with ATTNSCOPE_NATIVE=0 (the Python step)."""
+    fast = decode()
+    monkeypatch.setenv("ATTNSCOPE_NATIVE", "0")
+    slow = decode()
+    monkeypatch.delenv("ATTNSCOPE_NATIVE")
+    return fast, slow
+
+
+def test_the_native_step_applies_to_a_pre_norm_int8_transformer_only(
+    make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = make_source((5, 3))
+    model, post = _int8(make_model), _int8(make_model, pre_norm=False)
+    float_model = make_model("transformer", heads=4, decoder_layers=2)
+    assert isinstance(float_model, Transformer)
+    with torch.inference_mode():
+        assert model.init_state(model.encode(src)).native is not None
+        monkeypatch.setenv("ATTNSCOPE_NATIVE", "off")
+        assert model.init_state(model.encode(src)).native is None
+        monkeypatch.delenv("ATTNSCOPE_NATIVE")
+        assert post.init_state(post.encode(src)).native is None  # post-norm: the Python step
+        assert float_model.init_state(float_model.encode(src)).native is None
+        post_out = greedy_decode(post, src, max_length=4)
+        assert post_out.cross is not None
+
+
+def _steps(model: Transformer, src: Tensor, tokens: Tensor, group: int, use_native: bool) -> list[StepOutput]:
+    """model.step over forced tokens (N, T), N = sentences * group, native or Python."""
+    with torch.inference_mode():
+        enc = model.encode(src)
+        state = model.init_state(enc, group=group)
+        if use_native:
+            assert state.native is not None
+        else:
+            state.native = None
+        out = []
+        for t in range(tokens.size(1)):
+            step, state = model.step(tokens[:, t], state, enc, need_weights=True)
+            out.append(step)
+        return out
+
+
+@pytest.mark.parametrize("group", [1, 3], ids=["one-row-per-sentence", "three-beams"])
+def test_native_steps_equal_the_python_steps(make_model: ModelFactory, make_source: SourceFactory, group: int) -> None:
+    model = _int8(make_model, seed=1)
+    src = make_source((7, 4))  # the second row padded: blocked source positions
+    g = torch.Generator().manual_seed(3)
+    tokens = torch.randint(4, 40, (2 * group, 2 * GROWTH + 3), generator=g)  # the cache grows twice
+    fast, slow = (_steps(model, src, tokens, group, n) for n in (True, False))
+    for a, b in zip(fast, slow, strict=True):
+        torch.testing.assert_close(a.log_probs, b.log_probs, atol=1e-4, rtol=0)
+        torch.testing.assert_close(a.cross, b.cross, atol=1e-5, rtol=0)
+        torch.testing.assert_close(a.decoder_self, b.decoder_self, atol=1e-5, rtol=0)
+    last = fast[-1]
+    assert last.decoder_self is not None and last.decoder_self.shape[-1] == 2 * GROWTH + 3
+    assert last.cross is not None
+    assert float(last.cross[group:, ..., 4:].abs().max()) == 0.0  # the padded sentence's padding
+
+
+def test_greedy_native_equals_the_python_step(
+    make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = _int8(make_model, seed=1)
+    src = make_source((7, 4, 6))
+    with torch.inference_mode():
+        fast, slow = _both(monkeypatch, lambda: greedy_decode(model, src, max_length=12))
+    a, b = fast.hypotheses(), slow.hypotheses()  # type: ignore[attr-defined]
+    assert [h.tokens for h in a] == [h.tokens for h in b]
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x.cross, y.cross, atol=1e-5, rtol=0)
+        torch.testing.assert_close(x.decoder_self, y.decoder_self, atol=1e-5, rtol=0)
+    rows = a[1].cross.sum(-1)  # every attention row a distribution
+    torch.testing.assert_close(rows, torch.ones_like(rows))
+
+
+def test_beam_search_native_equals_the_python_step(
+    make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = _int8(make_model, seed=2)
+    src = make_source((7, 4, 6))
+    with torch.inference_mode():
+        fast, slow = _both(monkeypatch, lambda: beam_search(model, src, beam_size=3, max_length=12))
+    a, b = fast.hypotheses(), slow.hypotheses()  # type: ignore[attr-defined]
+    assert [h.tokens for h in a] == [h.tokens for h in b]
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x.cross, y.cross, atol=1e-5, rtol=0)
+        torch.testing.assert_close(x.decoder_self, y.decoder_self, atol=1e-5, rtol=0)
+
+
+def test_a_failed_build_falls_back_to_the_python_step(caplog: pytest.LogCaptureFixture) -> None:
+    def no_compiler() -> None:
+        raise RuntimeError("Error building extension 'attnscope_native': g++: not found")
+
+    with caplog.at_level(logging.WARNING, logger="app.nn.native"):
+        assert native._compiled(no_compiler) is None
+    assert "could not be built" in caplog.text and "g++: not found" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["en-de-transformer", "en-fr-transformer"])
+def test_the_shipped_transformers_take_the_native_step_in_int8(name: str) -> None:
+    # every product of the real weights passes the int8 kernel's probe (none falls back to
+    # torch.ao's slower Linear), so the whole step runs natively
+    from pathlib import Path
+
+    from app.repository import load_model_folder
+
+    model = load_model_folder(Path(__file__).resolve().parents[2] / "models" / name, quantize="int8").model
+    assert isinstance(model, Transformer)
+    src = torch.tensor([[10, 11, 12, model.config.eos_id]])
+    with torch.inference_mode():
+        state = model.init_state(model.encode(src))
+    assert state.native is not None
