@@ -53,7 +53,7 @@ def greedy_decode(
     prefixes, limits = plan_decoding(
         c, src, prefix, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length
     )
-    limit = max(limits)
+    limit, first_limit = max(limits), min(limits)
     row_limits = torch.tensor(limits, device=device)  # (B,)
     enc = model.encode(src, need_weights=need_weights)
     src_lengths = enc.mask.sum(1)
@@ -84,10 +84,16 @@ def greedy_decode(
             wanted = forced[alive, t]
             tokens = torch.where(wanted >= 0, wanted, tokens)
             logp = log_probs.gather(1, tokens[:, None])[:, 0]
-        out_tokens[alive, t] = tokens
-        out_lp[alive, t] = logp
+        if len(alive_list) == batch:  # every sentence still decoding: rows are sentences
+            out_tokens[:, t] = tokens
+            out_lp[:, t] = logp
+        else:
+            out_tokens[alive, t] = tokens
+            out_lp[alive, t] = logp
         steps = t + 1
-        finished = tokens.eq(c.eos_id) | row_limits[alive].le(t + 1)  # EOS, or out of budget
+        finished = tokens.eq(c.eos_id)
+        if t + 1 >= first_limit:  # a sentence may be out of budget
+            finished |= row_limits[alive].le(t + 1)
         if t == limit - 1 or not bool(finished.any()):
             continue
         lengths[alive[finished]] = t + 1

@@ -57,9 +57,13 @@ class AttentionHistory:
             sentences = [b for b, p in enumerate(paths) if len(p) > t]
             if not sentences:
                 break
-            rows = torch.tensor([paths[b][t] for b in sentences], device=first.device)
-            row = steps[t].index_select(0, rows)  # (n, L, H, k)
-            out[sentences, :, :, t, : row.size(-1)] = row
+            picked = [paths[b][t] for b in sentences]
+            n, k = len(sentences), steps[t].size(-1)
+            if sentences[-1] == n - 1 and picked == sentences:  # rows 0..n-1 are sentences 0..n-1
+                out[:n, :, :, t, :k] = steps[t][:n]  # (e.g. greedy at batch 1): a slice copy
+                continue
+            row = steps[t].index_select(0, torch.tensor(picked, device=first.device))  # (n, L, H, k)
+            out[sentences, :, :, t, :k] = row
         return out
 
 

@@ -69,5 +69,5 @@ def quantize(model: Seq2Seq, mode: str) -> Seq2Seq:
             if type(child) is nn.Linear:
                 setattr(parent, name, Int8Linear.of(child))
     if hasattr(model, "quantized_output"):
-        native.int8_step_op()  # a Transformer: build the native step now, not in the first request
+        native.ops()  # a Transformer: build the native step now, not in the first request
     return model

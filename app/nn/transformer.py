@@ -228,6 +228,10 @@ class Transformer(Seq2Seq):
 
     def encode(self, src: Tensor, need_weights: bool = False) -> EncoderOutput:
         mask = self.source_mask(src)
+        encoder = self._native_encoder()
+        if encoder is not None:
+            memory, weights = encoder(self._embed(src), mask)
+            return EncoderOutput(memory=memory, mask=mask, encoder_self=weights if need_weights else None)
         real = self._real_rows(mask)
         if real is not None:
             return self._encode_packed(src, mask, real, need_weights)
@@ -239,6 +243,24 @@ class Transformer(Seq2Seq):
             rows.append(w)
         enc_self = torch.stack(rows, dim=1) if need_weights else None  # (B, L, H, S, S)
         return EncoderOutput(memory=self.encoder_norm(x), mask=mask, encoder_self=enc_self)
+
+    def _native_encoder(self) -> native.NativeEncoder | None:
+        """The native int8 encoder (:mod:`app.nn.native`) when this model was quantised, is
+        pre-norm, at inference with no head switched off or scores recorded; else None."""
+        if self.quantized_output is None or self.training or not self.config.pre_norm or not decoder_step.applies():
+            return None
+        layers = []
+        for module in self.encoder_layers:
+            layer = cast(EncoderLayer, module)
+            attn, (first, _, _, last) = layer.self_attn, layer.ff.net
+            if not inference.fusable(attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj, first, last):
+                return None
+            products = [
+                inference.product(attn, "qkv", (attn.q_proj, attn.k_proj, attn.v_proj)),
+                *(inference.product(lin, "linear", (cast(nn.Linear, lin),)) for lin in (attn.out_proj, first, last)),
+            ]
+            layers.append((layer.res_attn.norm, layer.res_ff.norm, products))
+        return native.prepare_encoder(layers, self.encoder_norm, self.config.heads)
 
     def _real_rows(self, mask: Tensor) -> Tensor | None:
         """(B, S) source mask -> the flat indices of the real tokens, when inference may run the
@@ -388,15 +410,14 @@ class Transformer(Seq2Seq):
         rest in one call (attention always computed: it is part of the step)."""
         if state.position + 1 > self.config.max_positions:
             raise ValueError(f"sequence of {state.position + 1} tokens exceeds max_positions")
-        x = nn.functional.embedding(tokens, self.embed.weight, self.embed.padding_idx)
-        x = x * math.sqrt(self.config.d_model) + self.positions[state.position]  # (N, D)
-        n, d = x.shape
-        heads = step.heads
+        n, d, heads = tokens.size(0), self.config.d_model, step.heads
+        matrix = self.embed.weight
         past = state.self_cache or [KVCache() for _ in state.cross_kv]
-        caches = [c.reserve(x, n, heads, d // heads) for c in past]
+        caches = [c.reserve(matrix, n, heads, d // heads) for c in past]
         blocked = state.cross_blocked
         log_probs, self_w, cross_w = step(
-            x, [c.buffer.data for c in caches], caches[0].length - 1, state.cross_kv,  # type: ignore[union-attr]
+            tokens, (matrix, self.positions[state.position], math.sqrt(d)),
+            [c.buffer.data for c in caches], caches[0].length - 1, state.cross_kv,  # type: ignore[union-attr]
             blocked.view(blocked.size(0), blocked.size(-1)),
         )
         grown = TransformerState(

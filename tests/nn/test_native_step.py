@@ -26,7 +26,7 @@ SourceFactory = Callable[..., Tensor]
 
 @pytest.fixture(scope="module", autouse=True)
 def built() -> None:
-    assert native.int8_step_op() is not None, "the native step must build here (a C++ compiler and ninja)"
+    assert native.ops() is not None, "the native step must build here (a C++ compiler and ninja)"
 
 
 def _int8(make_model: ModelFactory, pre_norm: bool = True, seed: int = 0) -> Transformer:

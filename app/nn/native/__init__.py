@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 import torch
 from torch import Tensor
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("int8_step.cpp")
 _lock = threading.Lock()
-_op: list[Callable[..., Any] | None] = []  # [] until tried, then [op or None]
+_ops: list[Any] = []  # [] until tried, then [torch.ops.attnscope_native or None]
+_steps: WeakKeyDictionary[torch.nn.Module, tuple[tuple[int, ...], NativeStep]] = WeakKeyDictionary()
 
 
 def enabled() -> bool:
@@ -46,22 +48,21 @@ def enabled() -> bool:
     return os.environ.get("ATTNSCOPE_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def int8_step_op() -> Callable[..., Any] | None:
-    """``torch.ops.attnscope_native.int8_step``, built and loaded on the first call (None where it
-    cannot be, or when switched off)."""
+def ops() -> Any | None:
+    """``torch.ops.attnscope_native`` (``int8_step``, ``int8_encode``), built and loaded on the
+    first call; None where it cannot be, or when switched off."""
     if not enabled():
         return None
     with _lock:
-        if not _op:
-            _op.append(_load())
-        return _op[0]
+        if not _ops:
+            _ops.append(_load())
+        return _ops[0]
 
 
-def _load() -> Callable[..., Any] | None:
-    try:
-        return torch.ops.attnscope_native.int8_step  # already loaded in this process
-    except (AttributeError, RuntimeError):
-        return _compiled(_build)
+def _load() -> Any | None:
+    if hasattr(torch.ops.attnscope_native, "int8_encode"):  # already loaded in this process
+        return torch.ops.attnscope_native
+    return _compiled(_build)
 
 
 def _build() -> None:
@@ -74,18 +75,34 @@ def _build() -> None:
     )
 
 
-def _compiled(build: Callable[[], None]) -> Callable[..., Any] | None:
-    """The operation after ``build()`` (which loads it into torch.ops), or None with a warning
-    when that fails."""
+def _compiled(build: Callable[[], None]) -> Any | None:
+    """The operations after ``build()`` (which loads them into torch.ops), or None with a
+    warning when that fails."""
     try:
         build()
-        return torch.ops.attnscope_native.int8_step
+        torch.ops.attnscope_native.int8_encode  # noqa: B018  (raises if the library did not load)
+        return torch.ops.attnscope_native
     except Exception as exc:  # a missing compiler or ninja, a failed build: decode in Python
         log.warning("the native int8 step could not be built (%s); int8 decoding takes the Python step", exc)
         return None
 
 
-@dataclass(frozen=True)
+def _operands(products: list[Int8Product]) -> tuple[list[Any], ...]:
+    return (
+        [q.weight for q in products], [q.packed for q in products], [q.col_offsets for q in products],
+        [q.bias for q in products], [q.scale for q in products], [q.zero_point for q in products],
+    )
+
+
+def _norm_pairs(norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]]) -> list[Tensor]:
+    out: list[Tensor] = []
+    for n in norms:
+        w, b = (n.weight, n.bias) if isinstance(n, torch.nn.LayerNorm) else n
+        out += [w.detach().contiguous(), b.detach().contiguous()]
+    return out
+
+
+@dataclass(frozen=True, eq=False)
 class NativeStep:
     """A decoder's weights as the native step takes them."""
 
@@ -93,20 +110,25 @@ class NativeStep:
     heads: int
     eps: float
     norms: list[Tensor]  # per layer: self, cross, feed-forward (weight, bias); then the final norm
-    products: list[Int8Product]  # per layer: qkv, self out, cross q, cross out, ff in, ff out; then the output
+    operands: tuple[list[Any], ...]  # per layer: qkv, self out, cross q, cross out, ff in, ff out; then the output
 
     def __call__(
-        self, x: Tensor, caches: list[Tensor], t: int, cross: list[tuple[Tensor, Tensor]], blocked: Tensor
+        self,
+        tokens: Tensor,
+        embedding: tuple[Tensor, Tensor, float],
+        caches: list[Tensor],
+        t: int,
+        cross: list[tuple[Tensor, Tensor]],
+        blocked: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """x (N, D) the new positions' inputs; caches per layer (2, N, H, capacity, Dh) with room
-        at position t (written in place); cross per layer (G, H, S, Dh) keys and values; blocked
-        (G, S). Returns log-probabilities (N, V), self (N, L, H, t+1) and cross (N, L, H, S)
-        attention."""
-        p = self.products
+        """tokens (N,) the new tokens, embedded as ``matrix[token] * scale + position`` from
+        embedding = (matrix (V, D), position (D,), scale); caches per layer (2, N, H, capacity,
+        Dh) with room at position t (written in place); cross per layer (G, H, S, Dh) keys and
+        values; blocked (G, S). Returns log-probabilities (N, V), self (N, L, H, t+1) and cross
+        (N, L, H, S) attention."""
         return self.op(
-            x, caches, t, [k for k, _ in cross], [v for _, v in cross], blocked, self.norms,
-            [q.weight for q in p], [q.packed for q in p], [q.col_offsets for q in p],
-            [q.bias for q in p], [q.scale for q in p], [q.zero_point for q in p], self.heads, self.eps,
+            tokens, *embedding, caches, t, [k for k, _ in cross], [v for _, v in cross], blocked, self.norms,
+            *self.operands, self.heads, self.eps,
         )
 
 
@@ -114,7 +136,9 @@ def prepare(
     layers: list[LayerWeights] | None, final_norm: torch.nn.Module, output: Callable[[Tensor], Tensor]
 ) -> NativeStep | None:
     """The native step for these prepared decoder layers, their final norm and output product,
-    or None when it does not apply: not every product int8, a post-norm model, or no build."""
+    or None when it does not apply: not every product int8, a post-norm model, or no build.
+    Kept per final norm while the products stay the same objects (they are rebuilt only when a
+    parameter changes)."""
     if not layers or not all(w.pre_norm for w in layers) or not isinstance(final_norm, torch.nn.LayerNorm):
         return None
     if any(w.eps != final_norm.eps for w in layers) or final_norm.weight is None or final_norm.bias is None:
@@ -125,12 +149,64 @@ def prepare(
     products.append(output)
     if not all(isinstance(p, Int8Product) for p in products):
         return None
-    op = int8_step_op()
-    if op is None:
+    namespace = ops()
+    if namespace is None:
         return None
-    norms: list[Tensor] = []
+    key = tuple(id(p) for p in products)
+    hit = _steps.get(final_norm)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = []
     for w in layers:
-        for pair in (w.norm_self, w.norm_cross, w.norm_ff):
-            norms += [pair[0].detach().contiguous(), pair[1].detach().contiguous()]
-    norms += [final_norm.weight.detach().contiguous(), final_norm.bias.detach().contiguous()]
-    return NativeStep(op, layers[0].heads, layers[0].eps, norms, products)
+        norms += [w.norm_self, w.norm_cross, w.norm_ff]
+    norms.append(final_norm)
+    step = NativeStep(namespace.int8_step, layers[0].heads, layers[0].eps, _norm_pairs(norms), _operands(products))
+    _steps[final_norm] = (key, step)
+    return step
+
+
+@dataclass(frozen=True, eq=False)
+class NativeEncoder:
+    """An encoder's weights as the native encoder takes them."""
+
+    op: Callable[..., Any]
+    heads: int
+    eps: float
+    norms: list[Tensor]  # per layer: attention, feed-forward (weight, bias); then the final norm
+    operands: tuple[list[Any], ...]  # per layer: qkv, out, ff in, ff out
+
+    def __call__(self, x: Tensor, real: Tensor) -> tuple[Tensor, Tensor]:
+        """x (B, S, D) the embedded sources; real (B, S) True at real positions. Returns the
+        normed memory (B, S, D), zero at padding, and the self-attention weights
+        (B, L, H, S, S), zero in padded rows and columns."""
+        return self.op(x, real, self.norms, *self.operands, self.heads, self.eps)
+
+
+def prepare_encoder(
+    layers: list[tuple[torch.nn.LayerNorm, torch.nn.LayerNorm, list[Any]]], final_norm: torch.nn.Module, heads: int
+) -> NativeEncoder | None:
+    """The native encoder for layers given as (attention norm, feed-forward norm, products
+    qkv/out/ff in/ff out) of a pre-norm encoder and its final norm, or None when it does not
+    apply (a product not int8, no build)."""
+    if not isinstance(final_norm, torch.nn.LayerNorm) or final_norm.weight is None or final_norm.bias is None:
+        return None
+    products = [p for _, _, ps in layers for p in ps]
+    if not layers or not all(isinstance(p, Int8Product) for p in products):
+        return None
+    if any(n.eps != final_norm.eps for a, f, _ in layers for n in (a, f)):
+        return None
+    namespace = ops()
+    if namespace is None:
+        return None
+    key = tuple(id(p) for p in products)
+    hit = _encoders.get(final_norm)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = [n for a, f, _ in layers for n in (a, f)]
+    norms.append(final_norm)
+    encoder = NativeEncoder(namespace.int8_encode, heads, final_norm.eps, _norm_pairs(norms), _operands(products))
+    _encoders[final_norm] = (key, encoder)
+    return encoder
+
+
+_encoders: WeakKeyDictionary[torch.nn.Module, tuple[tuple[int, ...], NativeEncoder]] = WeakKeyDictionary()

@@ -1,4 +1,5 @@
-// One decoding step of a pre-norm Transformer decoder with int8 products, as one operation.
+// One decoding step of a pre-norm Transformer decoder with int8 products, as one operation (and
+// its encoder likewise: int8_encode, at the end).
 //
 // At one row per step a decoder step is ~130 small PyTorch operations around 19 matrix
 // products; each operation costs microseconds of dispatch and allocation, together several
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <vector>
 
 namespace {
 
@@ -66,7 +68,10 @@ struct Products {
 };
 
 std::tuple<Tensor, Tensor, Tensor> int8_step(
-    const Tensor& x_in,                    // (N, D) the embedded new tokens, positions added
+    const Tensor& tokens,                  // (N,) int64: the new tokens
+    const Tensor& embed,                   // (V, D) the embedding matrix
+    const Tensor& position,                // (D,) the position row of this step
+    double embed_scale,                    // sqrt(D): x = embed[token] * scale + position
     at::TensorList caches,     // per layer (2, N, H, capacity, Dh): position t is written here
     int64_t t,                             // the position of this step (keys 0..t after it)
     at::TensorList cross_k,    // per layer (G, H, S, Dh), contiguous
@@ -82,17 +87,31 @@ std::tuple<Tensor, Tensor, Tensor> int8_step(
     int64_t heads,
     double eps) {
   const int64_t layers = static_cast<int64_t>(caches.size());
-  TORCH_CHECK(x_in.dim() == 2 && x_in.scalar_type() == at::kFloat, "x must be (N, D) float32");
+  TORCH_CHECK(embed.dim() == 2 && embed.scalar_type() == at::kFloat && embed.is_contiguous(), "embed must be (V, D) float32");
+  TORCH_CHECK(tokens.dim() == 1 && tokens.scalar_type() == at::kLong && position.is_contiguous(), "tokens (N,) int64");
   TORCH_CHECK(norms.size() == static_cast<size_t>(6 * layers + 2), "norms: 6 per layer and 2");
   TORCH_CHECK(weight.size() == static_cast<size_t>(6 * layers + 1), "products: 6 per layer and 1");
-  const int64_t n = x_in.size(0), d = x_in.size(1), dh = d / heads;
+  const int64_t n = tokens.size(0), d = embed.size(1), vocab = embed.size(0), dh = d / heads;
   const int64_t groups = blocked.size(0), s = blocked.size(1), g = n / groups;
   TORCH_CHECK(g * groups == n && dh * heads == d, "rows must be groups x beams, D heads x Dh");
   const Products product{weight, packed, col_offsets, bias, scale, zero_point};
   const float scale_dot = 1.f / std::sqrt(static_cast<float>(dh));
   const float neg_inf = -std::numeric_limits<float>::infinity();
 
-  Tensor x = x_in.contiguous().clone();
+  Tensor x = at::empty({n, d}, embed.options());
+  {
+    Tensor tok = tokens.contiguous();
+    const int64_t* tp = tok.data_ptr<int64_t>();
+    const float* ep = embed.data_ptr<float>();
+    const float* pp = position.data_ptr<float>();
+    const float es = static_cast<float>(embed_scale);
+    float* out = x.data_ptr<float>();
+    for (int64_t r = 0; r < n; ++r) {
+      TORCH_CHECK(tp[r] >= 0 && tp[r] < vocab, "token id out of range");
+      const float* row = ep + tp[r] * d;
+      for (int64_t i = 0; i < d; ++i) out[r * d + i] = row[i] * es + pp[i];
+    }
+  }
   Tensor normed = at::empty_like(x);
   Tensor heads_out = at::empty_like(x);
   Tensor self_w = at::empty({n, layers, heads, t + 1}, x.options());
@@ -206,11 +225,117 @@ std::tuple<Tensor, Tensor, Tensor> int8_step(
   return {at::log_softmax(logits, -1), self_w, cross_w};
 }
 
+// The encoder of a pre-norm Transformer with int8 products, on the real (unpadded) positions
+// only: every layer's self-attention weights (B, L, H, S, S) (rows of padded positions zero) and
+// the normed memory (B, S, D) (zero at padded positions), as Transformer.encode returns them.
+std::tuple<Tensor, Tensor> int8_encode(
+    const Tensor& x_in,                    // (B, S, D) the embedded sources, positions added
+    const Tensor& real,                    // (B, S) bool: the real positions
+    at::TensorList norms,                  // per layer: attention, feed-forward (weight, bias); then the final norm
+    at::TensorList weight,                 // per layer: qkv, out, ff in, ff out
+    at::TensorList packed,
+    at::TensorList col_offsets,
+    at::TensorList bias,
+    c10::ArrayRef<double> scale,
+    c10::ArrayRef<int64_t> zero_point,
+    int64_t heads,
+    double eps) {
+  TORCH_CHECK(x_in.dim() == 3 && x_in.scalar_type() == at::kFloat, "x must be (B, S, D) float32");
+  const int64_t layers = static_cast<int64_t>(weight.size()) / 4;
+  TORCH_CHECK(weight.size() == static_cast<size_t>(4 * layers) && norms.size() == static_cast<size_t>(4 * layers + 2),
+              "products: 4 per layer; norms: 4 per layer and 2");
+  const int64_t b = x_in.size(0), s = x_in.size(1), d = x_in.size(2), dh = d / heads;
+  TORCH_CHECK(dh * heads == d && real.size(0) == b && real.size(1) == s, "shapes");
+  const Products product{weight, packed, col_offsets, bias, scale, zero_point};
+  const float scale_dot = 1.f / std::sqrt(static_cast<float>(dh));
+
+  Tensor real_c = real.contiguous();
+  const bool* rp = real_c.data_ptr<bool>();
+  std::vector<int64_t> flat;       // the real positions, b * S + s
+  std::vector<int64_t> start(b + 1, 0);  // sentence b's rows are start[b] .. start[b+1]-1
+  for (int64_t i = 0; i < b; ++i) {
+    for (int64_t j = 0; j < s; ++j)
+      if (rp[i * s + j]) flat.push_back(i * s + j);
+    start[i + 1] = static_cast<int64_t>(flat.size());
+  }
+  const int64_t n = static_cast<int64_t>(flat.size());
+  Tensor src = x_in.contiguous();
+  const float* sp = src.data_ptr<float>();
+  Tensor x = at::empty({n, d}, src.options());
+  float* xp = x.data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < d; ++i) xp[r * d + i] = sp[flat[r] * d + i];
+  Tensor normed = at::empty_like(x);
+  Tensor heads_out = at::empty_like(x);
+  float* np_ = normed.data_ptr<float>();
+  float* hp = heads_out.data_ptr<float>();
+  Tensor weights = at::zeros({b, layers, heads, s, s}, src.options());
+  float* wp = weights.data_ptr<float>();
+  std::vector<float> row(static_cast<size_t>(s));
+
+  auto norm = [&](size_t k) {
+    layer_norm(xp, np_, n, d, norms[2 * k].data_ptr<float>(), norms[2 * k + 1].data_ptr<float>(), eps);
+  };
+  auto add_into_x = [&](const Tensor& out) {
+    const float* op = out.data_ptr<float>();
+    for (int64_t i = 0; i < n * d; ++i) xp[i] += op[i];
+  };
+
+  for (int64_t l = 0; l < layers; ++l) {
+    const size_t p0 = static_cast<size_t>(4 * l);
+    norm(2 * l);
+    Tensor qkv = product(p0, normed);  // (N, 3D)
+    const float* qp = qkv.data_ptr<float>();
+    for (int64_t sent = 0; sent < b; ++sent) {
+      const int64_t r0 = start[sent], len = start[sent + 1] - r0;
+      for (int64_t qi = 0; qi < len; ++qi) {
+        const int64_t pos_q = flat[r0 + qi] - sent * s;
+        for (int64_t h = 0; h < heads; ++h) {
+          const float* q = qp + (r0 + qi) * 3 * d + h * dh;
+          for (int64_t kj = 0; kj < len; ++kj) {
+            const float* k = qp + (r0 + kj) * 3 * d + d + h * dh;
+            float dot = 0.f;
+            for (int64_t i = 0; i < dh; ++i) dot += q[i] * k[i];
+            row[kj] = dot * scale_dot;
+          }
+          softmax(row.data(), len);
+          float* wrow = wp + ((((sent * layers + l) * heads + h) * s) + pos_q) * s;
+          float* o = hp + (r0 + qi) * d + h * dh;
+          for (int64_t i = 0; i < dh; ++i) o[i] = 0.f;
+          for (int64_t kj = 0; kj < len; ++kj) {
+            wrow[flat[r0 + kj] - sent * s] = row[kj];
+            const float* v = qp + (r0 + kj) * 3 * d + 2 * d + h * dh;
+            const float pj = row[kj];
+            for (int64_t i = 0; i < dh; ++i) o[i] += pj * v[i];
+          }
+        }
+      }
+    }
+    add_into_x(product(p0 + 1, heads_out));
+    norm(2 * l + 1);
+    Tensor hidden = product(p0 + 2, normed);
+    float* hid = hidden.data_ptr<float>();
+    for (int64_t i = 0, m = hidden.numel(); i < m; ++i) hid[i] = hid[i] > 0.f ? hid[i] : 0.f;
+    add_into_x(product(p0 + 3, hidden));
+  }
+  norm(2 * layers);
+  Tensor memory = at::zeros({b, s, d}, src.options());
+  float* mp = memory.data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < d; ++i) mp[flat[r] * d + i] = np_[r * d + i];
+  return {memory, weights};
+}
+
 }  // namespace
 
 TORCH_LIBRARY(attnscope_native, m) {
   m.def(
-      "int8_step(Tensor x, Tensor[] caches, int t, Tensor[] cross_k, Tensor[] cross_v, Tensor blocked, "
+      "int8_encode(Tensor x, Tensor real, Tensor[] norms, Tensor[] weight, Tensor[] packed, "
+      "Tensor[] col_offsets, Tensor[] bias, float[] scale, int[] zero_point, int heads, float eps) "
+      "-> (Tensor, Tensor)",
+      &int8_encode);
+  m.def(
+      "int8_step(Tensor tokens, Tensor embed, Tensor position, float embed_scale, Tensor[] caches, int t, Tensor[] cross_k, Tensor[] cross_v, Tensor blocked, "
       "Tensor[] norms, Tensor[] weight, Tensor[] packed, Tensor[] col_offsets, Tensor[] bias, "
       "float[] scale, int[] zero_point, int heads, float eps) -> (Tensor, Tensor, Tensor)",
       &int8_step);
