@@ -151,3 +151,38 @@ def test_the_shipped_transformers_take_the_native_step_in_int8(name: str) -> Non
     with torch.inference_mode():
         state = model.init_state(model.encode(src))
     assert state.native is not None
+
+
+def test_the_native_encoder_equals_the_python_one_on_real_positions(
+    make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = _int8(make_model, seed=5)
+    src = make_source((7, 4, 6))
+    with torch.inference_mode():
+        assert model._native_encoder() is not None
+        fast = model.encode(src, need_weights=True)
+        monkeypatch.setenv("ATTNSCOPE_NATIVE", "0")
+        assert model._native_encoder() is None
+        slow = model.encode(src, need_weights=True)
+    assert fast.encoder_self is not None and slow.encoder_self is not None
+    for b, n in enumerate((7, 4, 6)):
+        torch.testing.assert_close(fast.memory[b, :n], slow.memory[b, :n], atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            fast.encoder_self[b, :, :, :n, :n], slow.encoder_self[b, :, :, :n, :n], atol=1e-5, rtol=0
+        )
+        assert float(fast.memory[b, n:].abs().sum()) == 0.0  # padding: zero memory, no weights
+        assert float(fast.encoder_self[b, :, :, n:].abs().sum()) == 0.0
+        assert float(fast.encoder_self[b, :, :, :, n:].abs().sum()) == 0.0
+
+
+def test_switched_off_heads_take_the_python_layers(make_model: ModelFactory, make_source: SourceFactory) -> None:
+    from app.nn.ablation import disabled_heads
+
+    model = _int8(make_model, seed=6)
+    src = make_source((5,))
+    with torch.inference_mode():
+        plain = model.encode(src, need_weights=True)
+        with disabled_heads(model, [("encoder_self", 0, 1)]):
+            assert model._native_encoder() is None
+            ablated = model.encode(src, need_weights=True)
+    assert not torch.allclose(ablated.memory, plain.memory, atol=1e-3)  # the head's output is gone
