@@ -23,7 +23,7 @@ from typing import Literal
 
 from torch import Tensor, nn
 
-from app.nn import inference, native
+from app.nn import inference
 from app.nn.base import Seq2Seq
 
 Quantization = Literal["int8"]
@@ -68,6 +68,7 @@ def quantize(model: Seq2Seq, mode: str) -> Seq2Seq:
         for name, child in list(parent.named_children()):
             if type(child) is nn.Linear:
                 setattr(parent, name, Int8Linear.of(child))
-    if hasattr(model, "quantized_output"):
-        native.ops()  # a Transformer: build the native step now, not in the first request
+    native_parts = getattr(model, "native_parts", None)
+    if native_parts is not None:  # a Transformer: build its native step now, not in a request
+        native_parts()
     return model

@@ -247,20 +247,39 @@ class Transformer(Seq2Seq):
     def _native_encoder(self) -> native.NativeEncoder | None:
         """The native int8 encoder (:mod:`app.nn.native`) when this model was quantised, is
         pre-norm, at inference with no head switched off or scores recorded; else None."""
-        if self.quantized_output is None or self.training or not self.config.pre_norm or not decoder_step.applies():
+        if self.training or not decoder_step.applies():
             return None
+        parts = self.native_parts()
+        return None if parts is None else parts[0]
+
+    def native_parts(self) -> tuple[native.NativeEncoder, native.NativeStep] | None:
+        """The native int8 encoder and step of a quantised pre-norm model (None otherwise, or
+        with ``ATTNSCOPE_NATIVE=0``), built on the first call and kept: a quantised model is
+        for inference, its int8 weights are taken once (app.nn.quantize)."""
+        if self.quantized_output is None or not self.config.pre_norm or not native.enabled():
+            return None
+        if "_native_memo" not in self.__dict__:
+            with torch.no_grad():
+                self.__dict__["_native_memo"] = self._build_native()
+        memo: tuple[native.NativeEncoder, native.NativeStep] | None = self.__dict__["_native_memo"]
+        return memo
+
+    def _build_native(self) -> tuple[native.NativeEncoder, native.NativeStep] | None:
+        def linear(layer: nn.Module) -> inference.Product | None:
+            return inference.product(layer, "linear", (cast(nn.Linear, layer),)) if inference.fusable(layer) else None
+
         layers = []
         for module in self.encoder_layers:
             layer = cast(EncoderLayer, module)
             attn, (first, _, _, last) = layer.self_attn, layer.ff.net
-            if not inference.fusable(attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj, first, last):
+            if not inference.fusable(attn.q_proj, attn.k_proj, attn.v_proj):
                 return None
-            products = [
-                inference.product(attn, "qkv", (attn.q_proj, attn.k_proj, attn.v_proj)),
-                *(inference.product(lin, "linear", (cast(nn.Linear, lin),)) for lin in (attn.out_proj, first, last)),
-            ]
-            layers.append((layer.res_attn.norm, layer.res_ff.norm, products))
-        return native.prepare_encoder(layers, self.encoder_norm, self.config.heads)
+            qkv = inference.product(attn, "qkv", (attn.q_proj, attn.k_proj, attn.v_proj))
+            layers.append((layer.res_attn.norm, layer.res_ff.norm, [qkv, *(linear(m) for m in (attn.out_proj, first, last))]))
+        encoder = native.prepare_encoder(layers, self.encoder_norm, self.config.heads)
+        output = linear(self.quantized_output) if self.quantized_output is not None else None
+        step = None if output is None else native.prepare(decoder_step.prepare(self.decoder_layers), self.decoder_norm, output)
+        return None if encoder is None or step is None else (encoder, step)
 
     def _real_rows(self, mask: Tensor) -> Tensor | None:
         """(B, S) source mask -> the flat indices of the real tokens, when inference may run the
@@ -294,23 +313,16 @@ class Transformer(Seq2Seq):
         for layer in self.decoder_layers:
             k, v = cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory, rows)
             cross.append((k.contiguous(), v.contiguous()))
-        weights = decoder_step.prepare(self.decoder_layers)
+        parts = None if self.training else self.native_parts()
         return TransformerState(
             self_cache=None,
             cross_kv=cross,
             cross_mask=enc.mask[:, None, None, :],
             group=group,
-            weights=weights,
-            native=self._native(weights),
+            # the Python step's weights, unless the native step takes every step it can
+            weights=decoder_step.prepare(self.decoder_layers) if parts is None else None,
+            native=None if parts is None else parts[1],
         )
-
-    def _native(self, weights: list[decoder_step.LayerWeights] | None) -> native.NativeStep | None:
-        """The native int8 step (:mod:`app.nn.native`) when this model was quantised and it
-        applies, else None."""
-        out = self.quantized_output
-        if weights is None or out is None or not inference.fusable(out):
-            return None
-        return native.prepare(weights, self.decoder_norm, inference.product(out, "linear", (cast(nn.Linear, out),)))
 
     def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, TransformerState]:
         """Cross keys/values projected once per sentence and shared by its beams; ``step``

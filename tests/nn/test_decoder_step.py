@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from app.nn import decoder_step
 from app.nn.ablation import disabled_heads
 from app.nn.base import Seq2Seq
 from app.nn.kv_cache import GROWTH, KVCache
@@ -36,8 +37,9 @@ def _decode(
     with torch.no_grad():
         enc = model.encode(src)
         state = model.init_state(enc, group=group)
+        if state.native is not None:  # an int8 model's native step: tests/nn/test_native_step.py
+            state.native, state.weights = None, decoder_step.prepare(model.decoder_layers)
         assert state.weights is not None
-        state.native = None  # an int8 model's native step: tests/nn/test_native_step.py
         if not fast:
             state.weights = None  # the general layer code
         out = []

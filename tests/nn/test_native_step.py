@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from app.decoding import beam_search, greedy_decode
-from app.nn import native
+from app.nn import decoder_step, native
 from app.nn.base import Seq2Seq
 from app.nn.kv_cache import GROWTH
 from app.nn.outputs import StepOutput
@@ -71,9 +71,9 @@ def _steps(model: Transformer, src: Tensor, tokens: Tensor, group: int, use_nati
         enc = model.encode(src)
         state = model.init_state(enc, group=group)
         if use_native:
-            assert state.native is not None
+            assert state.native is not None and state.weights is None
         else:
-            state.native = None
+            state.native, state.weights = None, decoder_step.prepare(model.decoder_layers)
         out = []
         for t in range(tokens.size(1)):
             step, state = model.step(tokens[:, t], state, enc, need_weights=True)

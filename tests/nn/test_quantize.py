@@ -81,6 +81,7 @@ def test_the_weight_is_quantised_on_seven_bits_with_zero_exact() -> None:
 def test_int8_layers_run_fbgemms_int8_kernel_and_fuse(
     make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ATTNSCOPE_NATIVE", "0")  # the Python step (the native one: test_native_step.py)
     model = quantize(make_model("transformer", seed=4), "int8")
     calls: list[tuple[int, ...]] = []
     kernel = torch.fbgemm_linear_int8_weight_fp32_activation

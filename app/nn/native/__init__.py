@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 import torch
 from torch import Tensor
@@ -40,7 +39,6 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("int8_step.cpp")
 _lock = threading.Lock()
 _ops: list[Any] = []  # [] until tried, then [torch.ops.attnscope_native or None]
-_steps: WeakKeyDictionary[torch.nn.Module, tuple[tuple[int, ...], NativeStep]] = WeakKeyDictionary()
 
 
 def enabled() -> bool:
@@ -136,9 +134,7 @@ def prepare(
     layers: list[LayerWeights] | None, final_norm: torch.nn.Module, output: Callable[[Tensor], Tensor]
 ) -> NativeStep | None:
     """The native step for these prepared decoder layers, their final norm and output product,
-    or None when it does not apply: not every product int8, a post-norm model, or no build.
-    Kept per final norm while the products stay the same objects (they are rebuilt only when a
-    parameter changes)."""
+    or None when it does not apply: not every product int8, a post-norm model, or no build."""
     if not layers or not all(w.pre_norm for w in layers) or not isinstance(final_norm, torch.nn.LayerNorm):
         return None
     if any(w.eps != final_norm.eps for w in layers) or final_norm.weight is None or final_norm.bias is None:
@@ -152,17 +148,11 @@ def prepare(
     namespace = ops()
     if namespace is None:
         return None
-    key = tuple(id(p) for p in products)
-    hit = _steps.get(final_norm)
-    if hit is not None and hit[0] == key:
-        return hit[1]
     norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = []
     for w in layers:
         norms += [w.norm_self, w.norm_cross, w.norm_ff]
     norms.append(final_norm)
-    step = NativeStep(namespace.int8_step, layers[0].heads, layers[0].eps, _norm_pairs(norms), _operands(products))
-    _steps[final_norm] = (key, step)
-    return step
+    return NativeStep(namespace.int8_step, layers[0].heads, layers[0].eps, _norm_pairs(norms), _operands(products))
 
 
 @dataclass(frozen=True, eq=False)
@@ -198,15 +188,6 @@ def prepare_encoder(
     namespace = ops()
     if namespace is None:
         return None
-    key = tuple(id(p) for p in products)
-    hit = _encoders.get(final_norm)
-    if hit is not None and hit[0] == key:
-        return hit[1]
     norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = [n for a, f, _ in layers for n in (a, f)]
     norms.append(final_norm)
-    encoder = NativeEncoder(namespace.int8_encode, heads, final_norm.eps, _norm_pairs(norms), _operands(products))
-    _encoders[final_norm] = (key, encoder)
-    return encoder
-
-
-_encoders: WeakKeyDictionary[torch.nn.Module, tuple[tuple[int, ...], NativeEncoder]] = WeakKeyDictionary()
+    return NativeEncoder(namespace.int8_encode, heads, final_norm.eps, _norm_pairs(norms), _operands(products))
