@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -27,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from app.repository import load_model_folder  # noqa: E402
-from bench.peers import Run, attnscope_runner, decode_all, test_sentences  # noqa: E402
+from bench.peers import Run, attnscope_runner, decode_all, test_sentences, with_env  # noqa: E402
 
 
 def timed(fn: Callable[[], object], repeats: int, device: torch.device) -> float:
@@ -81,19 +80,7 @@ def ctranslate2_on(loaded: object, model_dir: Path, out: Path, device: torch.dev
 
 def with_graphs(run: Run, on: bool) -> Run:
     """``run`` with ``ATTNSCOPE_CUDA_GRAPHS`` set to 1 or 0 around each call."""
-
-    def wrapped(sources: list[list[int]], beam: int) -> list[list[int]]:
-        before = os.environ.get("ATTNSCOPE_CUDA_GRAPHS")
-        os.environ["ATTNSCOPE_CUDA_GRAPHS"] = "1" if on else "0"
-        try:
-            return run(sources, beam)
-        finally:
-            if before is None:
-                del os.environ["ATTNSCOPE_CUDA_GRAPHS"]
-            else:
-                os.environ["ATTNSCOPE_CUDA_GRAPHS"] = before
-
-    return wrapped
+    return with_env(run, "ATTNSCOPE_CUDA_GRAPHS", "1" if on else "0")
 
 
 def main() -> None:

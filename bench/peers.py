@@ -87,22 +87,27 @@ def attnscope_runner(model: Transformer, need_weights: bool) -> Run:
     return run
 
 
-def python_step(run: Run) -> Run:
-    """``run`` with the native int8 step switched off (ATTNSCOPE_NATIVE=0 while it runs): the
-    int8 products through the Python step, to measure what the native step wins."""
+def with_env(run: Run, name: str, value: str) -> Run:
+    """``run`` with the environment variable ``name`` set to ``value`` around each call."""
 
-    def without(sources: list[list[int]], beam: int) -> list[list[int]]:
-        before = os.environ.get("ATTNSCOPE_NATIVE")
-        os.environ["ATTNSCOPE_NATIVE"] = "0"
+    def wrapped(sources: list[list[int]], beam: int) -> list[list[int]]:
+        before = os.environ.get(name)
+        os.environ[name] = value
         try:
             return run(sources, beam)
         finally:
             if before is None:
-                del os.environ["ATTNSCOPE_NATIVE"]
+                del os.environ[name]
             else:
-                os.environ["ATTNSCOPE_NATIVE"] = before
+                os.environ[name] = before
 
-    return without
+    return wrapped
+
+
+def python_step(run: Run) -> Run:
+    """``run`` with the native int8 step switched off (ATTNSCOPE_NATIVE=0 while it runs): the
+    int8 products through the Python step, to measure what the native step wins."""
+    return with_env(run, "ATTNSCOPE_NATIVE", "0")
 
 
 # --- CTranslate2 ------------------------------------------------------------------------------

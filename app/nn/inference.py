@@ -181,80 +181,79 @@ def packed_fp16(weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Tensor] | 
 
 
 def int8_product(weight: Callable[[], Tensor], bias: Tensor | None) -> Product:
-    """The int8 product of ``weight()`` (out, in) and bias (out,) or None: FBGEMM's
-    (``torch.fbgemm_linear_int8_weight_fp32_activation``): the weight quantised once, per tensor
-    (:func:`quantize_weight`), the activations quantised to 0..255 on each call from their own
-    range, products accumulated in int32 and returned in fp32. One row times a
-    (256, 1024) matrix costs about 11 us against 13 for the packed fp16 kernel and 33 for
-    torch.ao's dynamically quantised Linear (whose call wraps the same kernel in quantised-tensor
-    objects); 32 rows 113 against 184 and 134. Where the kernel is missing (a torch without
-    FBGEMM, a CPU without AVX2) or its result on a probe row is not near the fp32 product, the
+    """The int8 product of ``weight()`` (out, in) and bias (out,) or None, on FBGEMM's kernel
+    (``torch.fbgemm_linear_int8_weight_fp32_activation``): the weight quantised once, each output
+    row on its own scale (:func:`quantize_weight`), the activations quantised to 0..255 on each
+    call from their own range, products accumulated in int32; the kernel returns them in fp32
+    with the activation scale applied, and each output column is then multiplied by its weight
+    scale and the bias added. One row times a (256, 1024) matrix costs about 11 us against 13 for
+    the packed fp16 kernel and 33 for torch.ao's dynamically quantised Linear (whose call wraps
+    the same kernel in quantised-tensor objects); 32 rows 113 against 184 and 134. Rows are
+    quantised independently, so a fused product (query, key and value side by side) gives the
+    same numbers as its parts. Where the kernel is missing (a torch without FBGEMM, a CPU without
+    AVX2) or its result on a probe row is not near the product with the quantised weight, the
     weight is quantised through torch.ao's dynamic Linear instead."""
     matrix = weight().float().contiguous()
     bias = matrix.new_zeros(matrix.size(0)) if bias is None else bias.float().contiguous()
+    q, col_offsets, scales = quantize_weight(matrix)
+    zeros = torch.zeros_like(bias)
+    probe = torch.linspace(-1.0, 1.0, matrix.size(1), dtype=torch.float32)[None]
     try:
         with warnings.catch_warnings():  # torch warns once that these are deprecated
             warnings.simplefilter("ignore")
-            q, col_offsets, scale, zero_point = quantize_weight(matrix)
-            packed = torch.fbgemm_pack_quantized_matrix(q)
-            probe = torch.linspace(-1.0, 1.0, matrix.size(1), dtype=torch.float32)[None]
-            got = torch.fbgemm_linear_int8_weight_fp32_activation(
-                probe, q, packed, col_offsets, scale, zero_point, bias
-            )
+            product = Int8Product(q, torch.fbgemm_pack_quantized_matrix(q), col_offsets, scales, bias, zeros)
+            got = product(probe)
     except (RuntimeError, AttributeError):
         return _ao_int8(matrix, bias)
     # a working kernel gives the product with the quantised weight up to the activations'
     # rounding (under 1 % of the terms' magnitudes); a broken one is off by the magnitudes
-    dequantised = (q.float() - zero_point) * scale
+    dequantised = q.float() * scales[:, None]
     want = torch.addmm(bias, probe, dequantised.t())
     magnitude = probe.abs() @ dequantised.abs().t()
     if not bool(((got - want).abs() <= 0.02 * magnitude + 1e-5).all()):
         return _ao_int8(matrix, bias)
-    return Int8Product(q, packed, col_offsets, scale, zero_point, bias)
+    return product
 
 
 @dataclass(frozen=True, eq=False)
 class Int8Product:
     """:func:`int8_product`'s product, its operands kept for the native step
-    (:mod:`app.nn.native`), which makes the same call."""
+    (:mod:`app.nn.native`), which makes the same calls."""
 
-    weight: Tensor  # int8 (out, in)
+    weight: Tensor  # int8 (out, in), each row on its own scale
     packed: Tensor
-    col_offsets: Tensor
-    scale: float
-    zero_point: int
-    bias: Tensor
+    col_offsets: Tensor  # int32 (out,): the rows' sums
+    scales: Tensor  # (out,)
+    bias: Tensor  # (out,)
+    zeros: Tensor  # (out,): the kernel's own bias
 
     def __call__(self, x: Tensor) -> Tensor:
         flat = x.reshape(-1, x.size(-1))
         if not flat.is_contiguous() or flat.dtype != torch.float32:
             flat = flat.float().contiguous()
         out = torch.fbgemm_linear_int8_weight_fp32_activation(
-            flat, self.weight, self.packed, self.col_offsets, self.scale, self.zero_point, self.bias
+            flat, self.weight, self.packed, self.col_offsets, 1.0, 0, self.zeros
         )
-        return out.view(*x.shape[:-1], out.size(-1))
+        return torch.addcmul(self.bias, out, self.scales).view(*x.shape[:-1], out.size(-1))
 
 
-WEIGHT_LEVELS = (-64, 63)  # 7 bits: see quantize_weight
+WEIGHT_LEVELS = 63  # weights on -63..63 (7 bits): see quantize_weight
 
 
-def quantize_weight(matrix: Tensor) -> tuple[Tensor, Tensor, float, int]:
-    """matrix (out, in) fp32 -> (int8 values, column offsets, scale, zero point) as FBGEMM's
-    int8 product takes them (``torch.fbgemm_linear_quantize_weight``'s layout), on the 7-bit range
-    -64..63 instead of its -128..127: the AVX2 kernel adds the products of two adjacent
-    (activation 0..255, weight) pairs in a saturating 16-bit sum, which full-range weights can
-    overflow (255 * 127 * 2 > 32767), and then one output comes out wrong by a lot (a tiny
-    model's end-of-sentence logit moved from 3.12 to 2.01). torch.ao avoids it by quantising the
-    activations to 7 bits (``reduce_range``); here the weights, once, take the lost bit. The
-    range keeps zero exact; the scale maps [min(w, 0), max(w, 0)] onto the levels."""
-    lo, hi = WEIGHT_LEVELS
-    w_min = min(float(matrix.min()), 0.0)
-    w_max = max(float(matrix.max()), 0.0)
-    scale = (w_max - w_min) / (hi - lo) or 1.0
-    zero_point = max(lo, min(hi, round(lo - w_min / scale)))
-    q = torch.clamp(torch.round(matrix / scale) + zero_point, lo, hi).to(torch.int8)
-    col_offsets = (q.sum(1, dtype=torch.int32) - zero_point * matrix.size(1)).to(torch.int32)
-    return q.contiguous(), col_offsets, scale, zero_point
+def quantize_weight(matrix: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """matrix (out, in) fp32 -> (int8 values, column offsets, scales (out,)): each row
+    symmetrically on -63..63 (zero point 0, zero exact), as FBGEMM's int8 product takes a weight
+    (its ``col_offsets`` are the rows' sums). Seven bits, not eight: the AVX2 kernel adds the
+    products of two adjacent (activation 0..255, weight) pairs in a saturating 16-bit sum, which
+    full-range weights can overflow (255 * 127 * 2 > 32767), and then one output comes out wrong
+    by a lot (a tiny model's end-of-sentence logit moved from 3.12 to 2.01). torch.ao avoids it
+    by quantising the activations to 7 bits (``reduce_range``); here the weights, once, take the
+    lost bit, and each row gets a scale of its own."""
+    levels = WEIGHT_LEVELS
+    scales = (matrix.abs().amax(1) / levels).clamp(min=torch.finfo(torch.float32).tiny)
+    q = torch.clamp(torch.round(matrix / scales[:, None]), -levels, levels).to(torch.int8)
+    col_offsets = q.sum(1, dtype=torch.int32).to(torch.int32)
+    return q.contiguous(), col_offsets, scales.float().contiguous()
 
 
 def _ao_int8(matrix: Tensor, bias: Tensor) -> Product:

@@ -98,13 +98,20 @@ def test_native_steps_equal_the_python_steps(make_model: ModelFactory, make_sour
     assert float(last.cross[group:, ..., 4:].abs().max()) == 0.0  # the padded sentence's padding
 
 
-def test_greedy_native_equals_the_python_step(
-    make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("beam", [1, 3], ids=["greedy", "beam-3"])
+def test_decoding_natively_equals_the_python_step(
+    make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch, beam: int
 ) -> None:
-    model = _int8(make_model, seed=1)
+    model = _int8(make_model, seed=beam)
     src = make_source((7, 4, 6))
+
+    def decode() -> object:
+        if beam == 1:
+            return greedy_decode(model, src, max_length=12)
+        return beam_search(model, src, beam_size=beam, max_length=12)
+
     with torch.inference_mode():
-        fast, slow = _both(monkeypatch, lambda: greedy_decode(model, src, max_length=12))
+        fast, slow = _both(monkeypatch, decode)
     a, b = fast.hypotheses(), slow.hypotheses()  # type: ignore[attr-defined]
     assert [h.tokens for h in a] == [h.tokens for h in b]
     for x, y in zip(a, b, strict=True):
@@ -112,20 +119,6 @@ def test_greedy_native_equals_the_python_step(
         torch.testing.assert_close(x.decoder_self, y.decoder_self, atol=1e-5, rtol=0)
     rows = a[1].cross.sum(-1)  # every attention row a distribution
     torch.testing.assert_close(rows, torch.ones_like(rows))
-
-
-def test_beam_search_native_equals_the_python_step(
-    make_model: ModelFactory, make_source: SourceFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    model = _int8(make_model, seed=2)
-    src = make_source((7, 4, 6))
-    with torch.inference_mode():
-        fast, slow = _both(monkeypatch, lambda: beam_search(model, src, beam_size=3, max_length=12))
-    a, b = fast.hypotheses(), slow.hypotheses()  # type: ignore[attr-defined]
-    assert [h.tokens for h in a] == [h.tokens for h in b]
-    for x, y in zip(a, b, strict=True):
-        torch.testing.assert_close(x.cross, y.cross, atol=1e-5, rtol=0)
-        torch.testing.assert_close(x.decoder_self, y.decoder_self, atol=1e-5, rtol=0)
 
 
 def test_a_failed_build_falls_back_to_the_python_step(caplog: pytest.LogCaptureFixture) -> None:

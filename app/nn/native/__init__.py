@@ -85,10 +85,10 @@ def _compiled(build: Callable[[], None]) -> Any | None:
         return None
 
 
-def _operands(products: list[Int8Product]) -> tuple[list[Any], ...]:
+def _operands(products: list[Int8Product]) -> tuple[list[Tensor], ...]:
     return (
         [q.weight for q in products], [q.packed for q in products], [q.col_offsets for q in products],
-        [q.bias for q in products], [q.scale for q in products], [q.zero_point for q in products],
+        [q.scales for q in products], [q.bias for q in products], [q.zeros for q in products],
     )
 
 
@@ -108,7 +108,7 @@ class NativeStep:
     heads: int
     eps: float
     norms: list[Tensor]  # per layer: self, cross, feed-forward (weight, bias); then the final norm
-    operands: tuple[list[Any], ...]  # per layer: qkv, self out, cross q, cross out, ff in, ff out; then the output
+    operands: tuple[list[Tensor], ...]  # per layer: qkv, self out, cross q, cross out, ff in, ff out; then the output
 
     def __call__(
         self,
@@ -163,7 +163,7 @@ class NativeEncoder:
     heads: int
     eps: float
     norms: list[Tensor]  # per layer: attention, feed-forward (weight, bias); then the final norm
-    operands: tuple[list[Any], ...]  # per layer: qkv, out, ff in, ff out
+    operands: tuple[list[Tensor], ...]  # per layer: qkv, out, ff in, ff out
 
     def __call__(self, x: Tensor, real: Tensor) -> tuple[Tensor, Tensor]:
         """x (B, S, D) the embedded sources; real (B, S) True at real positions. Returns the
