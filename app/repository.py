@@ -17,9 +17,11 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from app.nn import native
 from app.nn.base import Seq2Seq
 from app.nn.config import CONFIG_VERSION, ModelConfig, config_from_dict, config_to_dict
 from app.nn.factory import build_model
+from app.nn.transformer import Transformer
 from app.text.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -184,6 +186,8 @@ def load_model_folder(
         from app.nn.quantize import quantize as quantize_model
 
         quantize_model(model, quantize)
+    elif isinstance(model, Transformer) and model.device.type == "cpu":
+        native.ops()  # build the native step (app.nn.native) now, not in the first request
     card, warnings = read_card(folder)
     for warning in warnings:
         logger.warning("%s: %s", folder, warning)

@@ -23,11 +23,16 @@ texts = ["A man in a blue shirt is standing on a ladder.", "Two dogs play in the
 ids = [loaded.tokenizer.encode(t) + [loaded.config.eos_id] for t in texts]
 width = max(map(len, ids))
 src = torch.tensor([s + [0] * (width - len(s)) for s in ids])
-beam_search(loaded.model, src, beam_size=5)  # the first decode grows the heap to its peak
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(3):
+beam_search(loaded.model, src, beam_size=5)  # the first decode grows the heap towards its peak
+faults = []
+for _ in range(5):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     beam_search(loaded.model, src, beam_size=5)
-print(applied, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+# the median decode: one that reuses the freed memory has next to no faults (now and then a
+# decode grows the heap by a few MB of fragmentation: a few hundred); without tuning every
+# decode has ~4,500
+print(applied, sorted(faults)[2])
 """
 
 
@@ -42,5 +47,5 @@ def test_beam_search_steps_reuse_freed_memory_without_page_faults() -> None:
     applied, tuned = _faults(256)
     default_applied, default = _faults(0)
     assert applied == "True" and default_applied == "False"
-    assert default > 2000  # glibc's default maps each large step buffer afresh
+    assert default > 1000  # glibc's default maps each large step buffer afresh, every decode
     assert tuned < default / 20

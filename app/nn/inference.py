@@ -129,19 +129,32 @@ def _build(weight: Callable[[], Tensor], bias: Tensor | None) -> Product:
     packed = packed_fp16(matrix, bias)
     if packed is None:
         return _dense(matrix, bias)
-    fp16, packed_bias = packed
-    in_features = matrix.size(1)
-    del matrix
-    dense: list[Product] = []  # built on first use only: one thread never needs it
+    return PackedFp16Product(packed[0], packed[1], matrix.size(1), weight, bias)
 
-    def run(x: Tensor) -> Tensor:
-        if x.numel() <= PACKED_ROWS * in_features or torch.get_num_threads() == 1:
-            return torch.fbgemm_linear_fp16_weight(x, fp16, packed_bias)
-        if not dense:
-            dense.append(_dense(weight(), bias))
-        return dense[0](x)
 
-    return run
+class PackedFp16Product:
+    """:func:`_build`'s product on FBGEMM's packed fp16 weight (``packed``, with ``bias``), its
+    operands kept for the native step (:mod:`app.nn.native`); products of more than
+    :data:`PACKED_ROWS` rows on several threads go to the transposed fp32 weight (MKL), made from
+    ``weight()`` on first use."""
+
+    def __init__(
+        self, packed: Tensor, bias: Tensor, in_features: int, weight: Callable[[], Tensor], dense_bias: Tensor | None
+    ) -> None:
+        self.packed, self.bias, self.in_features = packed, bias, in_features
+        self._weight, self._dense_bias = weight, dense_bias
+        self._dense: Product | None = None  # built on first use only: one thread never needs it
+
+    def packs(self, rows: int) -> bool:
+        """Whether a product of ``rows`` rows runs on the packed weight."""
+        return rows <= PACKED_ROWS or torch.get_num_threads() == 1
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.numel() <= PACKED_ROWS * self.in_features or torch.get_num_threads() == 1:
+            return torch.fbgemm_linear_fp16_weight(x, self.packed, self.bias)
+        if self._dense is None:
+            self._dense = _dense(self._weight(), self._dense_bias)
+        return self._dense(x)
 
 
 def _dense(weight: Tensor, bias: Tensor | None) -> Product:

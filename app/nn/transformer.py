@@ -160,7 +160,7 @@ class TransformerState:
     position: int = 0
     group: int = 1
     weights: list[decoder_step.LayerWeights] | None = None  # for decoder_step, when it applies
-    native: native.NativeStep | None = None  # the whole step in one native call (int8 models)
+    native: native.NativeStep | native.NativeFp32Step | None = None  # the whole step in one native call
 
     @cached_property
     def cross_blocked(self) -> Tensor:
@@ -314,15 +314,28 @@ class Transformer(Seq2Seq):
             k, v = cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory, rows)
             cross.append((k.contiguous(), v.contiguous()))
         parts = None if self.training else self.native_parts()
+        step: native.NativeStep | native.NativeFp32Step | None
+        if parts is not None:  # int8: the native step takes every step it can
+            weights, step = None, parts[1]
+        else:
+            weights = decoder_step.prepare(self.decoder_layers)
+            step = self._native_fp32(weights)
         return TransformerState(
             self_cache=None,
             cross_kv=cross,
             cross_mask=enc.mask[:, None, None, :],
             group=group,
-            # the Python step's weights, unless the native step takes every step it can
-            weights=decoder_step.prepare(self.decoder_layers) if parts is None else None,
-            native=None if parts is None else parts[1],
+            weights=weights,
+            native=step,
         )
+
+    def _native_fp32(self, weights: list[decoder_step.LayerWeights] | None) -> native.NativeFp32Step | None:
+        """The native float step (the Python step's operations in C++, the same bits) when the
+        products are on packed fp16 weights (the shipped models), pre-norm, at inference."""
+        if weights is None or self.training or self.quantized_output is not None or not native.enabled():
+            return None
+        output = inference.matrix_product(self.embed, "output", self.embed.weight)
+        return native.prepare_fp32(weights, self.decoder_norm, output, self.embed.padding_idx or 0)
 
     def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, TransformerState]:
         """Cross keys/values projected once per sentence and shared by its beams; ``step``
@@ -365,7 +378,12 @@ class Transformer(Seq2Seq):
     def step(
         self, tokens: Tensor, state: TransformerState, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, TransformerState]:
-        if state.native is not None and not self.training and decoder_step.applies():
+        if (
+            state.native is not None
+            and not self.training
+            and decoder_step.applies()
+            and state.native.takes(tokens.size(0))
+        ):
             return self._native_step(tokens, state, state.native, need_weights)
         if state.weights is not None and not self.training and decoder_step.applies():
             y, state, self_w, cross_w = self._fast_step(tokens, state, need_weights)
@@ -416,10 +434,15 @@ class Transformer(Seq2Seq):
         return y, grown, torch.stack(self_rows, 1), torch.stack(cross_rows, 1)  # type: ignore[arg-type]
 
     def _native_step(
-        self, tokens: Tensor, state: TransformerState, step: native.NativeStep, need_weights: bool
+        self,
+        tokens: Tensor,
+        state: TransformerState,
+        step: native.NativeStep | native.NativeFp32Step,
+        need_weights: bool,
     ) -> tuple[StepOutput, TransformerState]:
-        """:meth:`step` through the native int8 step: the same products as the Python step, the
-        rest in one call (attention always computed: it is part of the step)."""
+        """:meth:`step` through a native step (:mod:`app.nn.native`): int8, the same products as
+        the Python step and the rest in loops; float, the Python step's own operations (the same
+        bits). Attention is always computed: it is part of the step."""
         if state.position + 1 > self.config.max_positions:
             raise ValueError(f"sequence of {state.position + 1} tokens exceeds max_positions")
         n, d, heads = tokens.size(0), self.config.d_model, step.heads
@@ -430,7 +453,7 @@ class Transformer(Seq2Seq):
         log_probs, self_w, cross_w = step(
             tokens, (matrix, self.positions[state.position], math.sqrt(d)),
             [c.buffer.data for c in caches], caches[0].length - 1, state.cross_kv,  # type: ignore[union-attr]
-            blocked.view(blocked.size(0), blocked.size(-1)),
+            blocked,
         )
         grown = TransformerState(
             caches, state.cross_kv, state.cross_mask, state.position + 1, state.group, state.weights, state.native

@@ -1,7 +1,8 @@
-"""The native int8 decoder step (app.nn.native, a C++ operation built on first use) decodes as
-the Python int8 step does: the same tokens, log-probabilities and attention rows up to float
-summation order, in greedy and beam search, with padded sources and a growing cache; and where
-it does not apply or cannot be built, decoding takes the Python step."""
+"""The native decoder steps (app.nn.native, C++ operations built on first use). The int8 step
+and encoder decode as the Python int8 layers do: the same tokens, log-probabilities and
+attention rows up to float summation order, in greedy and beam search, with padded sources and a
+growing cache. The float step is the Python step's operations in C++: the same bits. Where they
+do not apply or cannot be built, decoding takes the Python layers."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def _steps(model: Transformer, src: Tensor, tokens: Tensor, group: int, use_nati
         enc = model.encode(src)
         state = model.init_state(enc, group=group)
         if use_native:
-            assert state.native is not None and state.weights is None
+            assert state.native is not None
         else:
             state.native, state.weights = None, decoder_step.prepare(model.decoder_layers)
         out = []
@@ -179,3 +180,54 @@ def test_switched_off_heads_take_the_python_layers(make_model: ModelFactory, mak
             assert model._native_encoder() is None
             ablated = model.encode(src, need_weights=True)
     assert not torch.allclose(ablated.memory, plain.memory, atol=1e-3)  # the head's output is gone
+
+
+def _fp16_exact(make_model: ModelFactory, seed: int) -> Transformer:
+    """A float model whose weights are fp16 numbers (as the shipped ones): its products run on
+    FBGEMM's packed fp16 weights, which the native float step takes."""
+    model = make_model("transformer", heads=4, decoder_layers=2, seed=seed)
+    assert isinstance(model, Transformer)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                nn.init.normal_(p, std=0.3)
+            p.copy_(p.half().float())
+    return model
+
+
+@pytest.mark.parametrize("group", [1, 3], ids=["one-row-per-sentence", "three-beams"])
+def test_the_float_native_step_equals_the_python_step_bit_for_bit(
+    make_model: ModelFactory, make_source: SourceFactory, group: int
+) -> None:
+    model = _fp16_exact(make_model, seed=7)
+    src = make_source((7, 4))
+    g = torch.Generator().manual_seed(4)
+    tokens = torch.randint(4, 40, (2 * group, 2 * GROWTH + 3), generator=g)  # the cache grows twice
+    fast, slow = (_steps(model, src, tokens, group, n) for n in (True, False))
+    for a, b in zip(fast, slow, strict=True):
+        assert torch.equal(a.log_probs, b.log_probs)
+        assert a.cross is not None and b.cross is not None and torch.equal(a.cross, b.cross)
+        assert a.decoder_self is not None and b.decoder_self is not None
+        assert torch.equal(a.decoder_self, b.decoder_self)
+
+
+def test_the_float_native_step_leaves_many_rows_on_several_threads_to_python(
+    make_model: ModelFactory, make_source: SourceFactory
+) -> None:
+    model = _fp16_exact(make_model, seed=8)
+    with torch.inference_mode():
+        state = model.init_state(model.encode(make_source((5,))))
+    step = state.native
+    assert isinstance(step, native.NativeFp32Step)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)  # products of more than 24 rows go to MKL's threads
+        assert step.takes(24) and not step.takes(25)
+        torch.set_num_threads(1)
+        assert step.takes(25)
+    finally:
+        torch.set_num_threads(threads)
+    rough = make_model("transformer", heads=4, decoder_layers=2)  # weights not fp16 numbers
+    assert isinstance(rough, Transformer)
+    with torch.inference_mode():
+        assert rough.init_state(rough.encode(make_source((5,)))).native is None

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from app.nn.inference import Int8Product
+from app.nn.inference import PACKED_ROWS, Int8Product, PackedFp16Product
 
 if TYPE_CHECKING:
     from app.nn.decoder_step import LayerWeights
@@ -110,6 +110,10 @@ class NativeStep:
     norms: list[Tensor]  # per layer: self, cross, feed-forward (weight, bias); then the final norm
     operands: tuple[list[Tensor], ...]  # per layer: qkv, self out, cross q, cross out, ff in, ff out; then the output
 
+    def takes(self, rows: int) -> bool:
+        """Whether a step of ``rows`` rows runs here (always: int8 products have one kernel)."""
+        return True
+
     def __call__(
         self,
         tokens: Tensor,
@@ -122,12 +126,76 @@ class NativeStep:
         """tokens (N,) the new tokens, embedded as ``matrix[token] * scale + position`` from
         embedding = (matrix (V, D), position (D,), scale); caches per layer (2, N, H, capacity,
         Dh) with room at position t (written in place); cross per layer (G, H, S, Dh) keys and
-        values; blocked (G, S). Returns log-probabilities (N, V), self (N, L, H, t+1) and cross
-        (N, L, H, S) attention."""
+        values; blocked (G, 1, 1, S). Returns log-probabilities (N, V), self (N, L, H, t+1) and
+        cross (N, L, H, S) attention."""
         return self.op(
-            tokens, *embedding, caches, t, [k for k, _ in cross], [v for _, v in cross], blocked, self.norms,
-            *self.operands, self.heads, self.eps,
+            tokens, *embedding, caches, t, [k for k, _ in cross], [v for _, v in cross],
+            blocked.view(blocked.size(0), blocked.size(-1)), self.norms, *self.operands, self.heads, self.eps,
         )
+
+
+@dataclass(frozen=True, eq=False)
+class NativeFp32Step:
+    """A float decoder's weights as the native float step takes them: the Python step's
+    operations in C++, the same bits (products on FBGEMM's packed fp16 weights)."""
+
+    op: Callable[..., Any]
+    heads: int
+    eps: float
+    padding_idx: int
+    norms: list[Tensor]
+    packed: list[Tensor]
+    bias: list[Tensor]
+
+    def takes(self, rows: int) -> bool:
+        """Whether a step of ``rows`` rows runs here: where every product packs (one thread, or
+        few rows; more go to MKL in the Python step)."""
+        return rows <= PACKED_ROWS or torch.get_num_threads() == 1
+
+    def __call__(
+        self,
+        tokens: Tensor,
+        embedding: tuple[Tensor, Tensor, float],
+        caches: list[Tensor],
+        t: int,
+        cross: list[tuple[Tensor, Tensor]],
+        blocked: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """As :meth:`NativeStep.__call__`."""
+        matrix, position, scale = embedding
+        return self.op(
+            tokens, matrix, self.padding_idx, position, scale, caches, t, [k for k, _ in cross],
+            [v for _, v in cross], blocked, self.norms, self.packed, self.bias, self.heads, self.eps,
+        )
+
+
+def prepare_fp32(
+    layers: list[LayerWeights] | None, final_norm: torch.nn.Module, output: Callable[[Tensor], Tensor], padding_idx: int
+) -> NativeFp32Step | None:
+    """The native float step, or None when it does not apply: a product not on packed fp16
+    weights (a model whose weights are not fp16 numbers, e.g. one being trained), post-norm, or
+    no build."""
+    if not layers or not all(w.pre_norm for w in layers) or not isinstance(final_norm, torch.nn.LayerNorm):
+        return None
+    if any(w.eps != final_norm.eps for w in layers) or final_norm.weight is None or final_norm.bias is None:
+        return None
+    products: list[Any] = []
+    for w in layers:
+        products += [w.qkv, w.self_out, w.cross_q, w.cross_out, w.ff_in, w.ff_out]
+    products.append(output)
+    if not all(isinstance(p, PackedFp16Product) for p in products):
+        return None
+    namespace = ops()
+    if namespace is None:
+        return None
+    norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = []
+    for w in layers:
+        norms += [w.norm_self, w.norm_cross, w.norm_ff]
+    norms.append(final_norm)
+    return NativeFp32Step(
+        namespace.fp32_step, layers[0].heads, layers[0].eps, padding_idx, _norm_pairs(norms),
+        [p.packed for p in products], [p.bias for p in products],
+    )
 
 
 def prepare(
