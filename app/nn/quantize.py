@@ -2,13 +2,15 @@
 
 ``quantize(model, "int8")`` turns every ``nn.Linear`` into an :class:`Int8Linear` (the same
 parameters) whose products while decoding are FBGEMM's int8 ones
-(:func:`app.nn.inference.int8_product`: the weight quantised once per tensor, the activations on
-each call from their own range, fp32 in and out), and for the Transformer gives the tied output
-projection an int8 copy of the embedding matrix too (the largest product of a decoding step).
-Being linear layers, they go through the decoders' fast paths as the float ones do: the
-self-attention query/key/value and the cross-attention keys/values fused into one product each,
-the same step code. Attention weights, softmaxes, layer norms and embeddings stay fp32, so every
-attention matrix is still returned. The result is for inference only (with gradients recorded an
+(:func:`app.nn.inference.int8_product`: each weight row quantised once on its own scale, the
+activations on each call from their own range, fp32 in and out), and for the Transformer gives
+the tied output projection an int8 copy of the embedding matrix too (the largest product of a
+decoding step). Being linear layers, they go through the decoders' fast paths as the float ones
+do: the self-attention query/key/value and the cross-attention keys/values fused into one product
+each. A pre-norm Transformer's encoder and decoder step then run as native operations
+(:mod:`app.nn.native`), built here, once: parameters changed after quantising are not seen by
+them. Attention weights, softmaxes, layer norms and embeddings stay fp32, so every attention
+matrix is still returned. The result is for inference only (with gradients recorded an
 Int8Linear multiplies its fp32 weight) and runs on the CPU only; the fp32 parameters are kept
 beside the int8 copies. Chosen with ``ATTNSCOPE_QUANTIZE=int8`` (serving) or ``--quantize int8``
 (``attnscope serve`` and ``evaluate``); how much it changes BLEU and speed is in the README.

@@ -1,18 +1,23 @@
-"""The decoder step of an int8 Transformer as one native (C++) operation, built on first use.
+"""A pre-norm Transformer's decoder step (and, int8, its encoder) as one native (C++) operation
+each, built on first use.
 
 At one row per step the Python step (:mod:`app.nn.decoder_step`) is ~130 small PyTorch operations
-around 19 matrix products, and their dispatch costs several times the int8 products. The
-operation in ``int8_step.cpp`` makes the same FBGEMM int8 calls on the same operands
-(:class:`app.nn.inference.Int8Product`) and does the rest (layer norms, each head's attention,
-softmaxes, residuals) as plain loops, returning the step's log-probabilities and every attention
-row. It serves pre-norm Transformers quantised with ``--quantize int8`` (the opt-in int8 path); the
-float path keeps the Python step, whose numbers equal the training code's bit for bit.
+around 19 matrix products, and their dispatch costs as much as the products, or several times
+the int8 ones. ``int8_step.cpp`` has three operations:
 
-It is compiled with torch's extension builder (``torch.utils.cpp_extension``: a C++ compiler and
-ninja; ~50 s once, then cached under ``TORCH_EXTENSIONS_DIR``, by default
-``~/.cache/torch_extensions``). Where it cannot be built (no compiler) or ``ATTNSCOPE_NATIVE=0``,
-a warning is logged once and int8 decoding takes the Python step: the same products, slower at
-batch 1.
+- ``int8_step`` and ``int8_encode`` (models quantised with ``--quantize int8``): the same FBGEMM
+  int8 calls on the same operands as the Python layers (:class:`app.nn.inference.Int8Product`),
+  the rest (embedding, layer norms, each head's attention, softmaxes, residuals) as plain loops;
+  equal to the Python int8 layers up to float rounding.
+- ``fp32_step`` (float models whose products are on FBGEMM's packed fp16 weights, as the shipped
+  ones): the Python step's own ATen operations in C++, the same bits; what it saves is Python's
+  share of each operation.
+
+They are compiled with torch's extension builder (``torch.utils.cpp_extension``: a C++ compiler
+and ninja; ~15-50 s once, when a Transformer is loaded, then cached under
+``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``). Where they cannot be built
+(no compiler) or ``ATTNSCOPE_NATIVE=0``, a warning is logged once and decoding takes the Python
+layers: the same results, slower on few rows.
 """
 
 from __future__ import annotations
