@@ -174,31 +174,41 @@ class NativeFp32Step:
         )
 
 
+def _decoder(
+    layers: list[LayerWeights] | None, final_norm: torch.nn.Module, output: Callable[[Tensor], Tensor], kind: type
+) -> tuple[Any, list[Any], list[Tensor]] | None:
+    """(the operations, the products in the native order, the norms as (weight, bias) pairs) of a
+    pre-norm decoder whose every product is a ``kind``; None when it does not apply (post-norm,
+    another product, norms the operation does not take, or no build)."""
+    if not layers or not all(w.pre_norm for w in layers) or not isinstance(final_norm, torch.nn.LayerNorm):
+        return None
+    if any(w.eps != final_norm.eps for w in layers) or final_norm.weight is None or final_norm.bias is None:
+        return None
+    products: list[Any] = []
+    norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = []
+    for w in layers:
+        products += [w.qkv, w.self_out, w.cross_q, w.cross_out, w.ff_in, w.ff_out]
+        norms += [w.norm_self, w.norm_cross, w.norm_ff]
+    products.append(output)
+    norms.append(final_norm)
+    if not all(isinstance(p, kind) for p in products):
+        return None
+    namespace = ops()
+    return None if namespace is None else (namespace, products, _norm_pairs(norms))
+
+
 def prepare_fp32(
     layers: list[LayerWeights] | None, final_norm: torch.nn.Module, output: Callable[[Tensor], Tensor], padding_idx: int
 ) -> NativeFp32Step | None:
     """The native float step, or None when it does not apply: a product not on packed fp16
     weights (a model whose weights are not fp16 numbers, e.g. one being trained), post-norm, or
     no build."""
-    if not layers or not all(w.pre_norm for w in layers) or not isinstance(final_norm, torch.nn.LayerNorm):
+    found = _decoder(layers, final_norm, output, PackedFp16Product)
+    if found is None or not layers:
         return None
-    if any(w.eps != final_norm.eps for w in layers) or final_norm.weight is None or final_norm.bias is None:
-        return None
-    products: list[Any] = []
-    for w in layers:
-        products += [w.qkv, w.self_out, w.cross_q, w.cross_out, w.ff_in, w.ff_out]
-    products.append(output)
-    if not all(isinstance(p, PackedFp16Product) for p in products):
-        return None
-    namespace = ops()
-    if namespace is None:
-        return None
-    norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = []
-    for w in layers:
-        norms += [w.norm_self, w.norm_cross, w.norm_ff]
-    norms.append(final_norm)
+    namespace, products, norms = found
     return NativeFp32Step(
-        namespace.fp32_step, layers[0].heads, layers[0].eps, padding_idx, _norm_pairs(norms),
+        namespace.fp32_step, layers[0].heads, layers[0].eps, padding_idx, norms,
         [p.packed for p in products], [p.bias for p in products],
     )
 
@@ -208,24 +218,11 @@ def prepare(
 ) -> NativeStep | None:
     """The native step for these prepared decoder layers, their final norm and output product,
     or None when it does not apply: not every product int8, a post-norm model, or no build."""
-    if not layers or not all(w.pre_norm for w in layers) or not isinstance(final_norm, torch.nn.LayerNorm):
+    found = _decoder(layers, final_norm, output, Int8Product)
+    if found is None or not layers:
         return None
-    if any(w.eps != final_norm.eps for w in layers) or final_norm.weight is None or final_norm.bias is None:
-        return None
-    products: list[Any] = []
-    for w in layers:
-        products += [w.qkv, w.self_out, w.cross_q, w.cross_out, w.ff_in, w.ff_out]
-    products.append(output)
-    if not all(isinstance(p, Int8Product) for p in products):
-        return None
-    namespace = ops()
-    if namespace is None:
-        return None
-    norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = []
-    for w in layers:
-        norms += [w.norm_self, w.norm_cross, w.norm_ff]
-    norms.append(final_norm)
-    return NativeStep(namespace.int8_step, layers[0].heads, layers[0].eps, _norm_pairs(norms), _operands(products))
+    namespace, products, norms = found
+    return NativeStep(namespace.int8_step, layers[0].heads, layers[0].eps, norms, _operands(products))
 
 
 @dataclass(frozen=True, eq=False)
