@@ -124,7 +124,8 @@ def head_alignment_loss(attention: Tensor, targets: Tensor) -> Tensor:
 def trainable_head_parameters(model: nn.Module, supervision: HeadSupervision) -> list[Tensor]:
     """For ``only_head``: freeze every parameter of ``model`` except the supervised head's query
     and key projections, whose gradients are masked to the head's rows of them; returns those
-    parameters (the optimiser's)."""
+    parameters (the optimiser's, to be given no weight decay: decoupled decay would shrink the
+    other heads' rows of the same tensors)."""
     attn = attention_module(model, "cross", supervision.layer)
     assert isinstance(attn, MultiHeadAttention)
     for frozen in model.parameters():

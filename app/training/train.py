@@ -182,11 +182,13 @@ def train(
         torch.manual_seed(config.seed + world.rank)  # the same weights, a different dropout stream
     loaded = LoadedModel(out_dir.name, out_dir, model_config, model, tokenizer, source_lang, target_lang)
     translator = Translator(loaded, max_source_tokens=10_000)
-    trained: list[torch.Tensor] = list(model.parameters())
+    groups: list[dict[str, Any]] = [{"params": list(model.parameters())}]
     if supervision is not None and supervision.only_head:
-        trained = trainable_head_parameters(model, supervision)
+        # no weight decay there: AdamW's decoupled decay shrinks whole tensors, gradient or not,
+        # so it would move the other heads' rows of the query and key projections too
+        groups = [{"params": trainable_head_parameters(model, supervision), "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(
-        trained, lr=config.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay
+        groups, lr=config.lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=config.weight_decay
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, inverse_sqrt(config.warmup_steps))
     state: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "best_bleu": -1.0, "best_epoch": 0, "bad": 0, "train_s": 0.0}

@@ -138,14 +138,18 @@ def test_train_fine_tunes_a_folder_with_a_supervised_head(aligned_corpus: Path, 
     assert all(torch.equal(before[k].half(), after[k]) for k in before)
 
 
+@pytest.mark.parametrize("weight_decay", [0.0, 0.5], ids=["no-decay", "decay"])
 def test_only_head_training_changes_that_heads_query_and_key_rows_and_nothing_else(
-    aligned_corpus: Path, tmp_path: Path
+    aligned_corpus: Path, tmp_path: Path, weight_decay: float
 ) -> None:
     init = next(p for p in build_tiny_models(tmp_path / "init") if p.name.endswith("transformer"))
     from app.repository import read_config
 
     supervision = HeadSupervision(1, 1, weight=1.0, align_dir=str(aligned_corpus / "alignments"), only_head=True)
-    card = train(read_config(init)[0], dataclasses.replace(FAST, max_epochs=2), out_dir=tmp_path / "aligned",
+    # AdamW's decoupled weight decay shrinks every parameter it holds, gradient or not: the
+    # other heads' rows must not be in it
+    fast = dataclasses.replace(FAST, max_epochs=2, weight_decay=weight_decay)
+    card = train(read_config(init)[0], fast, out_dir=tmp_path / "aligned",
                  run_dir=tmp_path / "run", data_dir=aligned_corpus, tokenizer_path=init / "tokenizer.model",
                  init_from=init, supervision=supervision, evaluate_test=False, progress=False)
     assert card["training"]["alignment_supervision"]["only_head"] is True
