@@ -55,7 +55,9 @@ class LayerWeights:
     ff_out: Linear
 
 
-def _linear(layer: nn.Module) -> Linear:
+def linear_product(layer: nn.Module) -> Linear:
+    """A linear layer as a function of its input: its cached product (float or int8), or, for
+    another kind of module, its forward."""
     if inference.fusable(layer):  # a float or int8 linear layer: its cached product
         return inference.product(layer, "linear", (cast(nn.Linear, layer),))
     return cast(Linear, layer.forward)
@@ -65,10 +67,12 @@ def _norm(norm: nn.LayerNorm) -> tuple[Tensor, Tensor]:
     return norm.weight, norm.bias
 
 
-def _qkv(sa: MultiHeadAttention) -> Linear:
+def qkv_product(sa: MultiHeadAttention) -> Linear:
+    """An attention's query, key and value projections side by side, (N, D) -> (N, 3D): one
+    fused product where they fuse."""
     if inference.fusable(sa.q_proj, sa.k_proj, sa.v_proj):
         return inference.product(sa, "qkv", (sa.q_proj, sa.k_proj, sa.v_proj))
-    q, k, v = _linear(sa.q_proj), _linear(sa.k_proj), _linear(sa.v_proj)
+    q, k, v = linear_product(sa.q_proj), linear_product(sa.k_proj), linear_product(sa.v_proj)
     return lambda x: torch.cat([q(x), k(x), v(x)], dim=-1)
 
 
@@ -93,12 +97,12 @@ def prepare(layers: nn.ModuleList) -> list[LayerWeights] | None:
                 norm_self=_norm(layer.res_self.norm),
                 norm_cross=_norm(layer.res_cross.norm),
                 norm_ff=_norm(layer.res_ff.norm),
-                qkv=_qkv(sa),
-                self_out=_linear(sa.out_proj),
-                cross_q=_linear(ca.q_proj),
-                cross_out=_linear(ca.out_proj),
-                ff_in=_linear(first),
-                ff_out=_linear(last),
+                qkv=qkv_product(sa),
+                self_out=linear_product(sa.out_proj),
+                cross_q=linear_product(ca.q_proj),
+                cross_out=linear_product(ca.out_proj),
+                ff_in=linear_product(first),
+                ff_out=linear_product(last),
             )
         )
     return out

@@ -132,6 +132,12 @@ def _build(weight: Callable[[], Tensor], bias: Tensor | None) -> Product:
     return PackedFp16Product(packed[0], packed[1], matrix.size(1), weight, bias)
 
 
+def packs(rows: int) -> bool:
+    """Whether a product of ``rows`` rows runs on a packed fp16 weight: on one torch thread
+    always, on several only up to :data:`PACKED_ROWS` rows (the packed kernel runs on one)."""
+    return rows <= PACKED_ROWS or torch.get_num_threads() == 1
+
+
 class PackedFp16Product:
     """:func:`_build`'s product on FBGEMM's packed fp16 weight (``packed``, with ``bias``), its
     operands kept for the native step (:mod:`app.nn.native`); products of more than
@@ -145,12 +151,8 @@ class PackedFp16Product:
         self._weight, self._dense_bias = weight, dense_bias
         self._dense: Product | None = None  # built on first use only: one thread never needs it
 
-    def packs(self, rows: int) -> bool:
-        """Whether a product of ``rows`` rows runs on the packed weight."""
-        return rows <= PACKED_ROWS or torch.get_num_threads() == 1
-
     def __call__(self, x: Tensor) -> Tensor:
-        if x.numel() <= PACKED_ROWS * self.in_features or torch.get_num_threads() == 1:
+        if packs(x.numel() // self.in_features):
             return torch.fbgemm_linear_fp16_weight(x, self.packed, self.bias)
         if self._dense is None:
             self._dense = _dense(self._weight(), self._dense_bias)

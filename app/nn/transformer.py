@@ -172,6 +172,14 @@ class TransformerState:
         """Per layer, the self keys and values (N, H, t, Dh): views of the caches."""
         return None if self.self_cache is None else [c.pair() for c in self.self_cache]
 
+    def advanced(self, caches: list[KVCache]) -> TransformerState:
+        """This state one position on, with the caches grown by it (a step's result)."""
+        grown = TransformerState(
+            caches, self.cross_kv, self.cross_mask, self.position + 1, self.group, self.weights, self.native
+        )
+        grown.cross_blocked = self.cross_blocked
+        return grown
+
     def reorder(self, indices: Tensor, group: int | None = None) -> TransformerState:
         """With ``group > 1`` (by default this state's), ``indices`` keeps groups: its rows
         ``j*group ..`` all come from one earlier sentence (beam search picks parents within a
@@ -265,19 +273,15 @@ class Transformer(Seq2Seq):
         return memo
 
     def _build_native(self) -> tuple[native.NativeEncoder, native.NativeStep] | None:
-        def linear(layer: nn.Module) -> inference.Product | None:
-            return inference.product(layer, "linear", (cast(nn.Linear, layer),)) if inference.fusable(layer) else None
-
+        linear = decoder_step.linear_product
         layers = []
         for module in self.encoder_layers:
             layer = cast(EncoderLayer, module)
             attn, (first, _, _, last) = layer.self_attn, layer.ff.net
-            if not inference.fusable(attn.q_proj, attn.k_proj, attn.v_proj):
-                return None
-            qkv = inference.product(attn, "qkv", (attn.q_proj, attn.k_proj, attn.v_proj))
-            layers.append((layer.res_attn.norm, layer.res_ff.norm, [qkv, *(linear(m) for m in (attn.out_proj, first, last))]))
+            products = [decoder_step.qkv_product(attn), *(linear(m) for m in (attn.out_proj, first, last))]
+            layers.append((layer.res_attn.norm, layer.res_ff.norm, products))
         encoder = native.prepare_encoder(layers, self.encoder_norm, self.config.heads)
-        output = linear(self.quantized_output) if self.quantized_output is not None else None
+        output = None if self.quantized_output is None else linear(self.quantized_output)
         step = None if output is None else native.prepare(decoder_step.prepare(self.decoder_layers), self.decoder_norm, output)
         return None if encoder is None or step is None else (encoder, step)
 
@@ -378,14 +382,10 @@ class Transformer(Seq2Seq):
     def step(
         self, tokens: Tensor, state: TransformerState, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, TransformerState]:
-        if (
-            state.native is not None
-            and not self.training
-            and decoder_step.applies()
-            and state.native.takes(tokens.size(0))
-        ):
+        fast = not self.training and decoder_step.applies()
+        if fast and state.native is not None and state.native.takes(tokens.size(0)):
             return self._native_step(tokens, state, state.native, need_weights)
-        if state.weights is not None and not self.training and decoder_step.applies():
+        if fast and state.weights is not None:
             y, state, self_w, cross_w = self._fast_step(tokens, state, need_weights)
         else:
             x = self._embed(tokens[:, None], offset=state.position)  # (N, 1, D)
@@ -424,10 +424,7 @@ class Transformer(Seq2Seq):
             caches.append(cache)
             self_rows.append(sw)
             cross_rows.append(cw)
-        grown = TransformerState(
-            caches, state.cross_kv, state.cross_mask, state.position + 1, state.group, state.weights, state.native
-        )
-        grown.cross_blocked = blocked
+        grown = state.advanced(caches)
         y = self.decoder_norm(x)
         if not need_weights:
             return y, grown, None, None
@@ -455,10 +452,7 @@ class Transformer(Seq2Seq):
             [c.buffer.data for c in caches], caches[0].length - 1, state.cross_kv,  # type: ignore[union-attr]
             blocked,
         )
-        grown = TransformerState(
-            caches, state.cross_kv, state.cross_mask, state.position + 1, state.group, state.weights, state.native
-        )
-        grown.cross_blocked = blocked
+        grown = state.advanced(caches)
         out = StepOutput(log_probs, cross=cross_w if need_weights else None, decoder_self=self_w if need_weights else None)
         return out, grown
 

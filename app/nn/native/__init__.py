@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from app.nn.inference import PACKED_ROWS, Int8Product, PackedFp16Product
+from app.nn.inference import Int8Product, PackedFp16Product, packs
 
 if TYPE_CHECKING:
     from app.nn.decoder_step import LayerWeights
@@ -52,8 +52,8 @@ def enabled() -> bool:
 
 
 def ops() -> Any | None:
-    """``torch.ops.attnscope_native`` (``int8_step``, ``int8_encode``), built and loaded on the
-    first call; None where it cannot be, or when switched off."""
+    """``torch.ops.attnscope_native`` (``int8_step``, ``int8_encode``, ``fp32_step``), built and
+    loaded on the first call; None where it cannot be, or when switched off."""
     if not enabled():
         return None
     with _lock:
@@ -86,7 +86,7 @@ def _compiled(build: Callable[[], None]) -> Any | None:
         torch.ops.attnscope_native.int8_encode  # noqa: B018  (raises if the library did not load)
         return torch.ops.attnscope_native
     except Exception as exc:  # a missing compiler or ninja, a failed build: decode in Python
-        log.warning("the native int8 step could not be built (%s); int8 decoding takes the Python step", exc)
+        log.warning("the native decoder steps could not be built (%s); decoding takes the Python layers", exc)
         return None
 
 
@@ -155,7 +155,7 @@ class NativeFp32Step:
     def takes(self, rows: int) -> bool:
         """Whether a step of ``rows`` rows runs here: where every product packs (one thread, or
         few rows; more go to MKL in the Python step)."""
-        return rows <= PACKED_ROWS or torch.get_num_threads() == 1
+        return packs(rows)
 
     def __call__(
         self,
