@@ -21,7 +21,6 @@ from app.nn import native
 from app.nn.base import Seq2Seq
 from app.nn.config import CONFIG_VERSION, ModelConfig, config_from_dict, config_to_dict
 from app.nn.factory import build_model
-from app.nn.transformer import Transformer
 from app.text.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -186,8 +185,10 @@ def load_model_folder(
         from app.nn.quantize import quantize as quantize_model
 
         quantize_model(model, quantize)
-    elif isinstance(model, Transformer) and model.device.type == "cpu":
-        native.ops()  # build the native step (app.nn.native) now, not in the first request
+    elif model.device.type == "cpu":
+        # build the native operations (app.nn.native: the Transformer's decoder step, every
+        # model's beam search) now, not in the first request
+        native.ops()
     card, warnings = read_card(folder)
     for warning in warnings:
         logger.warning("%s: %s", folder, warning)

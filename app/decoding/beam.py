@@ -33,6 +33,7 @@ from app.decoding.output import (
     stack_padded,
 )
 from app.decoding.tree import BeamTree, FinishedHypothesis
+from app.nn import native
 from app.nn.base import Seq2Seq, reorder_encoder
 
 NEG_INF = float("-inf")
@@ -148,10 +149,17 @@ def beam_search(
         step, state = model.step(tokens, state, rows_enc, need_weights=need_weights or use_coverage)
         if need_weights:
             history.record(step)
-        log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id, inplace=True)  # (N, V)
+        log_probs = step.log_probs  # (N, V)
         vocab, groups = log_probs.size(-1), len(alive)
-        top_scores, top_idx = top_candidates(scores, log_probs, groups, min(2 * k, width * vocab))  # (G, 2K)
-        top_lp = log_probs.view(groups, width * vocab).gather(1, top_idx)
+        count = min(2 * k, width * vocab)
+        # (G, 2K) each: scores, flat indices row_in_group * V + word, log-probabilities
+        ranked = native.top_candidates(scores, log_probs, groups, count, (c.pad_id, c.bos_id))
+        if ranked is None:
+            log_probs = never_emit(log_probs, c.pad_id, c.bos_id, inplace=True)
+            top_scores, top_idx = top_candidates(scores, log_probs, groups, count)
+            top_lp = log_probs.view(groups, width * vocab).gather(1, top_idx)
+        else:
+            top_scores, top_idx, top_lp = ranked
         penalties = [0.0] * (groups * width)
         if coverage is not None:
             assert step.cross is not None
@@ -160,7 +168,9 @@ def beam_search(
             mask = mask if mask.size(0) == coverage.size(0) else mask.repeat_interleave(k, 0)
             penalties = gnmt_coverage(coverage, mask, coverage_penalty).tolist()
         forced = _forced_tokens(alive, prefixes, t, width, log_probs)
-        parents_local, words = (top_idx // vocab).tolist(), (top_idx % vocab).tolist()
+        flat = top_idx.tolist()  # row_in_group * vocab + word; split here, not by two tensor ops
+        parents_local = [[i // vocab for i in row] for row in flat]
+        words = [[i % vocab for i in row] for row in flat]
         top_list, lp_list = top_scores.tolist(), top_lp.tolist()
 
         kept: list[_Candidate] = []

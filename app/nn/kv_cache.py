@@ -5,7 +5,8 @@ every step. Here one buffer ``(2, N, H, capacity, Dh)`` (keys then values) holds
 positions than are filled; a step writes its new position in place and reads a view of the filled
 part. When the buffer is full it is replaced by one with ``GROWTH`` more positions (one copy every
 ``GROWTH`` steps); :meth:`KVCache.select` (beam search's parent choice, finished sentences leaving)
-copies the chosen rows into a new buffer, as before.
+copies the chosen rows into a new buffer, as before, and :func:`select_all` does that for every
+layer's cache in one native operation where it can.
 
 A cache value behaves like an immutable one: appending to a cache that something else has already
 extended (two steps taken from one state, e.g. a caller exploring alternatives) copies the filled
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+
+from app.nn import native
 
 GROWTH = 16  # positions added each time a buffer is full
 
@@ -104,3 +107,24 @@ class KVCache:
     def of(keys: Tensor, values: Tensor) -> KVCache:
         """A cache holding keys and values (N, H, T, Dh) (a teacher-forced pass's)."""
         return KVCache().append(torch.stack([keys, values]))
+
+
+def select_all(caches: list[KVCache], indices: Tensor) -> list[KVCache]:
+    """``[c.select(indices) for c in caches]``: the same buffers' contents, in one native
+    operation (:mod:`app.nn.native`'s ``select_rows``) where it applies (built, every buffer
+    contiguous on the CPU with no gradient, CPU indices); three layers' ``select`` cost beam
+    search ~90 us a step at one sentence."""
+    namespace = native.built()
+    buffers = [c.buffer for c in caches]
+    if (
+        namespace is None
+        or indices.device.type != "cpu"
+        or any(
+            b is None or b.data.device.type != "cpu" or not b.data.is_contiguous() or b.data.requires_grad
+            for b in buffers
+        )
+    ):
+        return [c.select(indices) for c in caches]
+    lengths = [c.length for c in caches]
+    data = namespace.select_rows([b.data for b in buffers if b is not None], indices.long(), lengths)
+    return [KVCache(_Buffer(d, n), n) for d, n in zip(data, lengths, strict=True)]

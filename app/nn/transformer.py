@@ -16,7 +16,7 @@ from app.nn import decoder_step, inference, native
 from app.nn.attention import MultiHeadAttention
 from app.nn.base import DecoderState, Seq2Seq, reorder_encoder
 from app.nn.config import TransformerConfig
-from app.nn.kv_cache import KVCache
+from app.nn.kv_cache import KVCache, select_all
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
 
 Sublayer = Callable[[Tensor], tuple[Tensor, Tensor | None]]
@@ -194,7 +194,7 @@ class TransformerState:
             cross_kv = [(k.index_select(0, sentences), v.index_select(0, sentences)) for k, v in self.cross_kv]
             cross_mask = self.cross_mask.index_select(0, sentences)
         moved = TransformerState(
-            self_cache=None if self.self_cache is None else [c.select(indices) for c in self.self_cache],
+            self_cache=None if self.self_cache is None else select_all(self.self_cache, indices),
             cross_kv=cross_kv,
             cross_mask=cross_mask,
             position=self.position,

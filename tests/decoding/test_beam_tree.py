@@ -171,7 +171,9 @@ def test_coverage_penalty_prefers_the_hypothesis_that_covers_the_source(
     assert hyp.score == pytest.approx(math.log(0.4), abs=1e-4)  # the raw log-probability
     assert hyp.tree is not None
     ranked = [h.tokens for h in hyp.tree.hypotheses]
-    assert ranked[:2] == [[a, a, EOS_ID], [a, EOS_ID]]  # both found; the likelier one ranks second
+    # both found, the likelier one ranked below the covering one (a hypothesis through one of the
+    # table's equally unlikely 1e-6 words may rank between them, which one depends on ties)
+    assert ranked[0] == [a, a, EOS_ID] and [a, EOS_ID] in ranked
     # without weights asked for, the penalty still sees the attention
     quiet = beam_search(
         scripted(table), src, beam_size=2, alpha=0.0, coverage_penalty=1.0, need_weights=False

@@ -1,5 +1,5 @@
-"""A pre-norm Transformer's decoder step (and, int8, its encoder) as one native (C++) operation
-each, built on first use.
+"""A pre-norm Transformer's decoder step (and, int8, its encoder), and beam search's candidate
+selection, as one native (C++) operation each, built on first use.
 
 At one row per step the Python step (:mod:`app.nn.decoder_step`) is ~130 small PyTorch operations
 around 19 matrix products, and their dispatch costs as much as the products, or several times
@@ -12,6 +12,9 @@ the int8 ones. ``int8_step.cpp`` has three operations:
 - ``fp32_step`` (float models whose products are on FBGEMM's packed fp16 weights, as the shipped
   ones): the Python step's own ATen operations in C++, the same bits; what it saves is Python's
   share of each operation.
+
+``beam.cpp`` has ``top_candidates``: each sentence's best extensions in one pass over its rows'
+log-probabilities (:func:`top_candidates` here; every model's beam search on the CPU).
 
 They are compiled with torch's extension builder (``torch.utils.cpp_extension``: a C++ compiler
 and ninja; ~15-50 s once, when a Transformer is loaded, then cached under
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from app.nn.decoder_step import LayerWeights
 
 log = logging.getLogger(__name__)
-SOURCE = Path(__file__).with_name("int8_step.cpp")
+SOURCES = [Path(__file__).with_name(name) for name in ("int8_step.cpp", "beam.cpp")]
 _lock = threading.Lock()
 _ops: list[Any] = []  # [] until tried, then [torch.ops.attnscope_native or None]
 
@@ -52,8 +55,9 @@ def enabled() -> bool:
 
 
 def ops() -> Any | None:
-    """``torch.ops.attnscope_native`` (``int8_step``, ``int8_encode``, ``fp32_step``), built and
-    loaded on the first call; None where it cannot be, or when switched off."""
+    """``torch.ops.attnscope_native`` (``int8_step``, ``int8_encode``, ``fp32_step``,
+    ``top_candidates``), built and loaded on the first call; None where it cannot be, or when
+    switched off."""
     if not enabled():
         return None
     with _lock:
@@ -62,8 +66,37 @@ def ops() -> Any | None:
         return _ops[0]
 
 
+def built() -> Any | None:
+    """The operations if :func:`ops` has already built them (and they are not switched off),
+    else None: for callers that must never wait for a build (a decoding loop)."""
+    if not enabled() or not _ops:
+        return None
+    return _ops[0]
+
+
+def top_candidates(
+    scores: Tensor, log_probs: Tensor, groups: int, count: int, banned: tuple[int, ...]
+) -> tuple[Tensor, Tensor, Tensor] | None:
+    """Beam search's ``count`` best extensions of each of ``groups`` sentences (its rows
+    consecutive in scores (N,) and log_probs (N, V)), the words in ``banned`` never chosen:
+    their scores, flat indices ``row_in_group * V + word`` and log-probabilities, (G, count)
+    each, best first (ties to the lower index). None where the native operation does not apply
+    (not built, not float32 on the CPU): the caller takes
+    :func:`app.decoding.beam.top_candidates`, which finds the same candidates."""
+    namespace = built()
+    if (
+        namespace is None
+        or log_probs.device.type != "cpu"
+        or log_probs.dtype != torch.float32
+        or scores.dtype != torch.float32
+        or log_probs.requires_grad
+    ):
+        return None
+    return namespace.top_candidates(scores, log_probs, groups, count, list(banned))
+
+
 def _load() -> Any | None:
-    if hasattr(torch.ops.attnscope_native, "int8_encode"):  # already loaded in this process
+    if hasattr(torch.ops.attnscope_native, "top_candidates"):  # already loaded in this process
         return torch.ops.attnscope_native
     return _compiled(_build)
 
@@ -74,7 +107,7 @@ def _build() -> None:
     if shutil.which("ninja") is None:  # the ninja wheel installs its binary beside the interpreter
         os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     cpp_extension.load(
-        name="attnscope_native", sources=[str(SOURCE)], extra_cflags=["-O3"], is_python_module=False, verbose=False
+        name="attnscope_native", sources=[str(s) for s in SOURCES], extra_cflags=["-O3"], is_python_module=False, verbose=False
     )
 
 
@@ -83,7 +116,7 @@ def _compiled(build: Callable[[], None]) -> Any | None:
     warning when that fails."""
     try:
         build()
-        torch.ops.attnscope_native.int8_encode  # noqa: B018  (raises if the library did not load)
+        torch.ops.attnscope_native.top_candidates  # noqa: B018  (raises if the library did not load)
         return torch.ops.attnscope_native
     except Exception as exc:  # a missing compiler or ninja, a failed build: decode in Python
         log.warning("the native decoder steps could not be built (%s); decoding takes the Python layers", exc)
