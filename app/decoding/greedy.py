@@ -16,6 +16,7 @@ from torch import Tensor
 from app.decoding import static_greedy
 from app.decoding.history import AttentionHistory
 from app.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
+from app.nn import native
 from app.nn.base import Seq2Seq, reorder_encoder
 
 
@@ -78,8 +79,12 @@ def greedy_decode(
         step, state = model.step(tokens, state, rows_enc, need_weights=need_weights)
         history.record(step)
         alive_per_step.append(alive_list)
-        log_probs = never_emit(step.log_probs, c.pad_id, c.bos_id, inplace=True)  # (N, V)
-        logp, tokens = log_probs.max(dim=-1)  # (N,)
+        log_probs = step.log_probs  # (N, V)
+        best = native.best_words(log_probs, (c.pad_id, c.bos_id))  # (N,) each
+        if best is None:
+            log_probs = never_emit(log_probs, c.pad_id, c.bos_id, inplace=True)
+            best = log_probs.max(dim=-1)
+        logp, tokens = best
         if t < forced_width:
             wanted = forced[alive, t]
             tokens = torch.where(wanted >= 0, wanted, tokens)

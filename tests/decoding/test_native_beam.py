@@ -1,7 +1,8 @@
-"""Beam search's native bookkeeping (app/nn/native/beam.cpp): the candidate selection finds the
+"""The decoders' native bookkeeping (app/nn/native/beam.cpp): the candidate selection finds the
 same candidates as the PyTorch one (the same sums, ties to the lower index, banned words never
-chosen) and the cache reordering copies the same rows; beam search through them gives what it
-gives through PyTorch (ATTNSCOPE_NATIVE=0)."""
+chosen), greedy's choice is PyTorch's ``max``, and the cache reordering copies the same rows;
+beam search and greedy decoding through them give what they give through PyTorch
+(ATTNSCOPE_NATIVE=0)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.decoding import beam_search
+from app.decoding import beam_search, greedy_decode
 from app.decoding.beam import CHUNKED_FROM, top_candidates
 from app.decoding.output import never_emit
 from app.nn import native
@@ -131,3 +132,35 @@ def test_beam_search_natively_equals_beam_search_in_pytorch(
         assert torch.equal(a.cross, b.cross)
         assert a.tree is not None and b.tree is not None
         assert [h.tokens for h in a.tree.hypotheses] == [h.tokens for h in b.tree.hypotheses]
+
+
+def test_greedy_choice_is_the_pytorch_max() -> None:
+    g = torch.Generator().manual_seed(1)
+    log_probs = (torch.randn(33, 500, generator=g) * 3).log_softmax(-1)
+    log_probs[3, PAD] = log_probs[4, BOS] = 0.0  # a banned word the likeliest: never chosen
+    log_probs[5, 7] = log_probs[5, 9] = 1.0  # a tie: the lower word, as max returns
+    got = native.best_words(log_probs, (PAD, BOS))
+    assert got is not None
+    want = never_emit(log_probs, PAD, BOS).max(dim=-1)
+    assert torch.equal(got[0], want.values) and torch.equal(got[1], want.indices)
+    assert got[1][5] == 7
+
+
+@pytest.mark.parametrize(("architecture", "score"), [("transformer", "additive"), ("rnn", "dot")])
+def test_greedy_decoding_natively_equals_greedy_in_pytorch(
+    monkeypatch: pytest.MonkeyPatch, architecture: str, score: str
+) -> None:
+    model: Seq2Seq = build_tiny(architecture, score, seed=6)
+    src = padded_source((7, 4, 6, 2))
+
+    def decode() -> list:  # type: ignore[type-arg]
+        with torch.inference_mode():
+            return greedy_decode(model, src, max_length=12, prefix=[[5], [], [9, 9], []]).hypotheses()
+
+    fast = decode()
+    monkeypatch.setenv("ATTNSCOPE_NATIVE", "0")
+    slow = decode()
+    assert [h.tokens for h in fast] == [h.tokens for h in slow]
+    assert [h.tokens[:2] for h in fast][2] == [9, 9]  # the prefix forced
+    for a, b in zip(fast, slow, strict=True):
+        assert a.score == b.score and torch.equal(a.cross, b.cross)

@@ -13,8 +13,10 @@ the int8 ones. ``int8_step.cpp`` has three operations:
   ones): the Python step's own ATen operations in C++, the same bits; what it saves is Python's
   share of each operation.
 
-``beam.cpp`` has ``top_candidates``: each sentence's best extensions in one pass over its rows'
-log-probabilities (:func:`top_candidates` here; every model's beam search on the CPU).
+``beam.cpp`` has the decoders' bookkeeping (every model's, on the CPU): ``top_candidates``, each
+sentence's best extensions in one pass over its rows' log-probabilities (beam search;
+:func:`top_candidates` here), ``best_words`` (greedy; :func:`best_words`) and ``select_rows``,
+every layer's self-attention cache reordered in one call (:func:`app.nn.kv_cache.select_all`).
 
 They are compiled with torch's extension builder (``torch.utils.cpp_extension``: a C++ compiler
 and ninja; ~15-50 s once, when a Transformer is loaded, then cached under
@@ -56,8 +58,8 @@ def enabled() -> bool:
 
 def ops() -> Any | None:
     """``torch.ops.attnscope_native`` (``int8_step``, ``int8_encode``, ``fp32_step``,
-    ``top_candidates``), built and loaded on the first call; None where it cannot be, or when
-    switched off."""
+    ``top_candidates``, ``best_words``, ``select_rows``), built and loaded on the first call;
+    None where it cannot be, or when switched off."""
     if not enabled():
         return None
     with _lock:
@@ -93,6 +95,22 @@ def top_candidates(
     ):
         return None
     return namespace.top_candidates(scores, log_probs, groups, count, list(banned))
+
+
+def best_words(log_probs: Tensor, banned: tuple[int, ...]) -> tuple[Tensor, Tensor] | None:
+    """Greedy decoding's choice: each row's most likely word of log_probs (N, V) outside
+    ``banned``, as (log-probability (N,), word (N,)), ties to the lower word (as ``max``); one
+    pass per row. None where it does not apply (not built, not float32 on the CPU, no rows)."""
+    namespace = built()
+    if (
+        namespace is None
+        or log_probs.device.type != "cpu"
+        or log_probs.dtype != torch.float32
+        or log_probs.requires_grad
+        or not log_probs.size(0)
+    ):
+        return None
+    return namespace.best_words(log_probs, list(banned))
 
 
 def _load() -> Any | None:

@@ -1,5 +1,5 @@
 // Beam search's bookkeeping on the CPU, each part as one operation: the candidate selection
-// (top_candidates, app.decoding.beam.top_candidates) and the reordering of the decoder's
+// (top_candidates, app.decoding.beam.top_candidates; best_words, greedy's) and the reordering of the decoder's
 // self-attention caches after it (select_rows, app.nn.kv_cache.select_all).
 //
 // Each step of beam search keeps the `count` best extensions of every sentence: over its rows
@@ -131,6 +131,16 @@ std::tuple<Tensor, Tensor, Tensor> top_candidates(
   return {values, indices, chosen};
 }
 
+// Greedy decoding's choice: each row's likeliest word of log_probs (N, V) outside `banned`, as
+// (log-probability (N,), word (N,)); top_candidates with one candidate per row, so ties go to
+// the lower word as PyTorch's max does.
+std::tuple<Tensor, Tensor> best_words(const Tensor& log_probs, at::IntArrayRef banned) {
+  TORCH_CHECK(log_probs.dim() == 2 && log_probs.size(0) > 0, "best_words: log_probs (N, V), N > 0");
+  const int64_t rows = log_probs.size(0);
+  auto ranked = top_candidates(at::zeros({rows}, log_probs.options()), log_probs, rows, 1, banned);
+  return {std::get<2>(ranked).view({rows}), std::get<1>(ranked).view({rows})};
+}
+
 // buffers: caches (2, N, H, capacity, Dh), contiguous, one dtype; lengths: the positions filled
 // in each. Returns, per cache, a new buffer (2, N', H, capacity, Dh) holding the rows `indices`
 // (N',) of the old one in its first `length` positions (the rest not written), as
@@ -178,5 +188,6 @@ TORCH_LIBRARY_FRAGMENT(attnscope_native, m) {
       "top_candidates(Tensor scores, Tensor log_probs, int groups, int count, int[] banned) "
       "-> (Tensor, Tensor, Tensor)",
       &top_candidates);
+  m.def("best_words(Tensor log_probs, int[] banned) -> (Tensor, Tensor)", &best_words);
   m.def("select_rows(Tensor[] buffers, Tensor indices, int[] lengths) -> Tensor[]", &select_rows);
 }
