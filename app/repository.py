@@ -185,9 +185,9 @@ def load_model_folder(
         from app.nn.quantize import quantize as quantize_model
 
         quantize_model(model, quantize)
-    elif model.device.type == "cpu":
+    if model.device.type == "cpu":
         # build the native operations (app.nn.native: the Transformer's decoder step, every
-        # model's beam search) now, not in the first request
+        # model's search, quantised or not) now, not in the first request; built once a process
         native.ops()
     card, warnings = read_card(folder)
     for warning in warnings:

@@ -76,6 +76,17 @@ def built() -> Any | None:
     return _ops[0]
 
 
+def _search_ops(*tensors: Tensor) -> Any | None:
+    """The built operations where the search's take ``tensors``: float32 on the CPU, no
+    gradient; else None."""
+    namespace = built()
+    if namespace is None or any(
+        t.device.type != "cpu" or t.dtype != torch.float32 or t.requires_grad for t in tensors
+    ):
+        return None
+    return namespace
+
+
 def top_candidates(
     scores: Tensor, log_probs: Tensor, groups: int, count: int, banned: tuple[int, ...]
 ) -> tuple[Tensor, Tensor, Tensor] | None:
@@ -85,14 +96,8 @@ def top_candidates(
     each, best first (ties to the lower index). None where the native operation does not apply
     (not built, not float32 on the CPU): the caller takes
     :func:`app.decoding.beam.top_candidates`, which finds the same candidates."""
-    namespace = built()
-    if (
-        namespace is None
-        or log_probs.device.type != "cpu"
-        or log_probs.dtype != torch.float32
-        or scores.dtype != torch.float32
-        or log_probs.requires_grad
-    ):
+    namespace = _search_ops(scores, log_probs)
+    if namespace is None:
         return None
     return namespace.top_candidates(scores, log_probs, groups, count, list(banned))
 
@@ -101,14 +106,8 @@ def best_words(log_probs: Tensor, banned: tuple[int, ...]) -> tuple[Tensor, Tens
     """Greedy decoding's choice: each row's most likely word of log_probs (N, V) outside
     ``banned``, as (log-probability (N,), word (N,)), ties to the lower word (as ``max``); one
     pass per row. None where it does not apply (not built, not float32 on the CPU, no rows)."""
-    namespace = built()
-    if (
-        namespace is None
-        or log_probs.device.type != "cpu"
-        or log_probs.dtype != torch.float32
-        or log_probs.requires_grad
-        or not log_probs.size(0)
-    ):
+    namespace = _search_ops(log_probs)
+    if namespace is None or not log_probs.size(0):
         return None
     return namespace.best_words(log_probs, list(banned))
 
