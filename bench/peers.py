@@ -9,7 +9,8 @@ and loaded into Hugging Face's M2M100 classes (the pre-norm encoder-decoder with
 positions; its position table is overwritten with ours). Before timing, each peer's greedy output
 is compared with attnscope's on the same sentences: a wrong conversion stops the run.
 
-Then all systems are timed in one interleaved run (1 thread each, the same test2016 sentences,
+Then all systems are timed in one interleaved run (1 thread each, the same sentences: by default
+the first 32 of test2016, or ``--split``/``--skip``/``--min-words`` for others, e.g. long ones;
 greedy and beam 5, batch 1 and batch 32), median of ``--repeats`` runs after a warm-up, in ms per
 sentence, with the ratio to CT2 fp32 (int8 systems: to CT2 int8). The times are CPU time of the
 process (every system runs on one thread): on a shared machine wall-clock time also counts the
@@ -50,6 +51,7 @@ from app.decoding import beam_search, greedy_decode  # noqa: E402
 from app.decoding.output import max_target_length  # noqa: E402
 from app.nn.transformer import Transformer, sinusoidal_positions  # noqa: E402
 from app.repository import LoadedModel, load_model_folder  # noqa: E402
+from app.training.data import SPLITS  # noqa: E402
 
 Run = Callable[[list[list[int]], int], list[list[int]]]  # (sources with EOS, beam) -> outputs
 ALPHA = 0.6
@@ -293,9 +295,13 @@ def transformers_runner(loaded: LoadedModel, hf: Any) -> Run:
 # --- the run ------------------------------------------------------------------------------------
 
 
-def test_sentences(loaded: LoadedModel, data_dir: Path, count: int) -> list[list[int]]:
-    with gzip.open(data_dir / f"test_2016_flickr.{loaded.source_lang}.gz", "rt", encoding="utf-8") as f:
-        lines = [line.strip() for line, _ in zip(f, range(count), strict=False)]
+def test_sentences(
+    loaded: LoadedModel, data_dir: Path, count: int, split: str = "test2016", skip: int = 0, min_words: int = 0
+) -> list[list[int]]:
+    with gzip.open(data_dir / f"{SPLITS[split]}.{loaded.source_lang}.gz", "rt", encoding="utf-8") as f:
+        lines = [line.strip() for line in f if len(line.split()) >= min_words][skip : skip + count]
+    if not lines:
+        raise SystemExit(f"{split}: no sentences of {min_words}+ words after skipping {skip}")
     return [loaded.tokenizer.encode(line) + [loaded.config.eos_id] for line in lines]
 
 
@@ -311,6 +317,9 @@ def main() -> None:
     parser.add_argument("--model", default="models/en-de-transformer")
     parser.add_argument("--data-dir", default=os.environ.get("ATTNSCOPE_DATA_DIR", "data/multi30k"))
     parser.add_argument("--sentences", type=int, default=32)
+    parser.add_argument("--split", choices=[name for name in SPLITS if name != "train"], default="test2016")
+    parser.add_argument("--skip", type=int, default=0, help="start after this many sentences of the split")
+    parser.add_argument("--min-words", type=int, default=0, help="only sentences of at least this many words")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
@@ -334,7 +343,7 @@ def main() -> None:
     if not isinstance(loaded.model, Transformer):
         raise SystemExit(f"{args.model}: bench/peers.py compares Transformers only")
     loaded.model.eval()
-    sources = test_sentences(loaded, Path(args.data_dir), args.sentences)
+    sources = test_sentences(loaded, Path(args.data_dir), args.sentences, args.split, args.skip, args.min_words)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -386,7 +395,7 @@ def main() -> None:
 
     medians = {key: statistics.median(v) for key, v in times.items()}
     header = "| setting | " + " | ".join(runners) + " |"
-    print(f"\n{args.model}, {len(sources)} test2016 sentences, 1 thread, CPU ms per sentence (median of {args.repeats}); ratio to CT2 of the same precision\n")
+    print(f"\n{args.model}, {len(sources)} {args.split} sentences (from {args.skip}{f', {args.min_words}+ words' if args.min_words else ''}), 1 thread, CPU ms per sentence (median of {args.repeats}); ratio to CT2 of the same precision\n")
     print(header)
     print("|" + " --- |" * (len(runners) + 1))
     for beam, batch in settings:
@@ -401,6 +410,9 @@ def main() -> None:
     record = {
         "model": args.model,
         "sentences": len(sources),
+        "split": args.split,
+        "skip": args.skip,
+        "min_words": args.min_words,
         "torch": torch.__version__,
         "keep_freed_mb": args.keep_freed_mb,
         "agreement": agreement,
