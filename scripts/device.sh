@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The GPU work left open (issue 9's CUDA latency, issue 14's long en→de run) on a lent machine that
+# has a GPU and Python with torch, sentencepiece, sacrebleu and safetensors, but no network and
+# none of the other packages. docs/gpu.md says how a session uses it; in short:
+#
+#   here:   scripts/device.sh untrack              # models/ out of the tree that travels (retrack: back)
+#   here:   scripts/device.sh pack [MODEL...]      # .whl/ and .whl-ct2/ (wheels for that Python), gpu/models/,
+#                                                  # data/multi30k (+ alignments); prints what to carry
+#   there:  scripts/device.sh setup                # installs .whl/ into /tmp/site (once per warm machine)
+#   there:  scripts/device.sh check  "$OUT"        # CUDA parity and latency (CUDA graphs on and off), CT2 if it loads
+#   there:  scripts/device.sh distill              # the teachers' translations of train, for the long run
+#   there:  scripts/device.sh train  NAME SECONDS [attnscope train options...]   # detached; log in gpu/NAME.log
+#   there:  scripts/device.sh status               # the runs' last log lines
+#   there:  scripts/device.sh collect NAME "$OUT"  # the finished model folder, packed in pieces of ≤ 15 MiB
+#   here:   scripts/device.sh unpack FILES_AT DEST # the pieces back into a model folder
+#
+# Nothing here is needed to use attnscope; it only moves work to such a machine and back.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+WHEELS=.whl                     # git-ignored, like .whl-ct2/, data/ and gpu/
+SITE=${DEVICE_SITE:-/tmp/site}  # where the wheels are installed on the device
+DEVICE_PY=${DEVICE_PY:-3.12}    # the device's Python version, for `pack`
+PYTHON=${PYTHON:-python3}       # its interpreter, for the rest
+DEVICE=${DEVICE:-cuda}          # cpu only to try the script here
+# What its image lacks of the runtime dependencies (it has torch, sentencepiece, sacrebleu, safetensors,
+# numpy, jinja2, pillow, pytest, hypothesis, httpx, prometheus-client, ...). CTranslate2 (43 MB) goes
+# in a folder of its own: the working tree that travels is at most 64 MiB, so carry it only for `check`.
+NEEDED=(annotated-types fastapi fastapi_offline isal orjson plotly pydantic pydantic-settings pydantic_core
+  python-dotenv sacremoses starlette typing-inspection typing_extensions uvicorn opentelemetry-api)
+MODELS=(en-de-transformer)
+
+die() { echo "device.sh: $*" >&2; exit 2; }
+
+setup() {  # on the device: install the carried wheels once, then use them
+  export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+  export ATTNSCOPE_DATA_DIR=${ATTNSCOPE_DATA_DIR:-data/multi30k}
+  local dir probe
+  for dir in "$WHEELS" "$WHEELS-ct2"; do  # once per warm machine; a later call need not carry them again
+    probe="import fastapi, pydantic_settings, plotly, sacremoses"
+    [ "$dir" = "$WHEELS-ct2" ] && probe="import ctranslate2"
+    "$PYTHON" -c "$probe" 2>/dev/null && continue  # installed already (a warm machine, or this one)
+    [ -d "$dir" ] || { [ "$dir" = "$WHEELS" ] && die "no $WHEELS/ here: run 'scripts/device.sh pack' and carry it"; continue; }
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$dir"/*.whl
+  done
+}
+
+case "${1:-}" in
+untrack)  # before the device calls: models/ (~200 MB, tracked) must not travel with the tree
+  git rm -r -q --cached models
+  exclude=$(git rev-parse --git-path info/exclude); mkdir -p "$(dirname "$exclude")"
+  grep -qx /models/ "$exclude" 2>/dev/null || echo /models/ >> "$exclude"
+  echo "models/ untracked for the device calls (files untouched); 'scripts/device.sh retrack' after them"
+  ;;
+retrack)  # after them: the index as HEAD has it again, nothing committed in between
+  git reset -q -- models
+  sed -i "\\#^/models/\$#d" "$(git rev-parse --git-path info/exclude)"
+  git status --short models | head -n 3
+  ;;
+setup)  # its own call, carrying .whl: with .whl-ct2 too the tree would pass 64 MiB
+  setup
+  "$PYTHON" -c "import fastapi, pydantic, app.config; print('attnscope imports on', __import__('sys').version)"
+  ;;
+pack)
+  [ -x .venv/bin/pip ] || die "run 'make install' first: the versions are the ones .venv has"
+  shift
+  [ $# -gt 0 ] && MODELS=("$@")
+  fetch() {  # fetch DIR NAME...: the versions .venv has, as wheels for the device's Python
+    local dir=$1 specs=() name spec; shift
+    for name in "$@"; do
+      spec=$(.venv/bin/pip freeze --all | grep -i -E "^${name}==" || true)
+      specs+=("${spec:-$name}")
+    done
+    rm -rf "$dir" && mkdir -p "$dir"
+    .venv/bin/pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: -d "$dir" \
+      --python-version "$DEVICE_PY" --implementation cp --abi "cp${DEVICE_PY/./}" --abi abi3 --abi none \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 --platform any "${specs[@]}"
+  }
+  fetch "$WHEELS" "${NEEDED[@]}"
+  fetch "$WHEELS-ct2" ctranslate2
+  # the tracked models/ (~200 MB) cannot travel: commit nothing, but run from a branch without them
+  # (docs/gpu.md), and carry copies of the ones the work needs
+  rm -rf gpu/models && mkdir -p gpu/models
+  for model in "${MODELS[@]}"; do cp -r "models/$model" gpu/models/; done
+  data=${ATTNSCOPE_DATA_DIR:-../shared/data/multi30k}
+  if [ ! -f data/multi30k/train.en.gz ]; then
+    mkdir -p data && cp -r "$data" data/multi30k
+  fi
+  # copy augmentation (issue 14's recipe) reads eflomal's alignments of train; eflomal stays here
+  if [ ! -d data/multi30k/alignments ]; then
+    .venv/bin/attnscope align-corpus --pair en-de --data-dir data/multi30k --split val
+  fi
+  du -sh "$WHEELS" "$WHEELS-ct2" gpu data/multi30k
+  echo 'carry: [".whl", "gpu", "data/multi30k"], and ".whl-ct2" for check (64 MiB in all, with the tree)'
+  ;;
+check)
+  out=${2:?usage: device.sh check OUT}
+  setup
+  mkdir -p "$out"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1 || true
+  "$PYTHON" -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))" | tee -a "$out/gpu.txt"
+  "$PYTHON" -c "import ctranslate2 as c; print('ctranslate2', c.__version__, 'CUDA devices:', c.get_cuda_device_count())" \
+    >> "$out/gpu.txt" 2>&1 || echo "ctranslate2 does not load here (its wheel's CUDA)" >> "$out/gpu.txt"
+  "$PYTHON" bench/cuda_parity.py --models gpu/models 2>&1 | tee "$out/parity.txt"
+  "$PYTHON" bench/cuda_latency.py --model gpu/models/en-de-transformer --out "$out/latency" 2>&1 | tee "$out/latency.txt"
+  ;;
+distill)
+  setup
+  mkdir -p gpu
+  for teacher in en-de-transformer en-de-transformer-aligned; do
+    [ -d "gpu/models/$teacher" ] || die "gpu/models/$teacher missing: scripts/device.sh pack en-de-transformer en-de-transformer-aligned"
+    [ -f "gpu/kd-$teacher.tsv.gz" ] || "$PYTHON" -m app.cli distill "gpu/models/$teacher" --split train --beam 5 \
+      --device "$DEVICE" --batch-size 256 --out "gpu/kd-$teacher.tsv.gz"
+  done
+  cat gpu/kd-en-de-transformer.tsv.gz gpu/kd-en-de-transformer-aligned.tsv.gz > gpu/kd-en-de.tsv.gz
+  ls -l gpu/kd-*.tsv.gz
+  ;;
+train)
+  name=${2:?usage: device.sh train NAME SECONDS [options]}; seconds=${3:?usage: device.sh train NAME SECONDS [options]}
+  shift 3
+  setup
+  mkdir -p gpu
+  resume=()
+  [ -d "runs/$name" ] && resume=(--resume)
+  setsid nohup "$PYTHON" -m app.cli train --out "gpu/$name" --run-dir "runs/$name" --device "$DEVICE" \
+    --max-time "$seconds" "${resume[@]}" "$@" > "gpu/$name.log" 2>&1 < /dev/null &
+  echo "started $name (pid $!), log gpu/$name.log"
+  ;;
+status)
+  for log in gpu/*.log; do echo "== $log"; tail -c 4000 "$log" | tr "\r" "\n" | grep -v "^ *$" | tail -n 3; done
+  nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv 2>/dev/null || true
+  ;;
+collect)
+  name=${2:?usage: device.sh collect NAME OUT}; out=${3:?usage: device.sh collect NAME OUT}
+  [ -f "gpu/$name/card.json" ] || die "gpu/$name has no card.json yet: the run has not finished"
+  mkdir -p "$out"
+  tar -C gpu -czf - "$name" "$name.log" | split -b 15M -d - "$out/$name.tgz."
+  ls -l "$out"
+  ;;
+unpack)
+  from=${2:?usage: device.sh unpack FILES_AT DEST}; dest=${3:?usage: device.sh unpack FILES_AT DEST}
+  mkdir -p "$dest"
+  cat "$from"/*.tgz.* | tar -C "$dest" -xzf -
+  ls -l "$dest"
+  ;;
+*)
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+  ;;
+esac
