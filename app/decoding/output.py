@@ -87,10 +87,17 @@ def never_emit(log_probs: Tensor, pad_id: int, bos_id: int, *, inplace: bool = F
     return out
 
 
+def target_budgets(source_lengths: Sequence[int], ratio: float, offset: int, cap: int | None) -> list[int]:
+    """Each sentence's decoding budget: ``ratio * its source length + offset`` tokens, at most
+    ``cap``. Per sentence, so that a sentence decodes the same alone and in any batch."""
+    budgets = [math.ceil(int(n) * ratio) + offset for n in source_lengths]
+    return [max(1, min(b, cap) if cap is not None else b) for b in budgets]
+
+
 def max_target_length(source_lengths: Tensor, ratio: float, offset: int, cap: int | None) -> int:
-    """The decoding budget: ``ratio * longest source + offset`` tokens, at most ``cap``."""
-    budget = math.ceil(float(source_lengths.max()) * ratio) + offset
-    return max(1, min(budget, cap) if cap is not None else budget)
+    """One budget for a whole batch, the longest of :func:`target_budgets` (the peers in
+    ``bench/peers.py`` take a single one)."""
+    return max(target_budgets(source_lengths.tolist(), ratio, offset, cap))
 
 
 def check_prefixes(
@@ -122,7 +129,8 @@ def plan_decoding(
 ) -> tuple[list[list[int]], list[int]]:
     """src: (B, S) padded source ids. Returns the checked prefixes (:func:`check_prefixes`) and
     how many steps each sentence may decode: ``max_length`` when given (one number for all, or
-    one per sentence: a batch of requests with budgets of their own), else ``ratio * S + offset``;
+    one per sentence: a batch of requests with budgets of their own), else ``ratio * S + offset``
+    with S each sentence's own source length (so its output does not depend on its batch mates);
     a prefix longer than that default gets ``offset`` more tokens after it to finish in."""
     batch = src.size(0)
     prefixes = check_prefixes(prefix, batch, config)
@@ -134,10 +142,8 @@ def plan_decoding(
             if len(p) >= n:
                 raise ValueError(f"a prefix of {len(p)} tokens leaves no room within max_length={n}")
         return prefixes, limits
-    forced = max((len(p) for p in prefixes), default=0)
-    source_lengths = src.ne(config.pad_id).sum(1)
-    default = max_target_length(source_lengths, ratio, offset, None)
-    return prefixes, [max(default, forced + max(offset, 1))] * batch
+    defaults = target_budgets(src.ne(config.pad_id).sum(1).tolist(), ratio, offset, None)
+    return prefixes, [max(n, len(p) + max(offset, 1)) for n, p in zip(defaults, prefixes, strict=True)]
 
 
 class DecodeStopped(RuntimeError):

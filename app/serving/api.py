@@ -168,7 +168,7 @@ async def align(body: AlignRequest, service: ServiceDep, request: Request) -> Re
 )
 async def translate_batch(body: BatchTranslateRequest, service: ServiceDep, request: Request) -> Response:
     """One answer per text, in order, decoded together; each ``timing_ms`` is the whole batch's.
-    Without ``max_length`` the output budget follows the longest text of the batch."""
+    Without ``max_length`` each text keeps its own default output budget, as it would alone."""
     async with watch_disconnect(request) as gone:
         answers = await service.translate(
             body.model,

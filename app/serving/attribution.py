@@ -84,7 +84,7 @@ async def attribution(body: AttributionRequest, service: ServiceDep) -> Attribut
     limits.check_text(service.settings, served, body.text, ("body", "text"))
     if body.target is not None:
         limits.check_text(service.settings, served, body.target, ("body", "target"), empty_ok=True)
-    budget = limits.output_budget(served, [len(served.loaded.tokenizer.encode(body.text)) + 1], None)
+    (budget,) = limits.output_budgets(served, [len(served.loaded.tokenizer.encode(body.text)) + 1], None)
     translator, model = served.translator, served.loaded.model
 
     def job() -> AttributionResponse:

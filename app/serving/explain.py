@@ -51,24 +51,26 @@ PREFIX_ROOM = 10  # tokens a long prefix gets after it to finish in
 
 
 def forced_prefixes(
-    translator: Translator, prefix: str | None, count: int, budget: int, *, fixed: bool, cap: int | None
-) -> tuple[list[list[int]] | None, int]:
-    """The ``prefix`` text as target ids for each of ``count`` sentences (None: no prefix) and the
-    output budget to decode with: a prefix longer than the default ``budget`` gets room to finish
-    (``PREFIX_ROOM`` more tokens, up to ``cap``) unless the caller ``fixed`` max_length. InvalidInput
-    (422 on ``prefix``) when it is too long or leaves no room."""
+    translator: Translator, prefix: str | None, budgets: list[int], *, fixed: bool, cap: int | None
+) -> tuple[list[list[int]] | None, list[int]]:
+    """The ``prefix`` text as target ids for each sentence (None: no prefix) and the output
+    budgets to decode with, one per sentence: a prefix longer than a default budget gets room to
+    finish (``PREFIX_ROOM`` more tokens, up to ``cap``) unless the caller ``fixed`` max_length.
+    InvalidInput (422 on ``prefix``) when it is too long or leaves no room."""
     if prefix is None or not prefix.strip():
-        return None, budget
+        return None, budgets
     try:
         ids = translator.target_ids(prefix)
     except ValueError as err:
         raise InvalidInput(("body", "prefix"), str(err)) from None
     if not fixed:
-        budget = max(budget, len(ids) + PREFIX_ROOM)
-        budget = budget if cap is None else min(budget, cap)
-    if len(ids) >= budget:
-        raise InvalidInput(("body", "prefix"), f"has {len(ids)} tokens, leaving no room within the {budget}-token output budget")
-    return [ids] * count, budget
+        budgets = [max(budget, len(ids) + PREFIX_ROOM) for budget in budgets]
+        budgets = budgets if cap is None else [min(budget, cap) for budget in budgets]
+    if len(ids) >= min(budgets):
+        raise InvalidInput(
+            ("body", "prefix"), f"has {len(ids)} tokens, leaving no room within the {min(budgets)}-token output budget"
+        )
+    return [ids] * len(budgets), budgets
 
 
 def attention_cost(hyp: Hypothesis) -> dict[AttentionKind, int]:

@@ -4,16 +4,14 @@ budget (attention weights the decode would keep) that admission control enforces
 
 from __future__ import annotations
 
-import torch
-
 from app.config import Settings
-from app.decoding.output import max_target_length
+from app.decoding.output import target_budgets
 from app.nn.config import ModelConfig, TransformerConfig
 from app.serving import metrics
 from app.serving.errors import InvalidInput, Loc
 from app.serving.registry import ServedModel
 
-# The decoders' default output budget: ratio × longest source (with EOS) + offset tokens.
+# The decoders' default output budget: ratio × the text's source tokens (with EOS) + offset.
 BUDGET_RATIO, BUDGET_OFFSET = 1.5, 10
 
 
@@ -43,25 +41,26 @@ def check_coverage(served: ServedModel, coverage_penalty: float | None) -> None:
         )
 
 
-def output_budget(served: ServedModel, lengths: list[int], max_length: int | None) -> int:
-    """Most output tokens for sources of ``lengths`` (EOS included): ``max_length`` if given,
-    else the decoders' default; never past the model's positions."""
+def output_budgets(served: ServedModel, lengths: list[int], max_length: int | None) -> list[int]:
+    """Most output tokens for each source of ``lengths`` (EOS included): ``max_length`` if given,
+    else the decoders' default for that text alone (so a text translates the same in a batch as
+    on its own); never past the model's positions."""
     cap = served.max_decode_length
     if max_length is not None:
-        return max_length if cap is None else min(max_length, cap)
-    return max_target_length(torch.tensor(lengths), BUDGET_RATIO, BUDGET_OFFSET, cap)
+        return [max_length if cap is None else min(max_length, cap)] * len(lengths)
+    return target_budgets(lengths, BUDGET_RATIO, BUDGET_OFFSET, cap)
 
 
-def attention_floats(config: ModelConfig, source_lengths: list[int], budget: int, beams: int) -> int:
-    """The attention weights a decode keeps: for every text (source length S with EOS, up to
-    ``budget`` output tokens T) each of the ``beams`` live hypotheses records, per step t, its
+def attention_floats(config: ModelConfig, source_lengths: list[int], budgets: list[int], beams: int) -> int:
+    """The attention weights a decode keeps: for every text (source length S with EOS, up to its
+    budget of T output tokens) each of the ``beams`` live hypotheses records, per step t, its
     cross row (layers × heads × S) and decoder self-attention row (layers × heads × t); the
     encoder's self-attention (encoder layers × heads × S²) is kept once per text."""
     kinds = config.attention_kinds
     per_head = config.layers * config.num_heads
     encoder_layers = config.encoder_layers if isinstance(config, TransformerConfig) else 1
     total = 0
-    for s in source_lengths:
+    for s, budget in zip(source_lengths, budgets, strict=True):
         if "cross" in kinds:
             total += beams * per_head * budget * s
         if "decoder_self" in kinds:
@@ -72,22 +71,23 @@ def attention_floats(config: ModelConfig, source_lengths: list[int], budget: int
 
 
 def admit(
-    settings: Settings, served: ServedModel, source_lengths: list[int], budget: int, *, beams: int, weights: bool
+    settings: Settings, served: ServedModel, source_lengths: list[int], budgets: list[int], *, beams: int, weights: bool
 ) -> int:
     """Refuse (422) a decode whose attention would exceed ``max_attention_floats``, naming the
     limit and what would get under it. Returns the estimate (0 without attention)."""
     if not weights:
         return 0
     config, limit = served.loaded.config, settings.max_attention_floats
-    cost = attention_floats(config, source_lengths, budget, beams)
+    cost = attention_floats(config, source_lengths, budgets, beams)
     if cost <= limit:
         return cost
     metrics.REJECTED.labels("cost").inc()
     ways = []
-    fits_beams = [b for b in range(beams - 1, 0, -1) if attention_floats(config, source_lengths, budget, b) <= limit]
+    fits_beams = [b for b in range(beams - 1, 0, -1) if attention_floats(config, source_lengths, budgets, b) <= limit]
     if fits_beams:
         ways.append(f"beam_size ≤ {fits_beams[0]}")
-    fits_length = [n for n in range(budget - 1, 0, -1) if attention_floats(config, source_lengths, n, beams) <= limit]
+    budget, texts = max(budgets), len(budgets)  # max_length n, if asked for, applies to every text
+    fits_length = [n for n in range(budget - 1, 0, -1) if attention_floats(config, source_lengths, [n] * texts, beams) <= limit]
     if fits_length:
         ways.append(f"max_length ≤ {fits_length[0]}")
     if len(source_lengths) > 1:
@@ -95,8 +95,8 @@ def admit(
     ways.append('"attention": [] (tokens and scores only)')
     raise InvalidInput(
         ("body",),
-        f"this decode would keep about {cost / 1e6:.1f} M attention weights ({beams} beams × {budget} "
-        f"output tokens); the limit is {limit / 1e6:g} M (ATTNSCOPE_MAX_ATTENTION_FLOATS). To get under "
+        f"this decode would keep about {cost / 1e6:.1f} M attention weights ({beams} beams × "
+        f"{'' if len(set(budgets)) == 1 else 'up to '}{budget} output tokens); the limit is {limit / 1e6:g} M (ATTNSCOPE_MAX_ATTENTION_FLOATS). To get under "
         f"it, ask for {', or '.join(ways)}",
         kind="cost_limit",
     )

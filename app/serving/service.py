@@ -137,7 +137,8 @@ class ModelService:
         log: dict[str, Any] | None = None,
         protect: bool = False,
     ) -> list[TranslationResponse]:
-        """Translate ``texts`` (one request: decoded together, sharing ``max_length``). ``batch``
+        """Translate ``texts`` (one request, decoded together; each text has its own output budget,
+        ``max_length`` or the default for its length, so it translates as it would alone). ``batch``
         only says how fields are named in errors (``texts[i]`` rather than ``text``);
         ``coverage_penalty`` None is the model's default; ``alignment`` adds a hard word alignment,
         ``disable_heads`` switches heads off; ``gone`` is set when the client disconnects; ``log``
@@ -155,15 +156,15 @@ class ModelService:
             limits.check_text(self.settings, served, text, ("body", "texts", i) if batch else ("body", "text"))
             for i, text in enumerate(texts)
         ]
-        budget = limits.output_budget(served, lengths, max_length)
-        prefixes, budget = forced_prefixes(
-            served.translator, prefix, len(texts), budget, fixed=max_length is not None, cap=served.max_decode_length
+        budgets = limits.output_budgets(served, lengths, max_length)
+        prefixes, budgets = forced_prefixes(
+            served.translator, prefix, budgets, fixed=max_length is not None, cap=served.max_decode_length
         )
         if log is not None:
             log.update(model=model_id, tokens=sum(lengths), beams=beam_size)
-        limits.admit(self.settings, served, lengths, budget, beams=beam_size, weights=options.weights)
+        limits.admit(self.settings, served, lengths, budgets, beams=beam_size, weights=options.weights)
         ticket = self._ticket(
-            texts, [budget] * len(texts), options, gone, extras=extras, choice=choice, prefixes=prefixes or [[] for _ in texts]
+            texts, budgets, options, gone, extras=extras, choice=choice, prefixes=prefixes or [[] for _ in texts]
         )
         weights = options.weights or protect  # placing the spans reads the attention
         key = TranslateKey(model_id, beam_size, weights, coverage_penalty, extras.return_beam, tuple(heads), protect)

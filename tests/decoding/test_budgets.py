@@ -3,6 +3,9 @@ batch (each with its own ``max_length``) and to drop a decode whose client has g
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import pytest
 import torch
 from torch import Tensor
@@ -10,6 +13,7 @@ from torch import Tensor
 from app.decoding import DecodeStopped, beam_search, greedy_decode
 from app.nn.base import Seq2Seq
 from app.nn.config import PAD_ID
+from tests.decoding.conftest import A, B, Table, padded_source
 
 BUDGETS = [3, 9, 5, 1]
 
@@ -61,3 +65,36 @@ def test_should_stop_ends_the_decode_before_the_next_step(model: Seq2Seq, src: T
     assert len(asked) == 3
     never = greedy_decode(model, src, max_length=6, should_stop=lambda: False)
     assert torch.equal(never.tokens, greedy_decode(model, src, max_length=6).tokens)
+
+
+class NeverEnding(dict):  # type: ignore[type-arg]
+    """A scripted model's table that never ends a sentence: every prefix goes on with A or B."""
+
+    def get(self, key: object, default: object = None) -> dict[int, float]:
+        return {A: 0.6, B: 0.4}
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_the_default_budget_is_each_sentences_own(
+    scripted: Callable[[Table | list[Table]], Seq2Seq], beam_size: int
+) -> None:
+    """Without max_length a sentence may decode 1.5 × its own source length + 10 tokens, whatever
+    its batch mates: a model that never stops is cut there, alone and in a batch alike."""
+    model, src = scripted(NeverEnding()), padded_source((7, 2, 12, 4))
+    lengths = src.ne(PAD_ID).sum(1).tolist()
+
+    def decode(source: Tensor) -> list[int]:
+        out = greedy_decode(model, source) if beam_size == 1 else beam_search(model, source, beam_size=beam_size)
+        return [len(h.tokens) for h in out.hypotheses()]
+
+    budgets = [math.ceil(1.5 * n) + 10 for n in lengths]
+    assert decode(src) == budgets == [21, 13, 28, 16]
+    assert [decode(src[i : i + 1, :n])[0] for i, n in enumerate(lengths)] == budgets
+
+
+def test_a_long_prefix_widens_only_its_own_sentences_budget(
+    scripted: Callable[[Table | list[Table]], Seq2Seq],
+) -> None:
+    model, src = scripted(NeverEnding()), padded_source((2, 2))
+    out = greedy_decode(model, src, prefix=[[A] * 20, []])
+    assert out.lengths.tolist() == [30, 13]  # 20 forced + 10 to finish in; 1.5 × 2 + 10

@@ -39,6 +39,22 @@ def test_cost_over_budget_is_refused_with_ways_under_it(tiny_models_dir: Path, c
         assert re.search(r'^attnscope_rejections_total\{reason="cost"\} [1-9]', metrics, re.M)
 
 
+def test_a_batchs_cost_counts_each_texts_own_budget(tiny_models_dir: Path, client_for: Any) -> None:
+    """Without max_length each text of a batch is charged for its own default budget: a short text
+    beside a long one costs what it costs alone (1.40 M weights for both at beam 8, where charging
+    the short one the long one's 192 tokens would make 2.0 M); the ways under the limit work."""
+    with client_for(tiny_models_dir, max_attention_floats=1_450_000) as c:
+        body = {"model": TRANSFORMER, "texts": [LONG, "a play"], "beam_size": 8}
+        r = c.post("/api/translate/batch", json=body)
+        assert r.status_code == 200, r.text
+        r = c.post("/api/translate/batch", json={**body, "beam_size": 9})
+        assert r.status_code == 422
+        detail = r.json()["detail"]
+        assert "1.6 M attention weights (9 beams × up to 192 output tokens)" in detail  # 1.5 × 121 + 10
+        length = int(re.search(r"max_length ≤ (\d+)", detail).group(1))  # type: ignore[union-attr]
+        assert c.post("/api/translate/batch", json={**body, "beam_size": 9, "max_length": length}).status_code == 200
+
+
 def test_the_worst_request_on_the_shipped_transformer_is_refused(tmp_path: Path, client_for: Any) -> None:
     """One 199-token digit string, beam 16, max_length 512 (the issue's): refused with 422 under
     the default budget, before any decoding."""
