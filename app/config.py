@@ -119,6 +119,15 @@ class Settings(BaseSettings):
             "tokens × the model's attention floats per token). 32 M floats is 128 MB in float32."
         ),
     )
+    max_attribution_cost: int = Field(
+        default=100_000,
+        ge=1,
+        description=(
+            "Admission budget of one /api/attribution request: target tokens × (steps + 1) × "
+            "(source + target tokens), the positions its backward passes (one per target token) go "
+            "through. 100 k takes about 10-30 s on one CPU core."
+        ),
+    )
     request_timeout_s: float = Field(
         default=60.0, gt=0, description="Deadline of a translate/align request, queueing included."
     )

@@ -81,10 +81,12 @@ async def attribution(body: AttributionRequest, service: ServiceDep) -> Attribut
     """Which source tokens the output depends on by gradients, and how well each attention head's
     ranking of the source agrees (Jain & Wallace 2019)."""
     served = service.get(body.model)
-    limits.check_text(service.settings, served, body.text, ("body", "text"))
+    settings = service.settings
+    source_length = limits.check_text(settings, served, body.text, ("body", "text"))
     if body.target is not None:
-        limits.check_text(service.settings, served, body.target, ("body", "target"), empty_ok=True)
-    (budget,) = limits.output_budgets(served, [len(served.loaded.tokenizer.encode(body.text)) + 1], None)
+        target_length = limits.check_text(settings, served, body.target, ("body", "target"), empty_ok=True)
+        limits.admit_attribution(settings, source_length, target_length, body.steps)
+    (budget,) = limits.output_budgets(served, [source_length], None)
     translator, model = served.translator, served.loaded.model
 
     def job() -> AttributionResponse:
@@ -94,6 +96,8 @@ async def attribution(body: AttributionRequest, service: ServiceDep) -> Attribut
             (result,) = translator.align([body.text], [body.target])
         if not result.target_ids:
             raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
+        if body.target is None:  # its length is known now; the translation was cheap beside this
+            limits.admit_attribution(settings, len(result.source_ids), len(result.target_ids), body.steps)
         attr = attribute(model, result.source_ids, result.target_ids, steps=body.steps)
         cross = result.hypothesis.cross
         s = summary(attr, cross)

@@ -100,3 +100,29 @@ def admit(
         f"it, ask for {', or '.join(ways)}",
         kind="cost_limit",
     )
+
+
+def attribution_cost(source_length: int, target_length: int, steps: int) -> int:
+    """The work of attributing a target of ``target_length`` tokens to a source of
+    ``source_length`` (both with EOS): one backward pass per target token, each through
+    ``steps + 1`` rows of ``source + target`` positions."""
+    return target_length * (steps + 1) * (source_length + target_length)
+
+
+def admit_attribution(settings: Settings, source_length: int, target_length: int, steps: int) -> None:
+    """Refuse (422) an attribution over ``max_attribution_cost``, naming the largest ``steps``
+    that fit, if any, before it takes a decode slot for minutes."""
+    limit = settings.max_attribution_cost
+    cost = attribution_cost(source_length, target_length, steps)
+    if cost <= limit:
+        return
+    metrics.REJECTED.labels("cost").inc()
+    fits = limit // (target_length * (source_length + target_length)) - 1
+    ways = ([f"steps ≤ {fits}"] if fits >= 1 else []) + ["a shorter text or target"]
+    raise InvalidInput(
+        ("body",),
+        f"this attribution would cost {cost:,} ({target_length} target tokens × {steps + 1} integration points × "
+        f"{source_length + target_length} positions); the limit is {limit:,} (ATTNSCOPE_MAX_ATTRIBUTION_COST). "
+        f"To get under it, ask for {', or '.join(ways)}",
+        kind="cost_limit",
+    )

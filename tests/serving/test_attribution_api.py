@@ -3,6 +3,8 @@ integrated gradients are complete, one correlation per head, and clear 4xx error
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,3 +56,23 @@ def test_bad_requests(client: TestClient, body: dict[str, Any], status: int, fie
     assert response.status_code == status
     if field:
         assert [e["field"] for e in response.json()["errors"]] == [field]
+
+
+@pytest.mark.parametrize("target", ["Ein Mann fährt Fahrrad.", None])
+def test_an_attribution_over_the_cost_budget_is_refused_naming_the_steps_that_fit(
+    tiny_models_dir: Path, client_for: Any, target: str | None
+) -> None:
+    """target tokens × (steps + 1) × (source + target tokens) over ATTNSCOPE_MAX_ATTRIBUTION_COST:
+    a 422 (for a translation, once its length is known) whose ``steps ≤ k`` gets under it."""
+    with client_for(tiny_models_dir, max_attribution_cost=20_000) as c:
+        body = {"model": "en-de-transformer", "text": TEXT, "beam_size": 1, "steps": 128}
+        if target is not None:
+            body["target"] = target
+        r = c.post("/api/attribution", json=body)
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert "the limit is 20,000 (ATTNSCOPE_MAX_ATTRIBUTION_COST)" in detail and r.json()["errors"][0]["type"] == "cost_limit"
+        steps = int(re.search(r"steps ≤ (\d+)", detail).group(1))  # type: ignore[union-attr]
+        assert 1 <= steps < 128
+        assert c.post("/api/attribution", json={**body, "steps": steps}).status_code == 200
+        assert c.post("/api/attribution", json={**body, "steps": steps + 1}).status_code == 422
