@@ -16,6 +16,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 serve: $(STAMP)
+	@bash scripts/ensure-fashion-mnist.sh
 	$(VENV)/bin/attnscope serve --host $(HOST) --port $(PORT)
 
 chromium:
