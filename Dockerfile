@@ -27,10 +27,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# A C++ compiler: `ATTNSCOPE_QUANTIZE=int8` builds its native decoder step on first use
-# (app/nn/native; without a compiler int8 decoding takes the slower Python step).
+# A C++ compiler: the native decoder steps are built on first use (app/nn/native; without a
+# compiler decoding takes the slower Python steps). Fashion-MNIST for the Vision page's samples,
+# where the base image's Debian has the package (without it the page has none; text is unaffected).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends g++ \
+    && (apt-get install -y --no-install-recommends dataset-fashion-mnist \
+        || echo "no dataset-fashion-mnist here: the Vision page will have no samples") \
     && rm -rf /var/lib/apt/lists/*
 
 # Torch first, from the chosen variant's index: the largest layer, rebuilt only when it changes.
