@@ -19,7 +19,7 @@ sentence's best extensions in one pass over its rows' log-probabilities (beam se
 every layer's self-attention cache reordered in one call (:func:`app.nn.kv_cache.select_all`).
 
 They are compiled with torch's extension builder (``torch.utils.cpp_extension``: a C++ compiler
-and ninja; ~15-50 s once, when a Transformer is loaded, then cached under
+and ninja; ~15-50 s once, when the first model is loaded on the CPU, then cached under
 ``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``). Where they cannot be built
 (no compiler) or ``ATTNSCOPE_NATIVE=0``, a warning is logged once and decoding takes the Python
 layers: the same results, slower on few rows.
