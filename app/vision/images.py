@@ -1,10 +1,12 @@
-"""PNG in, PNG out: the images of the vision API.
+"""PNG or JPEG in, PNG out: the images of the vision API.
 
-Requests carry a PNG as base64 or as a ``data:image/png;base64,...`` URL. Accepted: grayscale
-PNGs (modes 1, L, LA, I;16, I) and colour PNGs whose pixels are all gray (R = G = B), because a
-browser canvas always exports RGBA; transparency is composited onto black, the canvases'
-background. A non-square image is padded with black to a square (centred), then scaled to the
-model's canvas; :class:`Frame` maps canvas pixels back to the input's pixels."""
+Requests carry a PNG or JPEG as base64 or as a data URL (``data:image/png;base64,...``); the
+bytes say which, not the URL's type (a browser types a file by its name). Grayscale images are
+used as they are; colour ones (a canvas exports RGBA, a photo is a colour JPEG) become their
+luma, ITU-R 601 (0.299 R + 0.587 G + 0.114 B), the one gray channel the models see;
+transparency is composited onto black, the canvases' background. A non-square image is padded
+with black to a square (centred), then scaled to the model's canvas; :class:`Frame` maps canvas
+pixels back to the input's pixels."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from PIL import Image, UnidentifiedImageError
 from torch import Tensor
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+JPEG_SIGNATURE = b"\xff\xd8\xff"
+LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R 601, as Pillow's convert("L")
 MAX_BYTES = 4 * 1024 * 1024
 MAX_SIDE = 2048
 MIN_SIDE = 8
@@ -34,22 +38,21 @@ class ImageError(ValueError):
 
 
 def decode_png(value: str, *, max_bytes: int = MAX_BYTES, max_side: int = MAX_SIDE) -> np.ndarray:
-    """base64 PNG (or data URL) -> (H, W) float32 array in [0, 1], 1 = white."""
+    """base64 PNG or JPEG (or data URL) -> (H, W) float32 array in [0, 1], 1 = white."""
     text = value.strip()
     if text.startswith("data:"):
         header, sep, text = text.partition(",")
         if not sep or ";base64" not in header:
             raise ImageError("a data URL must look like data:image/png;base64,<data>")
-        if not header[5:].startswith("image/png"):
-            raise ImageError(f"only PNG images are accepted, got a data URL of {header[5:].split(';')[0] or 'no type'}")
     if len(text) > max_bytes * 4 // 3 + 4:
         raise ImageError(f"image is too large: more than {max_bytes} bytes", status=413)
     try:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise ImageError("image is not valid base64") from None
-    if not raw.startswith(PNG_SIGNATURE):
-        raise ImageError("image is not a PNG (its first bytes are not the PNG signature)")
+    if not raw.startswith((PNG_SIGNATURE, JPEG_SIGNATURE)):
+        raise ImageError("image is not a PNG or JPEG (its first bytes are neither signature)")
+    kind = "PNG" if raw.startswith(PNG_SIGNATURE) else "JPEG"
     try:
         with Image.open(io.BytesIO(raw)) as img:
             if max(img.size) > max_side:
@@ -61,7 +64,7 @@ def decode_png(value: str, *, max_bytes: int = MAX_BYTES, max_side: int = MAX_SI
     except Image.DecompressionBombError:
         raise ImageError(f"image has too many pixels (limit {max_side}×{max_side})", status=413) from None
     except (UnidentifiedImageError, OSError, SyntaxError) as err:
-        raise ImageError(f"image is not a readable PNG: {err}") from None
+        raise ImageError(f"image is not a readable {kind}: {err}") from None
 
 
 def _gray(img: Image.Image) -> np.ndarray:
@@ -75,16 +78,10 @@ def _gray(img: Image.Image) -> np.ndarray:
     if mode in ("LA", "La"):
         gray, alpha = (np.asarray(band, dtype=np.float32) / 255 for band in img.convert("LA").split())
         return gray * alpha
-    if mode in ("RGB", "RGBA", "P", "PA"):
+    if mode in ("RGB", "RGBA", "RGBX", "P", "PA", "CMYK", "YCbCr"):  # colour: its luma (gray stays gray)
         rgba = np.asarray(img.convert("RGBA"), dtype=np.float32) / 255
-        rgb, alpha = rgba[..., :3], rgba[..., 3]
-        visible = alpha > 0
-        if np.abs(rgb[..., 0] - rgb[..., 1])[visible].max(initial=0) > 2 / 255 or np.abs(
-            rgb[..., 1] - rgb[..., 2]
-        )[visible].max(initial=0) > 2 / 255:
-            raise ImageError(f"image must be grayscale; this {mode} PNG has coloured pixels")
-        return rgb.mean(-1) * alpha
-    raise ImageError(f"image mode {mode} is not supported; send a grayscale PNG")
+        return np.clip(rgba[..., :3] @ LUMA, 0, 1) * rgba[..., 3]
+    raise ImageError(f"image mode {mode} is not supported; send a grayscale or RGB PNG or JPEG")
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ PngImage = Annotated[
         min_length=1,
         max_length=MAX_BYTES * 4 // 3 + 64,
         description=(
-            "A PNG, base64 or as a data URL (data:image/png;base64,...): grayscale (or colour with "
-            "only gray pixels), any size up to 2048 a side, light items on black; transparent "
-            "pixels count as black. A non-square image is padded with black to a square (centred), "
+            "A PNG or JPEG, base64 or as a data URL (data:image/png;base64,...): grayscale, or colour "
+            "(then its luma, 0.299 R + 0.587 G + 0.114 B), any size up to 2048 a side, light items on "
+            "black; transparent pixels count as black. A non-square image is padded with black to a square (centred), "
             "then scaled to the model's canvas."
         ),
     ),

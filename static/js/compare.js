@@ -152,13 +152,15 @@ async function compare({ view = null } = {}) {
   button.querySelector(".btn-label").textContent = "Translating…";
   try {
     const target = targetBox.value.trim();
-    const results = await Promise.allSettled(
-      ["a", "b"].map((side) =>
-        target
-          ? postJSON("/api/align", { model: chosen[side].id, text, target })
-          : postJSON("/api/translate", { model: chosen[side].id, text, beam_size: beam }),
-      ),
-    );
+    // Each model's own translation always; with a shared target, also that target forced on
+    // both (its attention is what the explorers draw, so the two can be subtracted).
+    const translate = (side) => postJSON("/api/translate", { model: chosen[side].id, text, beam_size: beam });
+    const align = (side) => postJSON("/api/align", { model: chosen[side].id, text, target });
+    const [own, forced] = await Promise.all([
+      Promise.allSettled(["a", "b"].map(translate)),
+      target ? Promise.allSettled(["a", "b"].map(align)) : null,
+    ]);
+    const results = ["a", "b"].map((_, i) => ({ own: own[i], forced: forced ? forced[i] : null }));
     if (id !== requestId) return;
     current = { text, beam };
     $("#compare-grid").hidden = false;
@@ -180,33 +182,55 @@ async function compare({ view = null } = {}) {
   }
 }
 
-async function showPanel(side, model, result, view) {
+/** One side's answers: its own translation, and when a target is shared, that target forced. */
+async function showPanel(side, model, { own, forced }, view) {
   const { root, explorer } = panels[side];
   const errorBox_ = role(root, "panel-error");
   const resultBox = role(root, "panel-result");
-  if (result.status === "rejected") {
-    showError(errorBox_, result.reason.message);
+  const drawn = forced || own; // the answer whose attention the explorer shows
+  if (drawn.status === "rejected") {
+    showError(errorBox_, drawn.reason.message);
     resultBox.hidden = true;
     explorer.root.hidden = true;
     return;
   }
-  const response = result.value;
+  const response = drawn.value;
   showError(errorBox_, "");
   resultBox.hidden = false;
+  role(root, "translation-label").textContent = forced ? `Model's own translation (beam ${current.beam})` : "Translation";
   const translation = role(root, "translation");
-  translation.textContent = response.translation || "(empty translation)";
   translation.lang = model.target_lang || "";
-  role(root, "meta").textContent = [
+  if (own.status === "fulfilled") {
+    translation.textContent = own.value.translation || "(empty translation)";
+    role(root, "meta").textContent = answerFacts(own.value);
+  } else {
+    translation.textContent = "—";
+    role(root, "meta").textContent = `Could not translate: ${own.reason.message}`;
+  }
+  const forcedBox = role(root, "forced-box");
+  forcedBox.hidden = !forced;
+  if (forced) {
+    const target = role(root, "forced");
+    target.textContent = response.translation;
+    target.lang = model.target_lang || "";
+    role(root, "forced-meta").textContent = answerFacts(response);
+  }
+  const shared = view ? Object.fromEntries(SHARED.filter((k) => k in view).map((k) => [k, view[k]])) : {};
+  const mine = view ? Object.fromEntries(["layer", "head", "avg"].filter((k) => k in view).map((k) => [k, view[k]])) : {};
+  explorer.state.layer = null;
+  explorer.mainTitle = forced ? "Your target (teacher-forced)" : null;
+  Object.assign(explorer.state, shared, mine);
+  await explorer.setResponse(response, model);
+}
+
+/** "log-probability −4.21 · 9 target tokens · 35 ms" for a translate or align answer. */
+function answerFacts(response) {
+  return [
     typeof response.logprob === "number" ? `log-probability ${response.logprob.toFixed(2)}` : null,
     `${response.target_tokens.length} target tokens`,
     response.finished === false ? "cut off at the length limit" : null,
     typeof response.timing_ms === "number" ? `${Math.round(response.timing_ms)} ms` : null,
   ].filter(Boolean).join(" · ");
-  const shared = view ? Object.fromEntries(SHARED.filter((k) => k in view).map((k) => [k, view[k]])) : {};
-  const own = view ? Object.fromEntries(["layer", "head", "avg"].filter((k) => k in view).map((k) => [k, view[k]])) : {};
-  explorer.state.layer = null;
-  Object.assign(explorer.state, shared, own);
-  await explorer.setResponse(response, model);
 }
 
 const pick = (obj, keys) => Object.fromEntries(keys.filter((k) => k in obj).map((k) => [k, obj[k]]));

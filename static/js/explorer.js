@@ -274,7 +274,8 @@ export class Explorer {
     const gd = this.c[`plot-${which}`];
     const empty = this.c[which === "main" ? "empty" : "empty-aligned"];
     const caption = this.c[`caption-${which}`];
-    const title = which === "main" ? "Model translation" : "Your target (teacher-forced)";
+    // mainTitle: a page drawing a teacher-forced answer as the main view says so (Compare).
+    const title = which === "main" ? this.mainTitle || "Model translation" : "Your target (teacher-forced)";
     let view;
     try {
       view = viewOf(response, this.state.kind, options);

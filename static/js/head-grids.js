@@ -7,6 +7,8 @@ import { KIND_LABELS, KIND_ORDER } from "./matrix.js";
 
 const CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
 const fmt = (v, digits = 2) => (typeof v === "number" ? v.toFixed(digits) : "–");
+/** "L2 · H1" for the card's 0-based {layer: 1, head: 0}: counted from 1, as the explorer does. */
+const headName = ({ layer, head }) => (Number.isInteger(layer) && Number.isInteger(head) ? `L${layer + 1} · H${head + 1}` : "–");
 
 /** A layer x head heatmap with each value written in its cell. */
 async function drawGrid(div, grid, { zmin, zmax, colorscale, title, hover, text, reversescale = false }) {
@@ -16,8 +18,9 @@ async function drawGrid(div, grid, { zmin, zmax, colorscale, title, hover, text,
   await Plotly.newPlot(div, [{
     type: "heatmap",
     z: grid,
-    x: [...Array(heads).keys()].map((h) => `H${h}`),
-    y: [...Array(layers).keys()].map((l) => `L${l}`),
+    // Counted from 1, as everywhere a person reads them (the cards' JSON counts from 0).
+    x: [...Array(heads).keys()].map((h) => `H${h + 1}`),
+    y: [...Array(layers).keys()].map((l) => `L${l + 1}`),
     zmin, zmax, colorscale, reversescale,
     text: grid.map((row) => row.map(text)),
     texttemplate: "%{text}",
@@ -45,13 +48,13 @@ export function alignmentGrid(card, key = "alignment") {
   const summary = el("p", { class: "hint" },
     `Word-alignment F1 on ${a.split} against eflomal (grow-diag-final-and)`
     + `${reads ? ", each target word read off the row of the step whose input it is" : ""}: average of all heads `
-    + `${fmt(a.average_of_heads?.f1)}, best head L${best.layer}H${best.head} ${fmt(best.f1)}, `
+    + `${fmt(a.average_of_heads?.f1)}, best head ${headName(best)} ${fmt(best.f1)}, `
     + `diagonal baseline ${fmt(a.diagonal?.f1)} (AER = 1 − F1 here).`);
   const node = el("div", { class: "head-grid", dataset: { grid: reads ? "alignment-reads" : "alignment" } },
     el("h4", {}, reads ? "Which heads align words on the step that reads them" : "Which heads align words"), summary, div);
   const draw = () => drawGrid(div, a.f1, {
     zmin: 0, zmax: 1, colorscale: "Blues", reversescale: true, title: "F1", text: (v) => fmt(v),
-    hover: "layer %{y}, head %{x}: F1 %{z:.3f}<extra></extra>",
+    hover: "%{y} · %{x}: F1 %{z:.3f}<extra></extra>",
   });
   return { node, draw };
 }
@@ -74,7 +77,7 @@ export function ablationGrids(card) {
     // Reversed RdBu: a head whose loss costs BLEU is red, one whose loss helps is blue.
     draws.push(() => drawGrid(div, delta, {
       zmin: -span, zmax: span, colorscale: "RdBu", reversescale: true, title: "ΔBLEU", text: (v) => signed(v),
-      hover: `layer %{y}, head %{x} off: %{z:+.2f} BLEU<extra></extra>`,
+      hover: `%{y} · %{x} off: %{z:+.2f} BLEU<extra></extra>`,
     }));
   }
   const node = el("div", { class: "head-grid", dataset: { grid: "ablation" } },

@@ -10,24 +10,35 @@ export const SCORES = {
 
 export const pairOf = (m) => `${m.source_lang} → ${m.target_lang}`;
 
-/** A BLEU object of a card ({test2016: {cased, ...}, ...}): test2016 cased first, else the first set. */
+// One BLEU everywhere a person reads it: sacreBLEU lowercased 13a, as the Models page's tables and
+// plots, training's validation BLEU and the README show it (cased is in each model's card table).
+export const BLEU_KIND = "lowercased";
+
+/** The BLEU of one set's scores: lowercased where the card has it, else cased (then so labelled). */
+function scoreOf(scores, set) {
+  if (typeof scores === "number") return { value: scores, set, kind: "" };
+  if (scores && typeof scores.lowercase_13a === "number") return { value: scores.lowercase_13a, set, kind: BLEU_KIND };
+  if (scores && typeof scores.cased === "number") return { value: scores.cased, set, kind: "cased" };
+  return null;
+}
+
+/** A BLEU object of a card ({test2016: {lowercase_13a, ...}, ...}): test2016 first, else the first set. */
 function headlineOf(bleu) {
   if (!bleu || typeof bleu !== "object") return null;
-  if (typeof bleu.cased === "number") return { value: bleu.cased, set: "" };
+  const flat = scoreOf(bleu, "");
+  if (flat) return flat;
   const sets = Object.keys(bleu).sort((a, b) => (b === "test2016") - (a === "test2016"));
   for (const set of sets) {
-    const scores = bleu[set];
-    if (typeof scores === "number") return { value: scores, set };
-    if (scores && typeof scores.cased === "number") return { value: scores.cased, set };
+    const score = scoreOf(bleu[set], set);
+    if (score) return score;
   }
   return null;
 }
 
-/** A model's headline BLEU: the API's number, else the one in its card (rendered into the page). */
+/** A model's headline BLEU (lowercased where known), from the API or else the page's cards. */
 export function bleuOf(model) {
   if (!model) return null;
-  if (typeof model.bleu === "number") return { value: model.bleu, set: "" };
-  return headlineOf(model.bleu) || headlineOf(model.card_bleu);
+  return scoreOf(typeof model.bleu === "number" ? model.bleu : null, "") || headlineOf(model.bleu) || headlineOf(model.card_bleu);
 }
 
 export function describeArchitecture(model) {
@@ -39,7 +50,7 @@ export function describeArchitecture(model) {
 
 export function optionLabel(model) {
   const bleu = bleuOf(model);
-  return `${describeArchitecture(model)} · ${bleu ? `BLEU ${bleu.value.toFixed(1)}` : "no BLEU yet"} (${model.id})`;
+  return `${describeArchitecture(model)} · ${bleu ? `${bleu.kind ? `${bleu.kind} ` : ""}BLEU ${bleu.value.toFixed(1)}` : "no BLEU yet"} (${model.id})`;
 }
 
 export function infoLine(model) {
@@ -48,7 +59,7 @@ export function infoLine(model) {
     describeArchitecture(model),
     model.layers > 1 || model.heads > 1 ? `${model.layers} layers × ${model.heads} heads` : null,
     `${formatCount(model.parameters)} parameters`,
-    bleu ? `BLEU ${bleu.value.toFixed(1)}${bleu.set ? ` on ${bleu.set}` : ""} (sacreBLEU, cased)` : "BLEU not measured",
+    bleu ? `BLEU ${bleu.value.toFixed(1)}${bleu.set ? ` on ${bleu.set}` : ""} (sacreBLEU${bleu.kind ? `, ${bleu.kind}` : ""})` : "BLEU not measured",
     model.device ? `on ${model.device}` : null,
   ];
   return parts.filter(Boolean).join(" · ");

@@ -3,7 +3,7 @@
 import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
 import { ablationGrids, alignmentGrid } from "./head-grids.js";
 import { plotlyText } from "./heatmap.js";
-import { describeArchitecture, pageCards, showHealth } from "./models-api.js";
+import { BLEU_KIND, describeArchitecture, pageCards, showHealth } from "./models-api.js";
 
 const PALETTE = ["#1f5ba8", "#e07a1f", "#0f8a6a", "#a3468c", "#c0392b", "#5b6b7f", "#8a6d1f", "#2b8fb8"];
 const SETS = { test2016: "test 2016", test2017: "test 2017", mscoco2017: "MSCOCO 2017" };
@@ -25,26 +25,50 @@ const BASE_LAYOUT = {
   paper_bgcolor: "rgba(0,0,0,0)",
   plot_bgcolor: "#ffffff",
   font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: "#1e293b" },
-  legend: { orientation: "h", y: -0.22, x: 0 },
+  legend: { orientation: "h", x: 0, xanchor: "left", y: 1.02, yanchor: "bottom" },
   hovermode: "x unified",
 };
+// Legends sit above the plot area (Plotly grows the top margin to fit them): below it, a legend of
+// many models wrapped onto the x-axis title ("epoch" printed over a legend entry).
 
 const cards = pageCards();
 cards.sort(byModel);
-// One colour (and line style) per architecture and score function, the same in every language
-// pair: en→de and en→fr Transformers are both blue.
+// One colour family per architecture and score function, the same in every language pair: en→de
+// and en→fr Transformers are both blue. Two models of one family in one pair (en-de-transformer
+// and en-de-transformer-aligned) get a darker or lighter shade, another dash and another marker.
 const styleKey = (card) => (card.architecture === "rnn" ? `rnn:${card.score}` : card.architecture || "other");
 const FIXED = { transformer: "#1f5ba8", self_attentive_rnn: "#0f8a6a", "rnn:additive": "#e07a1f", "rnn:none": "#5b6b7f", "rnn:general": "#a3468c" };
 const DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"];
 const SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down"];
 const keys = [...new Set(cards.map(styleKey))];
 const spare = PALETTE.filter((c) => !Object.values(FIXED).includes(c));
-const styleOf = new Map(
-  keys.map((key, i) => [key, { color: FIXED[key] || spare[i % spare.length], dash: DASHES[i % DASHES.length], symbol: SYMBOLS[i % SYMBOLS.length] }]),
-);
-const colorOf = new Map(cards.map((card) => [card.id, styleOf.get(styleKey(card)).color]));
+/** `hex` mixed with black (t < 0) or white (t > 0) by |t|. */
+function shade(hex, t) {
+  const toward = t < 0 ? 0 : 255;
+  const mix = (i) => Math.round(parseInt(hex.slice(i, i + 2), 16) * (1 - Math.abs(t)) + toward * Math.abs(t));
+  return `#${[1, 3, 5].map((i) => mix(i).toString(16).padStart(2, "0")).join("")}`;
+}
+const SHADES = [0, -0.35, 0.4, -0.6, 0.6];
+const styleOf = new Map();
+{
+  const seen = new Map(); // "pair|family" -> how many models of it came before
+  for (const card of cards) {
+    const key = styleKey(card);
+    const k = keys.indexOf(key);
+    const slot = `${pairKey(card)}|${key}`;
+    const r = seen.get(slot) || 0;
+    seen.set(slot, r + 1);
+    const base = FIXED[key] || spare[k % spare.length];
+    styleOf.set(card.id, {
+      color: shade(base, SHADES[r % SHADES.length]),
+      dash: DASHES[(k + r) % DASHES.length],
+      symbol: SYMBOLS[(k + 3 * r) % SYMBOLS.length],
+    });
+  }
+}
+const colorOf = new Map(cards.map((card) => [card.id, styleOf.get(card.id).color]));
 const lineOf = (card) => {
-  const style = styleOf.get(styleKey(card));
+  const style = styleOf.get(card.id);
   return { line: { color: style.color, width: 2.5, dash: style.dash }, marker: { size: 7, symbol: style.symbol, color: style.color } };
 };
 /** A round tick step (1, 2, 5 × 10^k) giving about five ticks up to `max`. */
@@ -56,11 +80,18 @@ function niceStep(max) {
 const maxY = (traces) => Math.max(1, ...traces.flatMap((t) => t.y.filter(Number.isFinite)));
 const roundAxis = (traces) => ({ tick0: 0, dtick: niceStep(maxY(traces)), tickformat: niceStep(maxY(traces)) < 1 ? ".1f" : ".0f" });
 const name = (card) => plotlyText(card.id);
+/** Height and legend for a chart of `n` lines in `div`: a plot area of about 220 px under a legend
+ *  of as many rows as its entries take at this width (one to a row on a phone), never scrolled. */
+function legendRoom(div, n) {
+  const perRow = Math.max(1, Math.floor((div.clientWidth || 600) / 210));
+  const legendPx = 20 * Math.ceil(n / perRow) + 8;
+  return { height: 300 + legendPx, legend: { ...BASE_LAYOUT.legend, maxheight: legendPx + 4 } };
+}
 /** Whole-number ticks on an epoch axis (no "1.5 epochs"). */
 const epochAxis = (xs) => ({ tick0: 0, dtick: Math.max(1, niceStep(Math.max(1, ...xs.filter(Number.isFinite)))) });
 const num = (x, digits = 1) => (typeof x === "number" && Number.isFinite(x) ? x.toFixed(digits) : "–");
 
-function pairKey(card) {
+function pairKey(card) { // hoisted: the styles above use it
   return card.source_lang && card.target_lang ? `${card.source_lang} → ${card.target_lang}` : "other";
 }
 
@@ -121,11 +152,10 @@ async function drawCurve(div, card) {
   await Plotly.newPlot(div, traces, {
     ...BASE_LAYOUT,
     height: 250,
-    margin: { l: 48, r: 52, t: 8, b: 64 },
+    margin: { l: 48, r: 52, t: 8, b: 40 },
     xaxis: { title: { text: xTitle, standoff: 4 }, zeroline: false, ...(xTitle === "epoch" ? epochAxis(x) : {}) },
     yaxis: { title: { text: "loss" }, zeroline: false, gridcolor: "#eef2f7", nticks: 5 },
-    yaxis2: { title: { text: "BLEU" }, overlaying: "y", side: "right", showgrid: false, zeroline: false, tickformat: ".0f", nticks: 5, rangemode: "tozero" },
-    legend: { orientation: "h", y: -0.32, x: 0 },
+    yaxis2: { title: { text: "val BLEU" }, overlaying: "y", side: "right", showgrid: false, zeroline: false, tickformat: ".0f", nticks: 5, rangemode: "tozero" },
   }, PLOT_CONFIG);
 }
 
@@ -176,11 +206,11 @@ async function drawBleuByLength(div, list, set) {
     });
   await Plotly.newPlot(div, traces, {
     ...BASE_LAYOUT,
-    height: 320,
+    ...legendRoom(div, traces.length),
+    margin: { ...BASE_LAYOUT.margin, b: 48 },
     showlegend: true,
     xaxis: { title: { text: "source length (words)", standoff: 6 }, type: "category" },
-    legend: { orientation: "h", y: -0.3, x: 0 },
-    yaxis: { title: { text: "BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7", ...roundAxis(traces) },
+    yaxis: { title: { text: `BLEU (${BLEU_KIND})` }, rangemode: "tozero", gridcolor: "#eef2f7", ...roundAxis(traces) },
   }, PLOT_CONFIG);
 }
 
@@ -199,10 +229,11 @@ async function drawValBleu(div, list) {
     }));
   await Plotly.newPlot(div, traces, {
     ...BASE_LAYOUT,
-    height: 320,
+    ...legendRoom(div, traces.length),
+    margin: { ...BASE_LAYOUT.margin, b: 48 },
     showlegend: true,
-    xaxis: { title: { text: "epoch" }, ...epochAxis(traces.flatMap((t) => t.x)) },
-    yaxis: { title: { text: "validation BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7", ...roundAxis(traces) },
+    xaxis: { title: { text: "epoch", standoff: 6 }, ...epochAxis(traces.flatMap((t) => t.x)) },
+    yaxis: { title: { text: `validation BLEU (${BLEU_KIND})` }, rangemode: "tozero", gridcolor: "#eef2f7", ...roundAxis(traces) },
   }, PLOT_CONFIG);
 }
 

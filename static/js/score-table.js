@@ -28,8 +28,8 @@ function readRows() {
 }
 
 /** A number with its difference to the floor underneath ("+12.6 over none"). */
-function withDelta(value, delta, isFloor) {
-  return el("td", { class: "num" },
+function withDelta(value, delta, isFloor, label) {
+  return el("td", { class: "num", dataset: { label } },
     el("span", {}, num(value)),
     !isFloor && signed(delta) ? el("small", { class: "delta", title: "difference to the no-attention baseline" }, signed(delta)) : null);
 }
@@ -47,12 +47,13 @@ function scoreRow(row) {
       el("span", { class: "swatch", style: { background: COLORS[row.score] || "#94a3b8" }, "aria-hidden": "true" }),
       el("a", { href: `#model-${row.model}`, title: row.model }, label(row.score))),
     el("td", { class: "formula" }, row.formula),
-    el("td", { class: "num", title: row.parameters_formula }, params),
-    withDelta(row.bleu, row.delta_bleu, row.floor),
-    withDelta(row.bleu_long, row.delta_long, row.floor),
-    el("td", { class: "num", title: entropyTitle }, num(row.entropy, 2)),
-    el("td", { class: "num" }, time),
-    el("td", { class: "num", title: "word-alignment F1 of the attention (card key 'alignment')" }, num(row.alignment_f1, 2)),
+    // data-label: the column's name, shown beside each number where a phone reflows the table
+    el("td", { class: "num", title: row.parameters_formula, dataset: { label: "Params" } }, params),
+    withDelta(row.bleu, row.delta_bleu, row.floor, "BLEU"),
+    withDelta(row.bleu_long, row.delta_long, row.floor, "BLEU 21+"),
+    el("td", { class: "num", title: entropyTitle, dataset: { label: "Entropy" } }, num(row.entropy, 2)),
+    el("td", { class: "num", dataset: { label: "Training" } }, time),
+    el("td", { class: "num", title: "word-alignment F1 of the attention (card key 'alignment')", dataset: { label: "Align F1" } }, num(row.alignment_f1, 2)),
     el("td", { class: "reading" }, row.reading,
       row.note ? el("details", { class: "row-note" }, el("summary", {}, "⚠ Note on this run"), el("p", {}, row.note)) : null),
   );
@@ -99,7 +100,7 @@ async function drawLengths(div, rows) {
     hovermode: "x unified",
     showlegend: true,
     xaxis: { title: { text: "source length (words), test2016", standoff: 6 }, type: "category" },
-    yaxis: { title: { text: "BLEU" }, rangemode: "tozero", gridcolor: "#eef2f7", dtick: 10 },
+    yaxis: { title: { text: "BLEU (lowercased)" }, rangemode: "tozero", gridcolor: "#eef2f7", dtick: 10 },
   }, PLOT_CONFIG);
 }
 

@@ -7,6 +7,11 @@ import { el, plotlyReady, setChildren, showError } from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const SCALE_COLOURS = ["#ffb020", "#36c5f0", "#e0457b", "#7bd88f"];
+// Show, Attend and Tell's overlay: amber, its opacity proportional to the attention weight, on
+// one scale for every word of a caption (0 clear, the caption's largest weight at OVERLAY_ALPHA).
+// Scaled word by word instead, an even spread looked as sharp as a peak.
+const OVERLAY_RGB = [255, 190, 30];
+const OVERLAY_ALPHA = 200;
 const $ = (id) => document.getElementById(id);
 const state = { ram: null, ramImage: null, ramLabel: null, step: 0, timer: null, sat: null, satImage: null, word: 0 };
 
@@ -169,6 +174,9 @@ async function runSat(image, reference) {
     showError($("vision-error"), "");
     state.sat = answer;
     state.satImage = img;
+    // The caption's one colour scale: up to its largest weight, and at least twice an even spread
+    // (a captioner without attention, all even, is then drawn half-tinted, not fully).
+    state.satTop = Math.max(...answer.attention.flat(2), 2 / (answer.grid[0] * answer.grid[1]));
     $("sat-reference").textContent = reference ? `Reference: ${reference}` : "";
     $("sat-result").hidden = false;
     drawCaption();
@@ -178,7 +186,8 @@ async function runSat(image, reference) {
   }
 }
 
-/** The image (its square extent) with one token's attention grid on top, upsampled smoothly. */
+/** The image (its square extent) with one token's attention grid on top, upsampled smoothly;
+ *  a weight w is drawn at opacity w / state.satTop, the same for every word (drawScale). */
 function drawAttention(canvas, grid, overlay) {
   const { sat, satImage } = state;
   const ctx = canvas.getContext("2d"), size = canvas.width, scale = size / sat.extent.size;
@@ -187,25 +196,51 @@ function drawAttention(canvas, grid, overlay) {
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(satImage, -sat.extent.left * scale, -sat.extent.top * scale, sat.width * scale, sat.height * scale);
   if (!overlay) return;
-  const [rows, cols] = sat.grid, flat = grid.flat(), top = Math.max(...flat) || 1;
-  const uniform = top - Math.min(...flat) < 1e-6; // no attention: a light even tint
+  const [rows, cols] = sat.grid, flat = grid.flat();
   const cells = document.createElement("canvas");
   cells.width = cols; cells.height = rows;
   const pixels = cells.getContext("2d").createImageData(cols, rows);
-  flat.forEach((w, i) => pixels.data.set([255, 190, 30, uniform ? 50 : Math.round(200 * w / top)], 4 * i));
+  flat.forEach((w, i) => pixels.data.set([...OVERLAY_RGB, alphaOf(w)], 4 * i));
   cells.getContext("2d").putImageData(pixels, 0, 0);
   ctx.imageSmoothingEnabled = true;
   ctx.drawImage(cells, 0, 0, size, size);
 }
 
+const alphaOf = (w) => Math.round(OVERLAY_ALPHA * Math.min(1, Math.max(0, w / state.satTop)));
+
+/** The colour bar under the large map: the overlay's colours over black from 0 to the caption's
+ *  largest weight, with the weight of an even spread marked. */
+function drawScale() {
+  const { sat, satTop } = state;
+  const bar = $("sat-scale-bar"), ctx = bar.getContext("2d");
+  for (let x = 0; x < bar.width; x++) {
+    const a = alphaOf((satTop * x) / (bar.width - 1)) / 255;
+    ctx.fillStyle = `rgb(${OVERLAY_RGB.map((c) => Math.round(c * a)).join(",")})`;
+    ctx.fillRect(x, 0, 1, bar.height);
+  }
+  const even = 1 / (sat.grid[0] * sat.grid[1]);
+  $("sat-scale").dataset.top = satTop.toFixed(6);
+  $("sat-scale-max").textContent = satTop.toFixed(3);
+  const mark = $("sat-scale-even");
+  mark.hidden = even > satTop;
+  mark.style.left = `${(100 * Math.min(1, even / satTop)).toFixed(1)}%`;
+  mark.title = `an even spread: ${even.toFixed(3)} on each of the ${sat.grid[0]}×${sat.grid[1]} cells`;
+  const largest = Math.max(...sat.attention.flat(2));
+  const why = largest >= satTop ? "the largest weight any word gives any cell" : "twice an even spread (no weight is larger)";
+  $("sat-scale-caption").textContent =
+    `Attention weight, one scale for every word of this caption: clear at 0, full amber at ${satTop.toFixed(3)}, ` +
+    `${why}. An even spread is ${even.toFixed(3)} a cell (the blue tick): flat attention looks faint and flat.`;
+}
+
 function drawCaption() {
   const { sat } = state;
+  drawScale();
   setChildren($("caption-words"), sat.tokens.map((token, i) => el("button", {
     type: "button", class: token === "</s>" ? "word end" : "word", dataset: { index: i },
     onmouseenter: () => selectWord(i), onfocus: () => selectWord(i), onclick: () => selectWord(i),
   }, token)));
   const maps = sat.tokens.map((token, i) => {
-    const canvas = el("canvas", { class: "attention-map", width: 96, height: 96, dataset: { word: token, index: i, max: Math.max(...sat.attention[i].flat()).toFixed(4) } });
+    const canvas = el("canvas", { class: "attention-map", width: 96, height: 96, dataset: { word: token, index: i, max: Math.max(...sat.attention[i].flat()).toFixed(4), top: state.satTop.toFixed(6) } });
     drawAttention(canvas, sat.attention[i], true);
     return el("figure", { class: "attention-figure", onclick: () => selectWord(i) }, canvas, el("figcaption", {}, token));
   });

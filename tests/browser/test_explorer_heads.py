@@ -190,7 +190,7 @@ def test_a_head_trained_on_reading_rows_shows_that_f1_and_its_own_grid(page: Pag
     expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
     grid = page.locator(f"#model-{READS} [data-grid=alignment-reads]")
     expect(grid).to_contain_text("on the step that reads them")
-    expect(grid).to_contain_text("best head L1H0 0.93")
+    expect(grid).to_contain_text("best head L2 · H1 0.93")  # the card's 0-based L1H0, counted from 1 on the page
     expect(grid.locator("svg").first).to_be_visible()
     expect(page.locator(f"#model-{READS} [data-grid=alignment]")).to_have_count(1)
     expect(page.locator("#model-en-de-transformer [data-grid=alignment-reads]")).to_have_count(0)

@@ -13,7 +13,7 @@ def test_models_page_shows_alignment_and_ablation_grids(page: Page, server_url: 
     expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
     card = page.locator("#model-en-de-transformer")
     grid = card.locator("[data-grid=alignment]")
-    expect(grid).to_contain_text("best head L1H1 0.88")
+    expect(grid).to_contain_text("best head L2 · H2 0.88")  # the card's 0-based (1, 1), counted from 1
     expect(grid).to_contain_text("diagonal baseline 0.55")
     expect(grid.locator("svg").first).to_be_visible()
     assert "0.88" in grid.inner_text() or "0.88" in grid.locator("svg").first.inner_html()

@@ -49,6 +49,8 @@ def test_score_table_scrolls_inside_itself_on_a_phone(page: Page, server_url: st
     page.wait_for_selector("#score-functions[data-ready=true]")
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page is {width} px wide on a 390 px screen"
+    # The table reflows (one block per score function) rather than scrolling: scrolled, its BLEU
+    # columns sat past the right edge, unseen (issue 30). No cell reaches past the screen.
     scroller = page.locator(".score-table-scroll").first
-    assert scroller.evaluate("el => el.scrollWidth > el.clientWidth")  # the table scrolls, not the page
+    assert scroller.evaluate("el => el.scrollWidth <= el.clientWidth")
     shoot(page, "score-table-phone")

@@ -151,3 +151,74 @@ def test_caption_with_per_word_attention_overlays(page: Page, server_url: str) -
         page.select_option("#sat-model", "vision-noattn-scenes")
     assert answer.value.json()["uses_attention"] is False
     expect(page.locator("#attention-maps .note")).to_contain_text("no attention")
+
+
+def canvas_reds(page: Page, selector: str) -> list[dict[str, int]]:
+    """Per canvas matched: the largest and smallest red value of its pixels (computed in the page)."""
+    return page.eval_on_selector_all(selector, """cs => cs.map(c => {
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let max = 0, min = 255;
+        for (let i = 0; i < d.length; i += 4) { max = Math.max(max, d[i]); min = Math.min(min, d[i]); }
+        return {max, min};
+    })""")
+
+
+def upload_black_scene(page: Page, tmp_path: Path) -> dict[str, Any]:
+    """Caption an all-black scene: each overlay pixel's red is then the overlay's own opacity."""
+    black = tmp_path / "black.png"
+    black.write_bytes(base64.b64decode(encode_png(np.zeros((84, 84))).split(",", 1)[1]))
+    with page.expect_response("**/api/vision/caption") as answer:
+        page.set_input_files("#sat-upload", str(black))
+    page.wait_for_function("() => document.querySelector('#attention-maps canvas') !== null")
+    expect(page.locator("#vision-error")).to_be_hidden()
+    return answer.value.json()
+
+
+def test_caption_overlays_share_one_colour_scale(page: Page, server_url: str, tmp_path: Path, shoot) -> None:  # type: ignore[no-untyped-def]
+    _, caption = open_vision(page, server_url)
+    caption = upload_black_scene(page, tmp_path)
+    rows, cols = caption["grid"]
+    attention = np.array(caption["attention"])
+    top = max(attention.max(), 2 / (rows * cols))  # the scale's top, said on the page
+    scale = page.locator("#sat-scale")
+    expect(scale).to_be_visible()
+    assert float(scale.get_attribute("data-top")) == pytest.approx(top, abs=1e-5)
+    expect(page.locator("#sat-scale-max")).to_have_text(f"{top:.3f}")
+    expect(page.locator("#sat-scale-caption")).to_contain_text("one scale for every word")
+    maps = page.locator("#attention-maps canvas.attention-map")
+    expect(maps).to_have_count(len(caption["tokens"]))
+    # On black, a pixel's red is the overlay's opacity: 200 x weight / top, so a word's brightest
+    # cell shows its largest weight against the caption's scale, not against its own maximum.
+    for i, reds in enumerate(canvas_reds(page, "#attention-maps canvas.attention-map")):
+        assert reds["max"] == pytest.approx(200 * attention[i].max() / top, abs=10), f"word {i}"
+    shoot(page, "vision-scale")
+
+    with page.expect_response("**/api/vision/caption") as answer:  # no attention: even, so flat and faint
+        page.select_option("#sat-model", "vision-noattn-scenes")
+    assert answer.value.json()["uses_attention"] is False
+    page.wait_for_function("() => document.querySelector('#attention-maps .note') !== null")
+    for reds in canvas_reds(page, "#attention-maps canvas.attention-map"):
+        assert reds["max"] == pytest.approx(100, abs=3) and reds["max"] - reds["min"] <= 3
+    expect(page.locator("#sat-scale-caption")).to_contain_text("twice an even spread")
+
+
+def test_colour_pngs_and_jpegs_upload(page: Page, server_url: str, tmp_path: Path) -> None:
+    from PIL import Image
+
+    open_vision(page, server_url)
+    rgb = np.zeros((84, 84, 3), dtype=np.uint8)
+    rgb[10:50, 20:60] = (250, 120, 40)  # an orange item on black
+    for name, fmt, route, upload in (("item.jpg", "JPEG", "glimpses", "#ram-upload"), ("scene.png", "PNG", "caption", "#sat-upload"),
+                                     ("scene.jpeg", "JPEG", "caption", "#sat-upload")):
+        path = tmp_path / name
+        Image.fromarray(rgb).save(path, format=fmt)
+        with page.expect_response(f"**/api/vision/{route}") as answer:
+            page.set_input_files(upload, str(path))
+        assert answer.value.status == 200, answer.value.text()
+        expect(page.locator("#vision-error")).to_be_hidden()
+    gif = tmp_path / "anim.gif"  # still unusable: a clear message, not a stack trace
+    Image.fromarray(rgb).save(gif, format="GIF")
+    with page.expect_response("**/api/vision/glimpses") as answer:
+        page.set_input_files("#ram-upload", str(gif))
+    assert answer.value.status == 422
+    expect(page.locator("#vision-error")).to_contain_text("not a PNG or JPEG")

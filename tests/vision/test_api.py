@@ -133,10 +133,10 @@ def colour_png() -> str:
 BAD_IMAGES = [
     ("not base64 at all!", 422, "not valid base64"),
     (base64.b64encode(b"GIF89a......").decode(), 422, "not a PNG"),
-    ("data:image/jpeg;base64,/9j/4AAQ", 422, "only PNG images"),
+    ("data:image/jpeg;base64,/9j/4AAQ", 422, "not a readable JPEG"),  # a JPEG cut off after its header
+    ("data:image/gif;base64,R0lGODlhAQABAAAAACw=", 422, "not a PNG or JPEG"),
     ("data:image/png,rawdata", 422, "data URL must look like"),
     (base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"garbage" * 10).decode(), 422, "not a readable PNG"),
-    (colour_png(), 422, "must be grayscale"),
     (png(np.zeros((4, 4), dtype=np.uint8)), 422, "at least 8"),
     (png(np.zeros((10, 3000), dtype=np.uint8)), 413, "limit is 2048"),
 ]
@@ -162,6 +162,36 @@ def test_gray_pngs_in_other_modes_are_accepted(client: TestClient, mode: str) ->
         image = png(item_image(), mode)
     assert np.allclose(decode_png(image), item_image() / 255, atol=1 / 255)
     assert client.post("/api/vision/glimpses", json={"model": RAM, "image": image}).status_code == 200
+
+
+def jpeg(array: np.ndarray, mode: str = "RGB") -> str:
+    buffer = io.BytesIO()
+    Image.fromarray(array).convert(mode).save(buffer, format="JPEG", quality=95)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+@pytest.mark.parametrize(
+    "image",
+    [colour_png(), jpeg(np.dstack([np.full((20, 20), 200, np.uint8)] + [np.zeros((20, 20), np.uint8)] * 2))],
+    ids=["colour PNG", "colour JPEG"],
+)
+def test_colour_images_become_their_luma(image: str) -> None:
+    """A pure red (200, 0, 0) image is 0.299 * 200 / 255 gray: ITU-R 601 luma, as Pillow's "L"."""
+    assert np.allclose(decode_png(image), 0.299 * 200 / 255, atol=3 / 255)  # JPEG rounds a little
+    assert np.allclose(decode_png("data:image/jpeg;base64," + image), decode_png(image))  # the bytes decide
+
+
+@pytest.mark.parametrize("mode", ["RGB", "L", "CMYK"])
+@pytest.mark.parametrize("route", ["glimpses", "caption"])
+def test_jpegs_and_colour_uploads_are_accepted(client: TestClient, route: str, mode: str) -> None:
+    model = RAM if route == "glimpses" else SAT
+    rgb = np.zeros((84, 84, 3), dtype=np.uint8)
+    rgb[10:50, 20:60] = (250, 180, 40)  # an orange item on black
+    for image in (jpeg(rgb, mode), "data:image/jpeg;base64," + jpeg(rgb, mode), png(rgb)):
+        r = client.post(f"/api/vision/{route}", json={"model": model, "image": image})
+        assert r.status_code == 200, r.text
+    item = decode_png(jpeg(rgb, mode))
+    assert item[30, 40] > 0.6 and item[70, 10] < 0.05  # light item, dark background, as drawn
 
 
 def test_browser_canvas_data_url_is_accepted(client: TestClient) -> None:
