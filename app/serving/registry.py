@@ -127,18 +127,37 @@ class ModelRegistry:
         self._models: dict[str, ServedModel] = {}
         self._unavailable: dict[str, UnavailableModel] = {}
         self._loaded = threading.Event()
+        self._stop = threading.Event()
+        self.total = 0  # model folders found (0 until load_all has looked); loaded: len(ids)
 
     @property
     def ready(self) -> bool:
         """Whether :meth:`load_all` has finished (each folder loaded or marked unavailable)."""
         return self._loaded.is_set()
 
+    @property
+    def loaded(self) -> int:
+        """How many models are loaded so far (of :attr:`total` folders found)."""
+        return len(self._models)
+
+    def stop_loading(self) -> None:
+        """Make :meth:`load_all` stop before its next folder (the server is shutting down)."""
+        self._stop.set()
+
     def load_all(self) -> None:
-        """Load every model folder; a folder that fails is logged and kept as unavailable."""
+        """Load every model folder, logging each one's name and time; a folder that fails is
+        logged and kept as unavailable. Stops between folders after :meth:`stop_loading`."""
         root = self.models_dir
         if not root.is_dir():
             logger.warning("models directory %s does not exist; serving no models", root)
-        for folder in discover(root):
+        folders = discover(root)
+        self.total = len(folders)
+        begun = time.perf_counter()
+        for index, folder in enumerate(folders, 1):
+            if self._stop.is_set():
+                logger.info("stopped loading: shutting down after %d of %d model(s)", index - 1, self.total)
+                return
+            logger.info("loading %s (%d of %d) ...", folder.name, index, self.total)
             started = time.perf_counter()
             try:
                 loaded = load_model_folder(folder, device=self.device, quantize=self.quantize)
@@ -156,7 +175,10 @@ class ModelRegistry:
                 time.perf_counter() - started,
             )
         self._loaded.set()
-        logger.info("serving %d model(s) from %s on %s", len(self._models), root, self.device)
+        logger.info(
+            "serving %d model(s) from %s on %s, loaded in %.1f s",
+            len(self._models), root, self.device, time.perf_counter() - begun,
+        )  # fmt: skip
 
     @property
     def ids(self) -> list[str]:
