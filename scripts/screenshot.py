@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from PIL import Image
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import FloatRect, sync_playwright
 
 SENTENCE = "A man in a blue shirt is standing on a ladder cleaning windows."
 
@@ -44,14 +44,14 @@ def main() -> None:
         plot = page.eval_on_selector(
             "#explorer [data-role=plot-main]", "el => el.getBoundingClientRect().bottom + window.scrollY"
         )
-        clip = {"x": 0, "y": 0, "width": 1280, "height": min(args.height, plot + 16)}
+        clip: FloatRect = {"x": 0, "y": 0, "width": 1280, "height": min(args.height, plot + 16)}
         shot = page.screenshot(full_page=True, clip=clip)  # the sentence, its translation, the heatmap
         browser.close()
     image = Image.open(io.BytesIO(shot)).convert("RGB")
     image = image.resize((args.width, round(image.height * args.width / image.width)), Image.Resampling.LANCZOS)
     image = image.quantize(colors=256, method=Image.Quantize.MEDIANCUT)
     image.save(args.out, optimize=True)
-    print(f"{args.out}: {image.width}x{image.height}, {args.out.stat().st_size // 1024} KiB")
+    print(f"{args.out}: {image.width}x{image.height}, {args.out.stat().st_size // 1024} KiB")  # noqa: T201
 
 
 if __name__ == "__main__":
