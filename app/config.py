@@ -54,7 +54,7 @@ class Settings(BaseSettings):
         description=(
             "int8: serve with int8 linear layers (FBGEMM's int8 products, activations quantised "
             "on the fly; the Transformers' encoder and decoder step run as native operations built "
-            "on first use; CPU only; faster, slightly different outputs, see the README). None: fp32."
+            "at install time; CPU only; faster, slightly different outputs, see docs/findings.md). None: fp32."
         ),
     )
     host: str = Field(default="127.0.0.1", description="Address the server binds.")
