@@ -98,3 +98,14 @@ def test_a_build_killed_half_way_leaves_nothing_and_the_next_build_works(tmp_pat
     assert (tmp_path / name).is_file()
     loaded = _child(tmp_path)
     assert "OPS True" in loaded.stdout and "using the Python step" not in loaded.stdout
+
+
+def test_no_compiler_at_install_time_is_a_warning_and_no_library(tmp_path: Path) -> None:
+    env = {**os.environ, "ATTNSCOPE_NATIVE_DIR": str(tmp_path), "CXX": str(tmp_path / "no-such-compiler")}
+    done = subprocess.run(
+        [sys.executable, "-m", "app.nn.native"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1
+    assert "could not be built; attnscope will serve with the Python step" in done.stderr
+    assert not list(tmp_path.glob("*.so")) and not list(tmp_path.glob(".build-*"))  # nothing half-made left
+    assert "OPS False" in _child(tmp_path).stdout

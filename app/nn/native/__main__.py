@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         path = library.build(force=args.force)
-    except library.BuildError as err:
+    except (library.BuildError, OSError) as err:  # OSError: e.g. a read-only install folder
         logging.getLogger("app.nn.native").warning(
             "the native operations could not be built; attnscope will serve with the Python step: %s", err
         )
