@@ -1,5 +1,5 @@
 """A pre-norm Transformer's decoder step (and, int8, its encoder), and beam search's candidate
-selection, as one native (C++) operation each, built on first use.
+selection, as one native (C++) operation each, built at install time.
 
 At one row per step the Python step (:mod:`app.nn.decoder_step`) is ~130 small PyTorch operations
 around 19 matrix products, and their dispatch costs as much as the products, or several times
