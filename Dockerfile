@@ -27,8 +27,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# A C++ compiler: the native decoder steps are built on first use (app/nn/native; without a
-# compiler decoding takes the slower Python steps). Fashion-MNIST for the Vision page's samples,
+# A C++ compiler: the native decoder steps are built in this image, below (app/nn/native; never
+# when serving; without them decoding takes the slower Python steps). Fashion-MNIST for the Vision page's samples,
 # where the base image's Debian has the package (without it the page has none; text is unaffected).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends g++ \
@@ -48,6 +48,8 @@ RUN mkdir -p app && touch app/__init__.py README.md \
 # The code, pages and models. The install is editable, so the app finds templates/, static/
 # and models/ beside itself, as in a checkout.
 COPY . .
+# Built and checked here, at install time, so the container starts serving in seconds.
+RUN python -m app.nn.native || echo "no native decoder operations: serving takes the Python step"
 
 RUN useradd --create-home --uid 10001 attnscope
 USER attnscope

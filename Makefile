@@ -3,26 +3,38 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+NATIVE := $(VENV)/.native-built
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test install chromium lint bench clean
+.PHONY: serve test install native chromium lint bench clean
 
-install: $(STAMP)
+install: $(STAMP) $(NATIVE)
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	@touch $(STAMP)
 
-serve: $(STAMP)
+# The native decoder operations are compiled here, at install time, never when serving: into the
+# venv, named by a hash of their sources and torch's version. Without a C++ compiler the server
+# takes the Python step (same results, slower); `make native` tries again.
+$(NATIVE): $(STAMP) $(wildcard app/nn/native/*.cpp) app/nn/native/library.py
+	@$(PY) -m app.nn.native || echo "attnscope: the native operations were not built; serving takes the Python step"
+	@touch $(NATIVE)
+
+native: $(STAMP)
+	$(PY) -m app.nn.native --force
+	@touch $(NATIVE)
+
+serve: install
 	@bash scripts/ensure-fashion-mnist.sh
 	$(VENV)/bin/attnscope serve --host $(HOST) --port $(PORT)
 
 chromium:
 	@bash scripts/ensure-chromium.sh
 
-test: $(STAMP) chromium
+test: install chromium
 	$(PY) -m pytest
 
 lint: $(STAMP)

@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="int8: linear layers dynamically quantised (CPU only; default ATTNSCOPE_QUANTIZE or fp32)")
     serve.add_argument("--workers", type=int, default=None,
                        help="server processes on one port, each with every model (default 1)")
+    native = sub.add_parser("build-native", help="build and check the native decoder operations (make install does)")
+    native.add_argument("--force", action="store_true", help="rebuild even if a valid build is there")
 
     from app.nn.config import SCORES
     from app.training.presets import PRESETS
@@ -426,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
             run(host=args.host, port=args.port, models_dir=args.models_dir, device=args.device,
                 quantize=args.quantize, workers=args.workers)
             return 0
+        if args.command == "build-native":  # never at serve time: app/nn/native/library.py
+            from app.nn.native.__main__ import main as build_native
+
+            return build_native(["--force"] if args.force else [])
         if args.command == "train":
             return cmd_train(args)
         if args.command == "evaluate":

@@ -54,7 +54,7 @@ class Settings(BaseSettings):
         description=(
             "int8: serve with int8 linear layers (FBGEMM's int8 products, activations quantised "
             "on the fly; the Transformers' encoder and decoder step run as native operations built "
-            "on first use; CPU only; faster, slightly different outputs, see the README). None: fp32."
+            "at install time; CPU only; faster, slightly different outputs, see docs/findings.md). None: fp32."
         ),
     )
     host: str = Field(default="127.0.0.1", description="Address the server binds.")
@@ -153,7 +153,9 @@ class Settings(BaseSettings):
         ),
     )
     shutdown_timeout_s: float = Field(
-        default=10.0, ge=0, description="On shutdown, how long running requests may take to finish."
+        default=3.0, ge=0,
+        description="On shutdown, how long running requests may take to finish (then decodes stop at their "
+        "next step: with the default the server is gone within 5 s of SIGTERM or Ctrl+C).",
     )
     workers: int = Field(default=1, ge=1, le=64, description="Server processes (each loads every model).")
 

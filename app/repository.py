@@ -186,8 +186,9 @@ def load_model_folder(
 
         quantize_model(model, quantize)
     if model.device.type == "cpu":
-        # build the native operations (app.nn.native: the Transformer's decoder step, every
-        # model's search, quantised or not) now, not in the first request; built once a process
+        # load the native operations (app.nn.native: the Transformer's decoder step, every
+        # model's search, quantised or not; built at install time, never here) now, not in the
+        # first request; once a process, a log line saying why where there are none
         native.ops()
     card, warnings = read_card(folder)
     for warning in warnings:

@@ -1,5 +1,5 @@
 """The score functions compared: one row per RNN alignment score function of a language pair,
-built from the model cards of whatever models are present (the Models page and the README).
+built from the model cards of whatever models are present (the Models page and docs/findings.md).
 
 Only the plain RNN encoder-decoders (``architecture == "rnn"``) enter: they share the preset,
 data and tokenizer, so the score function is the one thing that differs. The self-attentive RNN

@@ -1,8 +1,8 @@
-"""The "Score functions compared" table of the README, from the model cards under ``models/``
+"""The "Score functions compared" table of docs/findings.md, from the model cards under ``models/``
 (the same rows as the Models page: app/score_table.py). Prints the markdown, or with ``--write``
-replaces the part of README.md between the ``score-table`` markers.
+replaces the part of docs/findings.md between the ``score-table`` markers.
 
-    .venv/bin/python scripts/score_table.py --write README.md
+    .venv/bin/python scripts/score_table.py --write docs/findings.md
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def markdown(models_dir: Path) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models-dir", type=Path, default=Path(__file__).resolve().parents[1] / "models")
-    parser.add_argument("--write", type=Path, help="a README with the score-table markers to update")
+    parser.add_argument("--write", type=Path, help="a Markdown file with the score-table markers to update (docs/findings.md)")
     args = parser.parse_args()
     table = markdown(args.models_dir)
     if not args.write:

@@ -13,7 +13,7 @@ them. Attention weights, softmaxes, layer norms and embeddings stay fp32, so eve
 matrix is still returned. The result is for inference only (with gradients recorded an
 Int8Linear multiplies its fp32 weight) and runs on the CPU only; the fp32 parameters are kept
 beside the int8 copies. Chosen with ``ATTNSCOPE_QUANTIZE=int8`` (serving) or ``--quantize int8``
-(``attnscope serve`` and ``evaluate``); how much it changes BLEU and speed is in the README.
+(``attnscope serve`` and ``evaluate``); how much it changes BLEU and speed is in docs/findings.md.
 
 Until 2026-11 this was torch.ao's ``quantize_dynamic``; its Linear wraps the same FBGEMM kernel in
 quantised-tensor objects that cost ~20 us a call, which at one row is more than the product.

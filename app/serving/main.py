@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -40,15 +41,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             torch.set_num_threads(settings.torch_threads)  # process-wide, like the server itself
         keep_freed_memory(settings.keep_freed_mb)
         # Load once per process, never at import time, and in the background: /api/health
-        # answers at once, /api/ready once every folder is loaded (or marked unavailable).
-        loading = asyncio.get_running_loop().run_in_executor(None, service.load_all)
+        # answers at once, /api/ready once every folder is loaded (or marked unavailable). A
+        # daemon thread, not the loop's executor, whose threads the process would wait for.
+        loading = threading.Thread(target=service.load_all, name="attnscope-load", daemon=True)
+        loading.start()
         try:
             yield
         finally:
             # uvicorn has given running requests ATTNSCOPE_SHUTDOWN_TIMEOUT_S to finish; decodes
-            # still running now stop at their next step, so the process exits promptly.
+            # still running now stop at their next step, loading before its next model, so the
+            # process exits promptly.
             service.stop()
-            await asyncio.wait([loading], timeout=5)
+            for _ in range(60):  # at most 3 s for the model being loaded
+                if not loading.is_alive():
+                    break
+                await asyncio.sleep(0.05)
 
     app = FastAPI(
         title="attnscope",

@@ -6,6 +6,7 @@ folder that fails is kept as *unavailable* with the reason and the file at fault
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -30,6 +31,7 @@ from app.serving.schemas import ModelInfo, UnavailableModel
 from app.translator import Translator
 
 logger = logging.getLogger(__name__)
+LOAD_THREADS = 2  # folders loaded at once: reading weights and copying them into the model release the GIL
 
 
 @dataclass
@@ -127,36 +129,76 @@ class ModelRegistry:
         self._models: dict[str, ServedModel] = {}
         self._unavailable: dict[str, UnavailableModel] = {}
         self._loaded = threading.Event()
+        self._stop = threading.Event()
+        self.total = 0  # model folders found (0 until load_all has looked); loaded: len(ids)
 
     @property
     def ready(self) -> bool:
         """Whether :meth:`load_all` has finished (each folder loaded or marked unavailable)."""
         return self._loaded.is_set()
 
+    @property
+    def loaded(self) -> int:
+        """How many models are loaded so far (of :attr:`total` folders found)."""
+        return len(self._models)
+
+    def stop_loading(self) -> None:
+        """Make :meth:`load_all` stop before its next folders (the server is shutting down)."""
+        self._stop.set()
+
     def load_all(self) -> None:
-        """Load every model folder; a folder that fails is logged and kept as unavailable."""
+        """Load every model folder, ``LOAD_THREADS`` at a time, logging each one's name and
+        time; publish them in folder order (:attr:`loaded` counts up); a folder that fails is
+        logged and kept as unavailable. Returns soon after :meth:`stop_loading`."""
         root = self.models_dir
         if not root.is_dir():
             logger.warning("models directory %s does not exist; serving no models", root)
-        for folder in discover(root):
-            started = time.perf_counter()
-            try:
-                loaded = load_model_folder(folder, device=self.device, quantize=self.quantize)
-            except Exception as err:  # noqa: BLE001 - any broken folder is reported, never fatal
-                logger.error("skipping model folder %s: %s", folder.name, err)
-                self._unavailable[folder.name] = _unavailable(folder, err)
-                continue
-            self._models[loaded.id] = ServedModel.of(loaded, self.max_tokens)
-            logger.info(
-                "loaded %s (%s, %d parameters) on %s in %.1f s",
-                loaded.id,
-                loaded.config.architecture,
-                loaded.model.num_parameters,
-                self.device,
-                time.perf_counter() - started,
-            )
+        folders = discover(root)
+        self.total = len(folders)
+        begun = time.perf_counter()
+        outcomes: list[ServedModel | UnavailableModel | None] = [None] * len(folders)
+        finished = [threading.Event() for _ in folders]
+        claims = itertools.count()  # next() on it is atomic: each folder is loaded once
+
+        def work() -> None:
+            while not self._stop.is_set() and (i := next(claims)) < len(folders):
+                outcomes[i] = self._load_one(folders[i], i + 1)
+                finished[i].set()
+
+        for n in range(min(LOAD_THREADS, len(folders))):  # daemons: a stuck folder never holds the exit
+            threading.Thread(target=work, name=f"attnscope-load-{n}", daemon=True).start()
+        for i, folder in enumerate(folders):
+            while not finished[i].wait(0.05):
+                if self._stop.is_set():
+                    logger.info("stopped loading: shutting down after %d of %d model(s)", i, self.total)
+                    return
+            outcome = outcomes[i]
+            if isinstance(outcome, ServedModel):
+                self._models[outcome.id] = outcome
+            elif outcome is not None:
+                self._unavailable[folder.name] = outcome
         self._loaded.set()
-        logger.info("serving %d model(s) from %s on %s", len(self._models), root, self.device)
+        logger.info(
+            "serving %d model(s) from %s on %s, loaded in %.1f s",
+            len(self._models), root, self.device, time.perf_counter() - begun,
+        )  # fmt: skip
+
+    def _load_one(self, folder: Path, index: int) -> ServedModel | UnavailableModel:
+        """One folder, loaded and logged with its time; an error is logged and returned as unavailable."""
+        logger.info("loading %s (%d of %d) ...", folder.name, index, self.total)
+        started = time.perf_counter()
+        try:
+            loaded = load_model_folder(folder, device=self.device, quantize=self.quantize)
+            served = ServedModel.of(loaded, self.max_tokens)
+        except Exception as err:  # noqa: BLE001 - any broken folder is reported, never fatal
+            logger.error("skipping model folder %s: %s", folder.name, err)
+            return _unavailable(folder, err)
+        logger.info(
+            "loaded %s (%s, %d parameters) on %s in %.1f s",
+            loaded.id, loaded.config.architecture, loaded.model.num_parameters, self.device,
+            time.perf_counter() - started,
+        )  # fmt: skip
+        return served
 
     @property
     def ids(self) -> list[str]:

@@ -99,6 +99,7 @@ class ModelService:
     def stop(self) -> None:
         """Shutting down: refuse new decodes and stop the running ones at their next step."""
         self.stopping = True
+        self.registry.stop_loading()
         self.scheduler.close()
         self.pool.shutdown()
 

@@ -16,6 +16,7 @@ from app.decoding.output import never_emit
 from app.nn import native
 from app.nn.base import Seq2Seq
 from app.nn.kv_cache import KVCache, select_all
+from app.nn.native import library
 
 from .conftest import build_tiny, padded_source
 
@@ -25,6 +26,7 @@ NEG_INF = float("-inf")
 
 @pytest.fixture(scope="module", autouse=True)
 def built() -> None:
+    library.build()  # what `make install` did (a no-op when it did)
     assert native.ops() is not None, "the native operations must build here (a C++ compiler and ninja)"
 
 

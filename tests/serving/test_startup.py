@@ -1,21 +1,32 @@
-"""Start-up: models found and loaded, broken folders logged and left out, device choice, and
-`attnscope serve` wiring its flags into the settings."""
+"""Start-up: models found and loaded, broken folders logged and left out, device choice,
+`attnscope serve` wiring its flags into the settings; over HTTP, a start that nothing left
+behind can block (stale locks, a half-written or missing native build, a start killed while
+loading) and that a signal stops while it loads."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
-from app.config import Settings
+from app.config import REPO_ROOT, Settings
 from app.device import resolve_device
+from app.nn.native import library
 from app.serving import server
 from app.serving.service import ModelService
+from app.testing import free_port, server_process
 
 
 def test_broken_folders_are_listed_unavailable_with_the_file_at_fault(
@@ -113,3 +124,111 @@ def test_static_files_are_mounted_when_the_folder_exists(client: Any) -> None:
 
     routes = {getattr(route, "path", None) for route in client.app.routes}
     assert ("/static" in routes) == STATIC_DIR.is_dir()
+
+
+# -- start-up over HTTP: nothing compiles, nothing left behind blocks, SIGTERM always ends it ----
+
+
+def _slow_models_dir(root: Path, tiny_models_dir: Path, copies: int = 1500) -> Path:
+    """``copies`` folders of a tiny model (symlinked files): a start-up whose loading takes
+    seconds, so it can be interrupted while it loads."""
+    source = tiny_models_dir / "en-de-rnn-none"
+    for i in range(copies):
+        folder = root / f"m{i:04d}"
+        folder.mkdir(parents=True)
+        for file in source.iterdir():
+            (folder / file.name).symlink_to(file)
+    return root
+
+
+def _start(models_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--models-dir", str(models_dir), "--device", "cpu"]  # fmt: skip
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=dict(os.environ))
+    return process, f"http://127.0.0.1:{port}"
+
+
+def _ready_body(url: str) -> dict[str, Any] | None:
+    """/api/ready's JSON (any status), or None while nothing answers."""
+    try:
+        with urllib.request.urlopen(f"{url}/api/ready", timeout=2) as response:
+            return dict(json.load(response))
+    except urllib.error.HTTPError as err:
+        return dict(json.load(err))
+    except OSError:
+        return None
+
+
+def _wait_loading(process: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    deadline = time.monotonic() + 120
+    while (body := _ready_body(url)) is None or body["status"] != "loading":
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+        assert body is None or body["status"] != "ready", "loaded before it could be interrupted"
+        time.sleep(0.1)
+
+
+def _stopped(process: subprocess.Popen[bytes], sig: int, bound_s: float = 60) -> int:
+    process.send_signal(sig)
+    try:
+        return process.wait(timeout=bound_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        pytest.fail(f"the server did not stop within {bound_s} s of signal {sig}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_loading_stops_the_server(
+    sig: int, tmp_path: Path, tiny_models_dir: Path
+) -> None:
+    models = _slow_models_dir(tmp_path / "models", tiny_models_dir)
+    log = tmp_path / "serve.log"
+    process, url = _start(models, log)
+    _wait_loading(process, url, log)
+    assert _stopped(process, sig) in (0, -sig, 128 + sig)
+    text = log.read_text()
+    assert "stopped loading: shutting down after" in text and "of 1500 model(s)" in text
+    assert "loading m0000 (1 of 1500)" in text
+
+
+def test_a_start_killed_while_loading_then_a_normal_start_is_ready(
+    tmp_path: Path, tiny_models_dir: Path
+) -> None:
+    models = _slow_models_dir(tmp_path / "models", tiny_models_dir)
+    log = tmp_path / "killed.log"
+    process, url = _start(models, log)
+    _wait_loading(process, url, log)
+    process.kill()
+    process.wait()
+    with server_process(tiny_models_dir, tmp_path / "serve.log", start_timeout_s=120) as (url, _):
+        with urllib.request.urlopen(f"{url}/api/ready") as response:
+            assert json.load(response)["models"] == len(list(tiny_models_dir.iterdir()))
+
+
+def test_stale_locks_and_no_native_build_never_block_start_up(tmp_path: Path, tiny_models_dir: Path) -> None:
+    """The locks an interrupted build leaves (torch's in its extensions folder, as before the
+    build moved to install time, and a dead temporary build of ours), a half-written library and
+    then none at all: the server logs that it takes the Python step, becomes ready and translates."""
+    torch_dir, native_dir = tmp_path / "torch_extensions", tmp_path / "native"
+    (torch_dir / "py311_cpu" / "attnscope_native").mkdir(parents=True)
+    (torch_dir / "py311_cpu" / "attnscope_native" / "lock").touch()
+    (native_dir / ".build-dead").mkdir(parents=True)
+    (native_dir / ".build-dead" / "lock").touch()
+    (native_dir / library.library_path().name).write_bytes(b"\x7fELF\x02\x01 truncated")
+    env = {"TORCH_EXTENSIONS_DIR": str(torch_dir), "ATTNSCOPE_NATIVE_DIR": str(native_dir)}
+    for attempt in ("half-written", "none"):
+        log = tmp_path / f"{attempt}.log"
+        with server_process(tiny_models_dir, log, start_timeout_s=120, env=env) as (url, _):
+            request = urllib.request.Request(
+                f"{url}/api/translate", data=json.dumps({"model": "en-de-transformer", "text": "A man."}).encode(),
+                headers={"Content-Type": "application/json"},
+            )  # fmt: skip
+            with urllib.request.urlopen(request) as response:
+                assert json.load(response)["translation"]
+        text = log.read_text()
+        assert "using the Python step because" in text
+        assert ("could not be loaded" in text) == (attempt == "half-written")
+        assert "loaded en-de-transformer" in text and "loading en-de-transformer (" in text
+        (native_dir / library.library_path().name).unlink(missing_ok=True)

@@ -1,5 +1,5 @@
 """A pre-norm Transformer's decoder step (and, int8, its encoder), and beam search's candidate
-selection, as one native (C++) operation each, built on first use.
+selection, as one native (C++) operation each, built at install time.
 
 At one row per step the Python step (:mod:`app.nn.decoder_step`) is ~130 small PyTorch operations
 around 19 matrix products, and their dispatch costs as much as the products, or several times
@@ -18,35 +18,40 @@ sentence's best extensions in one pass over its rows' log-probabilities (beam se
 :func:`top_candidates` here), ``best_words`` (greedy; :func:`best_words`) and ``select_rows``,
 every layer's self-attention cache reordered in one call (:func:`app.nn.kv_cache.select_all`).
 
-They are compiled with torch's extension builder (``torch.utils.cpp_extension``: a C++ compiler
-and ninja; ~15-50 s once, when the first model is loaded on the CPU, then cached under
-``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``). Where they cannot be built
-(no compiler) or ``ATTNSCOPE_NATIVE=0``, a warning is logged once and decoding takes the Python
-layers: the same results, slower on few rows.
+They are compiled when attnscope is installed (``make install``, or ``attnscope build-native``
+alone: :mod:`app.nn.native.library`, ~15-60 s with a C++ compiler), into a file of this install
+named by a hash of the sources and torch's version, and only loaded when a model is served:
+nothing compiles on the way to serving. Where that file is missing or does not load (no
+compiler at install time, other sources, a foreign file) or ``ATTNSCOPE_NATIVE=0``, one line
+is logged ("using the Python step because ...") and decoding takes the Python layers: the same
+results, slower on few rows.
+
+Why keep them (``bench/native_ab.py``, docs/decoding.md): one sentence at a time, the shipped
+en-de Transformer decodes 1.2-1.3x faster with them in fp32 (greedy and beam 5) and 1.8-2.1x in
+int8, the additive RNN's beam 5 1.2x, with the same outputs. Built once at install time they
+cost start-up nothing, and a missing build costs only that speed.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from app.nn.inference import Int8Product, PackedFp16Product, packs
+from app.nn.native import library
 
 if TYPE_CHECKING:
     from app.nn.decoder_step import LayerWeights
 
 log = logging.getLogger(__name__)
-SOURCES = [Path(__file__).with_name(name) for name in ("int8_step.cpp", "beam.cpp")]
+SOURCES = library.SOURCES
 _lock = threading.Lock()
 _ops: list[Any] = []  # [] until tried, then [torch.ops.attnscope_native or None]
 
@@ -58,13 +63,14 @@ def enabled() -> bool:
 
 def ops() -> Any | None:
     """``torch.ops.attnscope_native`` (``int8_step``, ``int8_encode``, ``fp32_step``,
-    ``top_candidates``, ``best_words``, ``select_rows``), built and loaded on the first call;
-    None where it cannot be, or when switched off."""
+    ``top_candidates``, ``best_words``, ``select_rows``), loaded on the first call from the
+    library built at install time (never built here); None where there is none that loads, or
+    when switched off."""
     if not enabled():
         return None
     with _lock:
-        if not _ops:
-            _ops.append(_load())
+        if not _ops or (_ops[0] is None and library.loaded() is not None):  # built here since
+            _ops[:] = [_load()]
         return _ops[0]
 
 
@@ -113,31 +119,12 @@ def best_words(log_probs: Tensor, banned: tuple[int, ...]) -> tuple[Tensor, Tens
 
 
 def _load() -> Any | None:
-    if hasattr(torch.ops.attnscope_native, "top_candidates"):  # already loaded in this process
-        return torch.ops.attnscope_native
-    return _compiled(_build)
-
-
-def _build() -> None:
-    from torch.utils import cpp_extension
-
-    if shutil.which("ninja") is None:  # the ninja wheel installs its binary beside the interpreter
-        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    cpp_extension.load(
-        name="attnscope_native", sources=[str(s) for s in SOURCES], extra_cflags=["-O3"], is_python_module=False, verbose=False
-    )
-
-
-def _compiled(build: Callable[[], None]) -> Any | None:
-    """The operations after ``build()`` (which loads them into torch.ops), or None with a
-    warning when that fails."""
-    try:
-        build()
-        torch.ops.attnscope_native.top_candidates  # noqa: B018  (raises if the library did not load)
-        return torch.ops.attnscope_native
-    except Exception as exc:  # a missing compiler or ninja, a failed build: decode in Python
-        log.warning("the native decoder steps could not be built (%s); decoding takes the Python layers", exc)
-        return None
+    namespace, why = library.load()
+    if namespace is None:
+        log.warning("using the Python step because %s", why)
+    else:
+        log.info("native decoder operations loaded")
+    return namespace
 
 
 def _operands(products: list[Int8Product]) -> tuple[list[Tensor], ...]:
