@@ -158,6 +158,12 @@ class ModelRegistry:
         self._loaded.set()
         logger.info("serving %d model(s) from %s on %s", len(self._models), root, self.device)
 
+    def progress(self) -> tuple[int, int]:
+        """(folders done, folders in all): done counts the loaded and the unavailable ones; while
+        loading, "all" is what the models directory holds now (a folder is a cheap stat)."""
+        done = len(self._models) + len(self._unavailable)
+        return done, done if self.ready else max(done, len(discover(self.models_dir)))
+
     @property
     def ids(self) -> list[str]:
         return list(self._models)
