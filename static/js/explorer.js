@@ -325,8 +325,12 @@ export class Explorer {
     this.c[`axes-${which}`].textContent =
       `rows: ${view.rowTitle} ${options.merge ? "words" : "tokens"} (${view.z.length}) · columns: ${view.colTitle} ${options.merge ? "words" : "tokens"} (${view.colLabels.length})` +
       (view.hiddenEos ? " · </s> hidden, rows renormalised" : "");
+    // Side by side or stacked (a narrow screen stacks the two): the column's own width, read
+    // from the grid's columns, not half the box whatever the layout.
     const plots = this.root.querySelector(".plots");
-    const boxWidth = Math.max(240, (plots.clientWidth || 900) / (this.aligned ? 2 : 1) - 28);
+    const columns = getComputedStyle(plots).gridTemplateColumns.split(" ").filter(Boolean).length || 1;
+    const gap = parseFloat(getComputedStyle(plots).columnGap) || 0;
+    const boxWidth = Math.max(240, ((plots.clientWidth || 900) - gap * (columns - 1)) / columns - 28);
     gd.dataset.kind = this.state.kind;
     const shown = await drawHeatmap(gd, view, {
       where: this.where(options.layer, options.head),

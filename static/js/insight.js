@@ -77,6 +77,6 @@ export function renderCoverage(box, response, state) {
     }),
   );
   const count = layers * heads;
-  const where = count > 1 ? `average of all ${count} heads${layers > 1 ? ` in ${layers} layers` : ""}, whatever the view above shows` : "";
+  const where = count > 1 ? `averaged over all ${count} heads${layers > 1 ? ` of ${layers} layers` : ""}` : "";
   return { totals, labels: view.colLabels, where, fair };
 }

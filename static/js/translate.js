@@ -68,7 +68,7 @@ function renderInsight() {
   renderConfidence(role(insight, "confidence"), current.response, { onPick: (i) => inspector.pickToken(i) });
   const coverage = renderCoverage(role(insight, "coverage"), current.response, explorer.state);
   role(insight, "insight-hint").textContent = coverage
-    ? `Coverage sums the cross-attention each source token received over all ${current.response.target_tokens.length} output tokens${coverage.where ? ` (${coverage.where})` : ""}; dashed chips got under a quarter of an even share — words the model may have dropped.`
+    ? `Coverage: the cross-attention each source token received over the ${current.response.target_tokens.length} output tokens${coverage.where ? `, ${coverage.where}` : ""}; dashed: under a quarter of an even share, a word the model may have dropped.`
     : "";
 }
 
@@ -239,6 +239,7 @@ async function align() {
 /** The result on screen no longer matches the chosen model: say so, and disable what would mix them. */
 function markStale(stale, message = "") {
   resultCard.classList.toggle("stale", stale);
+  $("#explorer-card").classList.toggle("stale", stale); // its confidence, coverage and your target too
   staleNote.hidden = !stale;
   staleNote.textContent = message;
   alignButton.disabled = stale;
