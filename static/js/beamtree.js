@@ -53,6 +53,10 @@ export function drawBeamTree(container, beam, { title = "", onPick = () => {}, s
     y.set(node.id, kids.reduce((sum, k) => sum + y.get(k.id), 0) / kids.length);
   };
   place(root);
+  // The chosen path runs straight, at its leaf's height: it stays in one band of the box (a path
+  // averaged between its branches wanders up and out of view in a tall tree).
+  const chosenLeaf = beam.best.length ? y.get(beam.best.at(-1)) : undefined;
+  if (chosenLeaf !== undefined) for (const id of beam.best) y.set(id, chosenLeaf);
   const steps = Math.max(...beam.nodes.map((n) => n.step));
   const width = 40 + (steps + 1) * COL;
   const height = 24 + Math.max(leaves, 1) * ROW;
@@ -145,8 +149,8 @@ export function drawBeamTree(container, beam, { title = "", onPick = () => {}, s
       : null,
     empty ? el("p", { class: "hint", dataset: { role: "empty-hypotheses" } }, `${empty} empty ${empty === 1 ? "hypothesis" : "hypotheses"} (</s> at once) not listed.`) : null,
   );
-  // Tall trees scroll: start with the chosen path in view (its top first when it does not fit),
-  // once the box has its size (it may be laid out after this call).
+  // Tall trees scroll: start with the chosen path in the middle of the box, once the box has its
+  // size (it may be laid out after this call).
   const bestY = beam.best.filter((id) => y.has(id)).map((id) => Y(byId.get(id)));
   const top = Math.min(...bestY, Y(root)) - ROW;
   const bottom = Math.max(...bestY, Y(root)) + ROW;
