@@ -123,8 +123,8 @@ async function runAttribution() {
     const left = el("div", { class: "chart", dataset: { chart: "attribution" } });
     const right = el("div", { class: "chart", dataset: { chart: "attention-mean" } });
     const choice = r.cross_attention ? attentionChoices(r.cross_attention) : null;
-    const rightBox = el("div", {}, choice ? el("label", { class: "hint" }, "Attention: ", choice) : null, right);
-    setChildren(out, el("div", { class: "pair-charts" }, left, rightBox), table);
+    const choiceRow = choice ? el("label", { class: "hint attribution-choice" }, "Attention beside it: ", choice) : null;
+    setChildren(out, choiceRow, el("div", { class: "pair-charts" }, left, right), table);
     const Plotly = await plotlyReady();
     const draw = (div, z, title) => Plotly.react(div, [{
       type: "heatmap", z, x: r.source_tokens.map(plotlyText), y: r.target_tokens.map(plotlyText), colorscale: "Blues", reversescale: true, zmin: 0, zmax: 1,

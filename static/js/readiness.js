@@ -56,7 +56,7 @@ async function poll() {
     const ready = await readyOnce();
     if (ready && ready.status === "ready") {
       if (sawLoading) await refreshCards();
-      return ready;
+      return { ...ready, waited: sawLoading };
     }
     if (ready && ready.status === "loading") {
       sawLoading = true;
@@ -78,8 +78,9 @@ async function poll() {
   }
 }
 
-/** Resolves with /api/ready's answer once the models are loaded (at once if they are); until
- *  then the header shows the progress. `onProgress(ready)` hears each "loading" answer. */
+/** Resolves with /api/ready's answer once the models are loaded (at once if they are), with
+ *  `waited`: whether the page was opened while they loaded; until then the header shows the
+ *  progress. `onProgress(ready)` hears each "loading" answer. */
 export function whenReady(onProgress = null) {
   if (onProgress) listeners.push(onProgress);
   readyPromise ??= poll().then((ready) => {

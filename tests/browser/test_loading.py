@@ -159,6 +159,10 @@ def test_a_page_opened_while_models_load_says_so_and_fills_in_without_reload(gat
     expect(page.locator("body")).not_to_have_attribute("data-ready", "true")
     shoot(page, "loading")
     page.evaluate("window.__sameDocument = true")  # gone if the page reloads
+    models_page = page.context.new_page()
+    models_page.goto(f"{gated.url}/models")
+    expect(models_page.locator("#health")).to_have_text("loading 1 of 5 models")
+    expect(models_page.locator("#no-models")).to_be_hidden()  # not "no models found" while loading
     gated.release()
     expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
     expect(health).to_have_text("ok · cpu · 5 models")
@@ -170,6 +174,8 @@ def test_a_page_opened_while_models_load_says_so_and_fills_in_without_reload(gat
     page.select_option("#model", "en-de-transformer")
     expect(page.locator("#heads-card [data-head='1:1']")).to_contain_text("L2 · H2 · F1")
     shoot(page, "loaded")
+    expect(models_page.locator(".model-card")).to_have_count(5, timeout=60_000)  # drawn with the cards
+    expect(models_page.locator("#health")).to_have_text("ok · cpu · 5 models")
 
 
 def plot_rows(page: Page) -> list[str]:
