@@ -318,7 +318,7 @@ async function init() {
   const first = !params.has("text");
   if (first && modelSelect.value) textBox.value = examplesFor(modelById(modelSelect.value)?.source_lang || "en")[0] || "";
   if (textBox.value.trim() && modelSelect.value) {
-    // A first visit shows a translated example at once, in the default view (the sharpest head).
+    // A first visit shows a translated example at once, in the default view (the best-aligned head).
     await translate({ view: first ? null : viewFromParams(params), target: params.get("target"), prefix: params.get("prefix") });
   }
   document.body.dataset.ready = "true";
