@@ -155,7 +155,7 @@ export class Explorer {
   defaultView(layers, heads) {
     const facts = this.headFacts();
     const best = this.state.kind === "cross" && facts.f1 ? bestCell(facts.f1) : null;
-    this.defaultWhy = best ? { f1: best.value, split: facts.split } : { avg: heads > 1 };
+    this.defaultWhy = best ? { f1: best.value, split: facts.split, kind: this.state.kind } : { avg: heads > 1, kind: this.state.kind };
     if (best) return { layer: best.layer, head: best.head, avg: false };
     return { layer: layers - 1, head: 0, avg: heads > 1 };
   }
@@ -163,7 +163,7 @@ export class Explorer {
   /** Why the default view is the one shown, for its caption ("" once the user picked a view). */
   defaultCaption(head) {
     const why = this.defaultHead ? this.defaultWhy : null;
-    if (!why) return "";
+    if (!why || why.kind !== this.state.kind) return ""; // another kind, same indices: not the pick
     if (why.f1 !== undefined && head !== "avg") return ` · best-aligned head per the card: F1 ${why.f1.toFixed(2)} (${why.split})`;
     if (why.avg && head === "avg") {
       return this.state.kind === "cross" ? " · shown first: the model's card has no alignment numbers to pick a head by" : " · shown first";
