@@ -93,7 +93,14 @@ async def ready(service: ServiceDep) -> JSONResponse:
     """200 once the models are loaded; 503 while they load and while the server shuts down, so a
     load balancer sends traffic only to replicas that can translate."""
     status = service.status
-    body = ReadyResponse(status=status, models=len(service.ids), unavailable=len(service.registry.unavailable()))
+    loaded, total = service.registry.progress()
+    body = ReadyResponse(
+        status=status,
+        models=len(service.ids),
+        unavailable=len(service.registry.unavailable()),
+        loaded=loaded,
+        total=total,
+    )
     return JSONResponse(body.model_dump(), status_code=200 if status == "ready" else 503)
 
 

@@ -200,6 +200,12 @@ class ModelRegistry:
         )  # fmt: skip
         return served
 
+    def progress(self) -> tuple[int, int]:
+        """(folders done, folders in all): done counts the loaded and the unavailable ones; while
+        loading, "all" is what the models directory holds now (a folder is a cheap stat)."""
+        done = len(self._models) + len(self._unavailable)
+        return done, done if self.ready else max(done, len(discover(self.models_dir)))
+
     @property
     def ids(self) -> list[str]:
         return list(self._models)

@@ -451,11 +451,15 @@ class HealthResponse(BaseModel):
 
 
 class ReadyResponse(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ready", "models": 7, "unavailable": 0}]})
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"status": "ready", "models": 7, "unavailable": 0, "loaded": 7, "total": 7}]}
+    )
 
     status: Literal["ready", "loading", "stopping"]
     models: int = Field(description="How many models are loaded.")
     unavailable: int = Field(description="How many model folders failed to load.")
+    loaded: int = Field(description="How many model folders are done: loaded or failed (models + unavailable).")
+    total: int = Field(description="How many model folders there are; loaded == total once ready.")
 
 
 class FieldError(BaseModel):

@@ -53,6 +53,10 @@ export function drawBeamTree(container, beam, { title = "", onPick = () => {}, s
     y.set(node.id, kids.reduce((sum, k) => sum + y.get(k.id), 0) / kids.length);
   };
   place(root);
+  // The chosen path runs straight, at its leaf's height: it stays in one band of the box (a path
+  // averaged between its branches wanders up and out of view in a tall tree).
+  const chosenLeaf = beam.best.length ? y.get(beam.best.at(-1)) : undefined;
+  if (chosenLeaf !== undefined) for (const id of beam.best) y.set(id, chosenLeaf);
   const steps = Math.max(...beam.nodes.map((n) => n.step));
   const width = 40 + (steps + 1) * COL;
   const height = 24 + Math.max(leaves, 1) * ROW;
@@ -103,20 +107,25 @@ export function drawBeamTree(container, beam, { title = "", onPick = () => {}, s
   }
   s.append(edges, nodes);
   const scroller = el("div", { class: "beam-scroll" }, s);
-  const summary = `${beam.nodes.length - 1} nodes kept over ${steps} steps · ${beam.hypotheses.length} finished hypotheses`;
+  const finished = beam.hypotheses.length;
+  const summary = `${beam.nodes.length - 1} nodes kept over ${steps} step${steps === 1 ? "" : "s"} · ${finished} finished ${finished === 1 ? "hypothesis" : "hypotheses"}`;
+  // An empty hypothesis (</s> at once) is no translation to offer; it is counted, not listed,
+  // unless beam search chose it.
+  const listed = beam.hypotheses.map((h, i) => ({ h, chosen: i === 0 })).filter(({ h, chosen }) => chosen || h.translation);
+  const empty = finished - listed.length;
   setChildren(
     container,
     title ? el("h3", { class: "beam-title" }, title) : null,
     el("p", { class: "hint" }, summary),
     scroller,
-    beam.hypotheses.length
+    listed.length
       ? el(
           "ol",
-          { class: "hypotheses" },
-          beam.hypotheses.slice(0, 5).map((h, i) =>
+          { class: "hypotheses", title: "Sorted as beam search ranked them: by the length-normalised score" },
+          listed.slice(0, 5).map(({ h, chosen }) =>
             el(
               "li",
-              {},
+              { dataset: { ranking: String(h.ranking), score: String(h.score) } },
               el(
                 "a",
                 {
@@ -127,15 +136,30 @@ export function drawBeamTree(container, beam, { title = "", onPick = () => {}, s
                     onPick(pathTo(beam, h.node), byId.get(h.node));
                   },
                 },
-                h.translation || "(empty)",
+                h.translation || "(an empty translation: </s> at once)",
               ),
-              el("span", { class: "muted" }, ` log-prob ${h.score.toFixed(2)}${i === 0 ? " · chosen" : ""}`),
+              el(
+                "span",
+                { class: "muted" },
+                ` ranked by ${h.ranking.toFixed(2)} (length-normalised) · log-prob ${h.score.toFixed(2)}${chosen ? " · chosen" : ""}`,
+              ),
             ),
           ),
         )
       : null,
+    empty ? el("p", { class: "hint", dataset: { role: "empty-hypotheses" } }, `${empty} empty ${empty === 1 ? "hypothesis" : "hypotheses"} (</s> at once) not listed.`) : null,
   );
-  // Tall trees scroll: start with the root (and the first choices) in view.
-  scroller.scrollTop = Math.max(0, Y(root) - scroller.clientHeight / 2);
+  // Tall trees scroll: start with the chosen path in the middle of the box, once the box has its
+  // size (it may be laid out after this call).
+  const bestY = beam.best.filter((id) => y.has(id)).map((id) => Y(byId.get(id)));
+  const top = Math.min(...bestY, Y(root)) - ROW;
+  const bottom = Math.max(...bestY, Y(root)) + ROW;
+  const reveal = () => {
+    const room = scroller.clientHeight;
+    if (!room) return false;
+    scroller.scrollTop = Math.max(0, bottom - top <= room ? (top + bottom) / 2 - room / 2 : top);
+    return true;
+  };
+  if (!reveal()) requestAnimationFrame(reveal);
   return s;
 }

@@ -4,7 +4,7 @@ import { download, el, fillSelect, role, setChildren } from "./dom.js";
 import { DEFAULT_SORT, renderHeadGrid } from "./explorer-grid.js";
 import { cardOf, f1Of, headFacts } from "./head-facts.js";
 import { drawHeatmap, exportImage, matrixCsv, purge } from "./heatmap.js";
-import { KIND_HELP, KIND_LABELS, kindsOf, maxOf, meanEntropy, shapeOf, sharpestHead, viewOf } from "./matrix.js";
+import { KIND_HELP, KIND_LABELS, kindsOf, bestCell, maxOf, meanEntropy, shapeOf, viewOf } from "./matrix.js";
 import { fillTable } from "./table.js";
 
 export { viewFromParams, viewToParams } from "./view-params.js";
@@ -111,8 +111,8 @@ export class Explorer {
     this.model = model;
     this.aligned = null;
     this.root.hidden = false;
-    // A head the page picked (the sharpest of the last translation) is picked again for this
-    // one; a head the user chose stays.
+    // A head the page picked (the default view) is picked again for this one (another model
+    // has another best head); a head the user chose stays.
     if (this.defaultHead) this.state.layer = null;
     return this.update({});
   }
@@ -141,13 +141,42 @@ export class Explorer {
     if (!s.kind) return;
     const { layers, heads } = shapeOf(this.response, s.kind);
     if (s.layer === null && layers * heads > 1) {
-      // First look: the sharpest head of this kind (lowest mean entropy), not an arbitrary one.
-      Object.assign(s, sharpestHead(this.response, s.kind), { avg: false });
+      Object.assign(s, this.defaultView(layers, heads));
       this.defaultHead = true;
     }
     if (s.layer === null || !(s.layer >= 0 && s.layer < layers)) s.layer = layers - 1;
     if (!(s.head >= 0 && s.head < heads)) s.head = 0;
     if (heads === 1) s.avg = false;
+  }
+
+  /** First look: the cross-attention head that aligns best with words per the model's card
+   *  (word-alignment F1), else the last layer's average of heads. Not the sharpest head: a sharp
+   *  head is often a previous-token head, which points at the wrong words. */
+  defaultView(layers, heads) {
+    const facts = this.headFacts();
+    const best = this.state.kind === "cross" && facts.f1 ? bestCell(facts.f1) : null;
+    this.defaultWhy = best ? { f1: best.value, split: facts.split, kind: this.state.kind } : { avg: heads > 1, kind: this.state.kind };
+    if (best) return { layer: best.layer, head: best.head, avg: false };
+    return { layer: layers - 1, head: 0, avg: heads > 1 };
+  }
+
+  /** Why the default view is the one shown, for its caption ("" once the user picked a view). */
+  defaultCaption(head) {
+    const why = this.defaultHead ? this.defaultWhy : null;
+    if (!why || why.kind !== this.state.kind) return ""; // another kind, same indices: not the pick
+    if (why.f1 !== undefined && head !== "avg") return ` · best-aligned head per the card: F1 ${why.f1.toFixed(2)} (${why.split})`;
+    if (why.avg && head === "avg") {
+      return this.state.kind === "cross" ? " · shown first: the model's card has no alignment numbers to pick a head by" : " · shown first";
+    }
+    return "";
+  }
+
+  /** Whether a view is a head that aligns on reading rows: its rows are then labelled by the
+   *  token each step reads, so that row "Fahrrad" is the step that aligns Fahrrad. */
+  readsRows(layer, head) {
+    if (this.state.kind !== "cross" || head === "avg") return false;
+    const reading = this.headFacts().reading;
+    return Boolean(reading && reading.layer === layer && reading.head === head);
   }
 
   head() {
@@ -189,7 +218,7 @@ export class Explorer {
     this.c.stretch.checked = s.stretch;
     const eos = this.response.eos_token || "</s>";
     this.c.eos.disabled = !this.keyTokens().includes(eos);
-    const options = { layer: s.layer, head: this.head(), merge: s.merge, hideEos: s.hideEos };
+    const options = { layer: s.layer, head: this.head(), merge: s.merge, hideEos: s.hideEos, readRows: this.readsRows(s.layer, this.head()) };
     const jobs = [this.drawOne(this.response, "main", options)];
     const alignedCard = this.c["aligned-card"];
     if (alignedCard) {
@@ -290,13 +319,19 @@ export class Explorer {
     empty.hidden = true;
     this.views[which] = view;
     const entropy = meanEntropy(view.z);
-    const sharpest = this.defaultHead && options.head !== "avg" ? " (the sharpest head, shown first)" : "";
-    caption.textContent = `${title} — ${this.where(options.layer, options.head)}${sharpest} · mean entropy ${entropy.toFixed(2)} bits${this.f1Caption(options)}`;
+    const why = this.defaultCaption(options.head);
+    const reads = options.readRows ? " · rows labelled by the word each step reads (this head aligns a word on the step after it is written)" : "";
+    const f1 = why.includes("F1") ? "" : this.f1Caption(options);
+    caption.textContent = `${title} — ${this.where(options.layer, options.head)}${why}${f1}${reads} · mean entropy ${entropy.toFixed(2)} bits`;
     this.c[`axes-${which}`].textContent =
       `rows: ${view.rowTitle} ${options.merge ? "words" : "tokens"} (${view.z.length}) · columns: ${view.colTitle} ${options.merge ? "words" : "tokens"} (${view.colLabels.length})` +
       (view.hiddenEos ? " · </s> hidden, rows renormalised" : "");
+    // Side by side or stacked (a narrow screen stacks the two): the column's own width, read
+    // from the grid's columns, not half the box whatever the layout.
     const plots = this.root.querySelector(".plots");
-    const boxWidth = Math.max(240, (plots.clientWidth || 900) / (this.aligned ? 2 : 1) - 28);
+    const columns = getComputedStyle(plots).gridTemplateColumns.split(" ").filter(Boolean).length || 1;
+    const gap = parseFloat(getComputedStyle(plots).columnGap) || 0;
+    const boxWidth = Math.max(240, ((plots.clientWidth || 900) - gap * (columns - 1)) / columns - 28);
     gd.dataset.kind = this.state.kind;
     const shown = await drawHeatmap(gd, view, {
       where: this.where(options.layer, options.head),

@@ -29,11 +29,12 @@ const shapeText = (grid) => `${grid.length} × ${Array.isArray(grid[0]) ? grid[0
  * The card's numbers for the heads of one attention kind, shaped like the model's attention.
  * Returns {f1: [layer][head] | null, layerF1: [layer] | null (the layer's average of heads),
  *          split, f1Note, delta: [layer][head] BLEU change with the head off | null,
+ *          reading: {layer, head} of a head that aligns on reading rows | null,
  *          ablation: {split, beam, baseline} | null, ablationNote}.
  * A note says why a number is missing ("not measured", wrong shape, not a cross kind).
  */
 export function headFacts(card, kind, layers, heads) {
-  const facts = { f1: null, layerF1: null, split: null, f1Note: "", delta: null, ablation: null, ablationNote: "" };
+  const facts = { f1: null, layerF1: null, split: null, f1Note: "", delta: null, ablation: null, ablationNote: "", reading: null };
   const alignment = card?.alignment;
   if (kind !== "cross") {
     facts.f1Note = "Word-alignment F1 is measured for cross-attention heads only.";
@@ -75,7 +76,8 @@ function readingHead(card, facts, layers, heads) {
   if (!(layer >= 0 && layer < layers && head >= 0 && head < heads) || reads[layer][head] === null) return;
   facts.f1 = facts.f1.map((row) => row.slice());
   facts.f1[layer][head] = reads[layer][head];
-  facts.f1Note = `Layer ${layer + 1}, head ${head + 1} was trained to align on the step that reads each word: its F1 is measured on those rows, the other heads' on the step that writes the word.`;
+  facts.reading = { layer, head };
+  facts.f1Note = `Layer ${layer + 1}, head ${head + 1} was trained to align on the step that reads each word: its F1 is measured on those rows, the other heads' on the step that writes the word; the explorer labels its rows by the word each step reads.`;
 }
 
 /** The F1 of one view: a head, or the layer's average of heads ("avg"); null if not measured. */

@@ -1,7 +1,8 @@
 // The Translate page's "Heads" card: every cross-attention head of the chosen model with its
 // word-alignment F1 from the card (sortable), click to switch heads off and translate again with
 // `disable_heads`, and attention beside gradient attribution (POST /api/attribution) with the
-// rank correlation of each head. Reads the text, model and beam from the page's form.
+// rank correlation of each head. Works on the sentence the page translated last (translate.js
+// announces it with an "attnscope:translated" event), else on the text box.
 import { postJSON } from "./api.js";
 import { el, plotlyReady, role, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";
@@ -16,10 +17,14 @@ const sortBy = role(card, "heads-sort");
 const off = new Set(); // "layer:head" keys switched off
 let models = [];
 
-const cards = new Map(pageCards().map((c) => [c.id, c]));
+// Read when needed, not at load: a page opened while the models load gets its cards later.
+const cardOf = (id) => pageCards().find((c) => c.id === id) || null;
 const model = () => models.find((m) => m.id === document.getElementById("model").value);
 // The card's F1 grid, with a head trained on reading rows given its F1 on those (head-facts.js).
-const f1Of = (m) => headFacts(cards.get(m.id), "cross", m.layers, m.heads).f1;
+const f1Of = (m) => headFacts(cardOf(m.id), "cross", m.layers, m.heads).f1;
+// Layers and heads are counted from 1 on the page (the API and the cards count from 0).
+const headName = (l, h) => `L${l + 1} · H${h + 1}`;
+let translated = null; // {model, text, beam, translation}: the sentence the page translated last
 
 function heads(m) {
   const f1 = f1Of(m);
@@ -32,7 +37,12 @@ function heads(m) {
 function render() {
   const m = model();
   out.replaceChildren();
-  if (!m || !m.attention.includes("cross")) {
+  if (!m) {
+    const loading = !models.length && !document.body.dataset.ready;
+    setChildren(list, el("span", { class: "hint" }, loading ? "The heads appear once the models have loaded." : "Choose a model to see its heads."));
+    return;
+  }
+  if (!m.attention.includes("cross")) {
     setChildren(list, el("span", { class: "hint" }, "This model has no cross-attention heads."));
     return;
   }
@@ -44,14 +54,17 @@ function render() {
       style: off.has(key) ? { textDecoration: "line-through", opacity: "0.55" } : {},
       "aria-pressed": String(off.has(key)),
       dataset: { head: key },
-      title: off.has(key) ? "switched off: click to switch on" : "click to switch this head off",
+      title: `${off.has(key) ? "switched off: click to switch on" : "click to switch this head off"} (layer ${l}, head ${h} in the API and the card)`,
       onclick: () => { off.has(key) ? off.delete(key) : off.add(key); render(); },
-    }, `L${l}H${h}${f1 == null ? "" : ` · F1 ${f1.toFixed(2)}`}`);
+    }, `${headName(l, h)}${f1 == null ? "" : ` · F1 ${f1.toFixed(2)}`}`);
   }));
 }
 
+/** The request for the sentence on screen: the one translated last (not whatever the text box
+ *  holds now), else the text box. */
 function body() {
   const m = model();
+  if (translated && translated.model === m.id) return { model: m.id, text: translated.text, beam_size: translated.beam };
   return { model: m.id, text: document.getElementById("text").value, beam_size: Number(document.getElementById("beam").value) || 5 };
 }
 
@@ -61,11 +74,13 @@ async function runAblation() {
   const disable = [...off].map((k) => { const [layer, head] = k.split(":").map(Number); return { kind: "cross", layer, head }; });
   status.textContent = "translating…";
   try {
-    const [base, ablated] = await Promise.all([postJSON("/api/translate", body()), postJSON("/api/translate", { ...body(), disable_heads: disable })]);
-    status.textContent = "";
+    const request = body();
+    const [base, ablated] = await Promise.all([postJSON("/api/translate", request), postJSON("/api/translate", { ...request, disable_heads: disable })]);
+    status.textContent = `"${request.text}", beam ${request.beam_size}`;
+    const names = disable.map(({ layer, head }) => headName(layer, head)).join(", ");
     setChildren(out, el("dl", { class: "facts" },
       el("dt", {}, "All heads on"), el("dd", { dataset: { role: "heads-base" } }, base.translation),
-      el("dt", {}, `${disable.length} head${disable.length === 1 ? "" : "s"} off`), el("dd", { dataset: { role: "heads-ablated" } }, ablated.translation),
+      el("dt", { title: names }, `${disable.length} head${disable.length === 1 ? "" : "s"} off`), el("dd", { dataset: { role: "heads-ablated" } }, ablated.translation),
       el("dt", {}, "Log-probability"), el("dd", {}, `${base.logprob.toFixed(2)} → ${ablated.logprob.toFixed(2)}`)));
   } catch (err) {
     status.textContent = "";
@@ -73,28 +88,61 @@ async function runAblation() {
   }
 }
 
+/** The mean of the heads of one layer, or of every head of every layer ("all"): [target][source]. */
+function meanAttention(cross, layer) {
+  const heads = layer === "all" ? cross.flat() : cross[layer];
+  return heads[0].map((row, t) => row.map((_, s) => heads.reduce((acc, head) => acc + head[t][s], 0) / heads.length));
+}
+
+function attentionChoices(cross) {
+  const layers = cross.length;
+  const heads = cross[0].length;
+  const options = cross.map((_, l) => el("option", { value: String(l), selected: l === layers - 1 }, `layer ${l + 1}: mean of its ${heads} heads`));
+  if (layers > 1) options.push(el("option", { value: "all" }, `all ${layers} layers × ${heads} heads: mean of ${layers * heads}`));
+  return el("select", { dataset: { role: "attribution-layer" }, "aria-label": "Attention shown beside the attribution" }, options);
+}
+
 async function runAttribution() {
-  if (!model()) return;
-  status.textContent = "computing gradients…";
+  const m = model();
+  if (!m) return;
+  const stepsInput = role(card, "attribution-steps");
+  const steps = Math.min(128, Math.max(1, Math.round(Number(stepsInput.value)) || 32));
+  stepsInput.value = String(steps);
+  status.textContent = `computing gradients (${steps} steps)…`;
   try {
-    const r = await postJSON("/api/attribution", body());
-    status.textContent = `Integrated gradients, completeness gap ${r.completeness_gap.toFixed(4)}; ρ = Spearman rank correlation of each head's attention rows with the attribution rows.`;
-    const mean = r.cross_attention
-      ? r.cross_attention[0][0].map((row, t) => row.map((_, s) => r.cross_attention.flat().reduce((acc, head) => acc + head[t][s], 0) / r.cross_attention.flat().length))
-      : null;
+    const request = { ...body(), steps };
+    // The translation on screen, exactly (a forced beginning included), not a new decode of it.
+    if (translated && translated.model === m.id && translated.translation) request.target = translated.translation;
+    const r = await postJSON("/api/attribution", request);
+    status.textContent = `"${request.text}" → "${r.translation}". Integrated gradients with ${steps} steps: completeness gap ${r.completeness_gap.toFixed(3)} (0 is exact; more steps shrink it). ρ = Spearman rank correlation of each head's attention rows with the attribution rows.`;
+    status.dataset.steps = String(steps);
     const rho = r.correlation ? r.correlation.integrated_gradients : null;
     const table = rho ? el("table", { class: "bleu-table", dataset: { role: "heads-correlation" } },
-      el("thead", {}, el("tr", {}, el("th", { class: "no-caps", title: "Spearman's rank correlation" }, "ρ"), ...rho[0].map((_, h) => el("th", {}, `H${h}`)))),
-      el("tbody", {}, rho.map((row, l) => el("tr", {}, el("th", {}, `L${l}`), ...row.map((v) => el("td", {}, v == null ? "–" : v.toFixed(2))))))) : null;
+      el("thead", {}, el("tr", {}, el("th", { class: "no-caps", title: "Spearman's rank correlation" }, "ρ"), ...rho[0].map((_, h) => el("th", {}, `H${h + 1}`)))),
+      el("tbody", {}, rho.map((row, l) => el("tr", {}, el("th", {}, `Layer ${l + 1}`), ...row.map((v) => el("td", {}, v == null ? "–" : v.toFixed(2))))))) : null;
     const left = el("div", { class: "chart", dataset: { chart: "attribution" } });
     const right = el("div", { class: "chart", dataset: { chart: "attention-mean" } });
-    setChildren(out, el("div", { class: "pair-charts" }, left, right), table);
+    const choice = r.cross_attention ? attentionChoices(r.cross_attention) : null;
+    const choiceRow = choice ? el("label", { class: "hint attribution-choice" }, "Attention beside it: ", choice) : null;
+    setChildren(out, choiceRow, el("div", { class: "pair-charts" }, left, right), table);
     const Plotly = await plotlyReady();
-    const draw = (div, z, title) => Plotly.newPlot(div, [{ type: "heatmap", z, x: r.source_tokens.map(plotlyText), y: r.target_tokens.map(plotlyText), colorscale: "Blues", reversescale: true, zmin: 0, zmax: 1, showscale: false }],
-      { title: { text: title, font: { size: 13 } }, height: 320, margin: { l: 90, r: 10, t: 30, b: 80 }, yaxis: { autorange: "reversed" }, paper_bgcolor: "rgba(0,0,0,0)" },
-      { displaylogo: false, responsive: true, displayModeBar: false });
-    await draw(left, r.integrated_gradients, "Integrated gradients");
-    if (mean) await draw(right, mean, "Attention (mean of heads)");
+    const draw = (div, z, title) => Plotly.react(div, [{
+      type: "heatmap", z, x: r.source_tokens.map(plotlyText), y: r.target_tokens.map(plotlyText), colorscale: "Blues", reversescale: true, zmin: 0, zmax: 1,
+      showscale: true, colorbar: { thickness: 10, len: 0.9, tickfont: { size: 10 }, title: { text: "weight", side: "right", font: { size: 11 } } },
+      hovertemplate: "%{y} → %{x}: %{z:.3f}<extra></extra>",
+    }],
+    { title: { text: title, font: { size: 13 } }, height: 320, margin: { l: 90, r: 10, t: 30, b: 80 }, yaxis: { autorange: "reversed" }, paper_bgcolor: "rgba(0,0,0,0)" },
+    { displaylogo: false, responsive: true, displayModeBar: false });
+    await draw(left, r.integrated_gradients, `Integrated gradients (${steps} steps)`);
+    if (choice) {
+      const drawMean = () => {
+        const layer = choice.value === "all" ? "all" : Number(choice.value);
+        right.dataset.layer = choice.value;
+        return draw(right, meanAttention(r.cross_attention, layer), layer === "all" ? "Attention (mean of every layer's heads)" : `Attention (layer ${layer + 1}, mean of its heads)`);
+      };
+      choice.addEventListener("change", drawMean);
+      await drawMean();
+    }
   } catch (err) {
     status.textContent = "";
     showError(out, err.message);
@@ -102,6 +150,9 @@ async function runAttribution() {
 }
 
 async function init() {
+  // translate.js says which sentence it translated: ablation and attribution use that one.
+  document.addEventListener("attnscope:translated", (event) => { translated = event.detail; });
+  render(); // "the heads appear once the models have loaded", not "no cross-attention heads"
   models = await loadModels();
   document.getElementById("model").addEventListener("change", () => { off.clear(); render(); });
   sortBy.addEventListener("change", render);

@@ -3,7 +3,7 @@
 // (so a clause the model dropped shows as a run of cold source words). <unk> pieces, which the
 // model could not represent, are marked on both sides.
 import { el, setChildren } from "./dom.js";
-import { viewOf } from "./matrix.js";
+import { meanOfAllHeads } from "./matrix.js";
 import { readablePieces } from "./pieces.js";
 
 export const UNK = "<unk>";
@@ -41,8 +41,10 @@ export function renderConfidence(box, response, { onPick = null } = {}) {
 }
 
 /**
- * Attention received by each source token (column sums of the cross-attention view `state`
- * describes: layer, head or average, merged words, </s> hidden). Returns the totals.
+ * Attention received by each source token: column sums of the cross-attention averaged over
+ * every layer and head (one head can look away from a word another head covers: a
+ * previous-token head would mark correct translations as dropping words), with the words merged
+ * and </s> hidden as `state` says. Returns the totals.
  */
 export function renderCoverage(box, response, state) {
   const attention = response.attention || {};
@@ -52,9 +54,7 @@ export function renderCoverage(box, response, state) {
   }
   const layers = attention.cross.length;
   const heads = attention.cross[0].length;
-  const layer = Math.min(Math.max(state.layer ?? layers - 1, 0), layers - 1);
-  const head = state.avg || state.kind !== "cross" ? (heads > 1 ? "avg" : 0) : Math.min(state.head ?? 0, heads - 1);
-  const view = viewOf(response, "cross", { layer, head, merge: state.merge, hideEos: state.hideEos });
+  const view = meanOfAllHeads(response, "cross", { merge: state.merge, hideEos: state.hideEos });
   const totals = view.colLabels.map((_, j) => view.z.reduce((sum, row) => sum + row[j], 0));
   const fair = view.z.length / Math.max(view.colLabels.length, 1); // what each key gets if spread evenly
   setChildren(
@@ -76,6 +76,7 @@ export function renderCoverage(box, response, state) {
       );
     }),
   );
-  const where = head === "avg" ? (heads > 1 ? `layer ${layer + 1}, average of ${heads} heads` : "") : heads > 1 ? `layer ${layer + 1}, head ${head + 1}` : "";
+  const count = layers * heads;
+  const where = count > 1 ? `averaged over all ${count} heads${layers > 1 ? ` of ${layers} layers` : ""}` : "";
   return { totals, labels: view.colLabels, where, fair };
 }

@@ -171,11 +171,12 @@ export class Inspector {
     const layers = aligned.attention.cross.length;
     const layer = Math.min(s.kind === "cross" ? s.layer : layers - 1, layers - 1);
     const head = s.kind === "cross" && !s.avg ? s.head : aligned.attention.cross[0].length > 1 ? "avg" : 0;
-    const full = viewOf(aligned, "cross", { layer, head, merge: false, hideEos: false });
+    const readRows = this.explorer.readsRows(layer, head); // a reading-row head: rows by the word read
+    const full = viewOf(aligned, "cross", { layer, head, merge: false, hideEos: false, readRows });
     const view = { ...full, z: full.z.slice(0, rows), rowLabels: full.rowLabels.slice(0, rows), rowPieces: full.rowPieces.slice(0, rows) };
     gd.hidden = false;
     empty.hidden = true;
-    caption.textContent = `Cross-attention of this partial translation (teacher-forced), ${head === "avg" ? "average of heads" : `head ${head + 1}`}${layers > 1 ? `, layer ${layer + 1}` : ""}.`;
+    caption.textContent = `Cross-attention of this partial translation (teacher-forced), ${head === "avg" ? "average of heads" : `head ${head + 1}`}${layers > 1 ? `, layer ${layer + 1}` : ""}${readRows ? "; rows labelled by the word each step reads" : ""}.`;
     await drawHeatmap(gd, view, {
       where: `partial hypothesis · ${head === "avg" ? "average of heads" : `head ${head + 1}`}`,
       boxWidth: Math.max(240, (detail.clientWidth || 800) - 10),

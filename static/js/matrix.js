@@ -38,19 +38,25 @@ function singletons(tokens) {
   return tokens.map((token, i) => ({ text: token, tokens: [i] }));
 }
 
-/** Query and key tokens (and their word groups) of one kind. */
-export function axesOf(response, kind) {
+/** Query and key tokens (and their word groups) of one kind. `readRows`: label the cross
+ *  attention's rows by the token each step *reads* (its decoder input: <s>, then the target
+ *  shifted by one), for a head that aligns a word on the step after the one that writes it. */
+export function axesOf(response, kind, readRows = false) {
   const source = response.source_tokens;
   const target = response.target_tokens;
   const sourceWords = response.source_words || singletons(source);
   const targetWords = response.target_words || singletons(target);
+  const inputs = response.decoder_input_tokens || ["<s>", ...target.slice(0, -1)];
+  if (kind === "cross" && readRows) {
+    const rowWords = shiftedWords(targetWords, inputs.length);
+    return { rows: inputs, cols: source, rowWords, colWords: sourceWords, rowTitle: "target read", colTitle: "source" };
+  }
   if (kind === "cross") {
     return { rows: target, cols: source, rowWords: targetWords, colWords: sourceWords, rowTitle: "target", colTitle: "source" };
   }
   if (kind === "encoder_self") {
     return { rows: source, cols: source, rowWords: sourceWords, colWords: sourceWords, rowTitle: "source query", colTitle: "source key" };
   }
-  const inputs = response.decoder_input_tokens || ["<s>", ...target.slice(0, -1)];
   return { rows: target, cols: inputs, rowWords: targetWords, colWords: shiftedWords(targetWords, inputs.length), rowTitle: "target", colTitle: "decoder input" };
 }
 
@@ -69,13 +75,13 @@ export function headMatrix(response, kind, layer, head) {
 
 /**
  * The matrix to draw, with its labels.
- * options: {layer, head (index or "avg"), merge, hideEos}.
+ * options: {layer, head (index or "avg"), merge, hideEos, readRows (see axesOf)}.
  * Merging sums over the merged keys and averages over the merged queries, so rows still sum to one;
  * hiding </s> drops that key and rescales each row over the keys that remain.
  * Throws an Error naming the mismatch if the matrix does not fit the tokens.
  */
-export function viewOf(response, kind, { layer, head, merge = false, hideEos = false }) {
-  const axes = axesOf(response, kind);
+export function viewOf(response, kind, { layer, head, merge = false, hideEos = false, readRows = false }) {
+  const axes = axesOf(response, kind, readRows);
   const matrix = headMatrix(response, kind, layer, head);
   const width = matrix.length ? matrix[0].length : 0;
   if (matrix.length !== axes.rows.length || width !== axes.cols.length) {
@@ -142,19 +148,22 @@ export function maxOf(z) {
   return max;
 }
 
-/** The head of `kind` with the lowest mean row entropy: {layer, head}. */
-export function sharpestHead(response, kind) {
-  const { layers, heads } = shapeOf(response, kind);
-  let best = { layer: layers - 1, head: 0 };
-  let bestBits = Infinity;
-  for (let layer = 0; layer < layers; layer++) {
-    for (let head = 0; head < heads; head++) {
-      const bits = meanEntropy(response.attention[kind][layer][head]);
-      if (bits < bestBits - 1e-9) {
-        bestBits = bits;
-        best = { layer, head };
-      }
-    }
-  }
+/** The cell of a [layer][head] grid with the highest number (nulls skipped): {layer, head,
+ *  value}, or null when the grid holds no number. */
+export function bestCell(grid) {
+  let best = null;
+  grid.forEach((row, layer) =>
+    row.forEach((value, head) => {
+      if (value !== null && (best === null || value > best.value + 1e-12)) best = { layer, head, value };
+    }),
+  );
   return best;
+}
+
+/** Cross-attention averaged over every layer and head: [query][key] (the coverage's matrix). */
+export function meanOfAllHeads(response, kind, options = {}) {
+  const { layers } = shapeOf(response, kind);
+  const views = Array.from({ length: layers }, (_, layer) => viewOf(response, kind, { ...options, layer, head: "avg" }));
+  const z = views[0].z.map((row, q) => row.map((_, k) => views.reduce((sum, v) => sum + v.z[q][k], 0) / layers));
+  return { ...views[0], z };
 }

@@ -1,6 +1,7 @@
 // The model list from /api/models: names, grouping by language pair, the model picker.
 import { getJSON } from "./api.js";
 import { el, formatCount, setChildren } from "./dom.js";
+import { whenReady } from "./readiness.js";
 
 export const ARCHITECTURES = { rnn: "RNN", self_attentive_rnn: "Self-attentive RNN", transformer: "Transformer" };
 export const SCORES = {
@@ -71,7 +72,9 @@ export function pageCards() {
   return node ? JSON.parse(node.textContent) : [];
 }
 
+/** The models, once the server has loaded them all (a page opened earlier waits: readiness.js). */
 export async function loadModels() {
+  await whenReady();
   const data = await getJSON("/api/models");
   const cards = new Map(pageCards().map((card) => [card.id, card]));
   return (data.models || []).map((m) => ({ ...m, card_bleu: cards.get(m.id)?.bleu ?? null }));
@@ -99,20 +102,8 @@ export function fillModelSelect(select, models, selected) {
   if (selected && models.some((m) => m.id === selected)) select.value = selected;
 }
 
-/** Fill the header's server status. */
-export async function showHealth() {
-  const box = document.getElementById("health");
-  if (!box) return;
-  try {
-    const health = await getJSON("/api/health");
-    box.textContent = `${health.status} · ${health.device} · ${health.models} model${health.models === 1 ? "" : "s"}`;
-    box.classList.add("ok");
-  } catch (err) {
-    box.textContent = "server unreachable";
-    box.title = err.message;
-    box.classList.add("bad");
-  }
-}
+/** The header's server status (amber "loading N of M models" while the models load). */
+export { showHealth } from "./readiness.js";
 
 /** Example sentences for a source language (from the page's JSON). */
 export function examplesFor(lang) {

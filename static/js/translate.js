@@ -7,6 +7,7 @@ import { renderConfidence, renderCoverage } from "./insight.js";
 import { Inspector } from "./inspect.js";
 import { examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
 import { readablePieces } from "./pieces.js";
+import { whenReady } from "./readiness.js";
 
 const form = $("#translate-form");
 const textBox = $("#text");
@@ -67,7 +68,7 @@ function renderInsight() {
   renderConfidence(role(insight, "confidence"), current.response, { onPick: (i) => inspector.pickToken(i) });
   const coverage = renderCoverage(role(insight, "coverage"), current.response, explorer.state);
   role(insight, "insight-hint").textContent = coverage
-    ? `Coverage sums the cross-attention each source token received over all ${current.response.target_tokens.length} output tokens${coverage.where ? ` (${coverage.where})` : ""}; dashed chips got under a quarter of an even share — words the model may have dropped.`
+    ? `Coverage: the cross-attention each source token received over the ${current.response.target_tokens.length} output tokens${coverage.where ? `, ${coverage.where}` : ""}; dashed: under a quarter of an even share, a word the model may have dropped.`
     : "";
 }
 
@@ -115,7 +116,10 @@ function renderModelInfo() {
 async function translate({ view = null, target = null, prefix = null } = {}) {
   const text = textBox.value.trim();
   const model = modelById(modelSelect.value);
-  if (!model) return showError(errorBox, "Choose a model first (no models were found on the server?).");
+  if (!model) {
+    const loading = !document.body.dataset.ready;
+    return showError(errorBox, loading ? "The models are still loading: the page translates once they are ready." : "Choose a model first (no models were found on the server?).");
+  }
   if (!text) return showError(errorBox, "Type a sentence to translate first.");
   const beam = beamSize();
   beamInput.value = String(beam);
@@ -131,6 +135,9 @@ async function translate({ view = null, target = null, prefix = null } = {}) {
     const sameInput = current && current.text === text && current.model.id === model.id && current.beam === beam;
     const original = prefix && sameInput ? current.original || (current.prefix ? null : current.response) : null;
     current = { response, model, text, beam, prefix, original };
+    // The Heads card (heads-panel.js) switches heads off and attributes this sentence, not the box's.
+    const detail = { model: model.id, text, beam, translation: response.translation };
+    document.dispatchEvent(new CustomEvent("attnscope:translated", { detail }));
     markStale(false);
     renderResult();
     await explorer.setResponse(response, model);
@@ -232,6 +239,7 @@ async function align() {
 /** The result on screen no longer matches the chosen model: say so, and disable what would mix them. */
 function markStale(stale, message = "") {
   resultCard.classList.toggle("stale", stale);
+  $("#explorer-card").classList.toggle("stale", stale); // its confidence, coverage and your target too
   staleNote.hidden = !stale;
   staleNote.textContent = message;
   alignButton.disabled = stale;
@@ -286,6 +294,11 @@ async function init() {
   });
   copyButton.addEventListener("click", copyLink);
   modelSelect.addEventListener("change", onModelChange);
+  whenReady((ready) => {
+    // Opened while the server loads its models: say so where the models will appear.
+    const text = `loading models… (${ready.loaded ?? ready.models} of ${ready.total ?? "?"})`;
+    setChildren(modelSelect, el("option", { value: "" }, text));
+  });
   try {
     models = await loadModels();
   } catch (err) {
@@ -305,7 +318,7 @@ async function init() {
   const first = !params.has("text");
   if (first && modelSelect.value) textBox.value = examplesFor(modelById(modelSelect.value)?.source_lang || "en")[0] || "";
   if (textBox.value.trim() && modelSelect.value) {
-    // A first visit shows a translated example at once, in the default view (the sharpest head).
+    // A first visit shows a translated example at once, in the default view (the best-aligned head).
     await translate({ view: first ? null : viewFromParams(params), target: params.get("target"), prefix: params.get("prefix") });
   }
   document.body.dataset.ready = "true";

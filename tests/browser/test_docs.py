@@ -37,3 +37,12 @@ def test_pages_send_the_security_headers(server_url: str) -> None:
             assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "object-src 'none'" in csp
             assert response.headers["X-Content-Type-Options"] == "nosniff"
             assert response.headers["Referrer-Policy"] == "no-referrer"
+
+
+def test_every_page_links_to_the_api_docs(page: Page, server_url: str) -> None:
+    for path in ("/", "/compare", "/models", "/vision"):
+        page.goto(f"{server_url}{path}")
+        link = page.locator("header nav a[href='/docs']")
+        expect(link).to_have_text("API docs")
+    link.click()
+    expect(page.locator(".swagger-ui .opblock-summary-path").first).to_be_visible()

@@ -44,7 +44,9 @@ def test_broken_folders_are_listed_unavailable_with_the_file_at_fault(
     (tmp_path / "bad-card" / "card.json").write_text('{"bleu": 3')
     with caplog.at_level(logging.INFO, logger="app.serving.registry"), client_for(tmp_path) as c:
         assert c.get("/api/health").json()["models"] == 2
-        assert c.get("/api/ready").json() == {"status": "ready", "models": 2, "unavailable": 3}
+        assert c.get("/api/ready").json() == {
+            "status": "ready", "models": 2, "unavailable": 3, "loaded": 5, "total": 5
+        }
         listing = c.get("/api/models").json()
         assert [m["id"] for m in listing["models"]] == ["bad-card", "en-de-transformer"]
         bad_card = listing["models"][0]
