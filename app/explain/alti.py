@@ -16,7 +16,8 @@ decoder's input tokens; a self-attention sublayer gives R ← C_self R; a cross-
 splits position i between its residual (the stream so far) and each encoder output j,
 R ← c_res · R + C_cross [E | 0]. The answer, after every decoder layer: ``source`` (L, T, S) and
 ``target`` (L, T, T) (the keys of decoder_self: <s> and the target prefix), each row over both
-summing to 1, and ``source_share`` (T,) the last layer's source mass per target position.
+summing to 1, and ``source_share`` (T,) the last layer's source mass per target position;
+``encoder`` (L_e, S, S) is E after each encoder layer.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ from app.explain.trace import Block, Trace, bias_of, transformed
 
 @dataclass(frozen=True)
 class Alti:
-    """source: (L, T, S); target: (L, T, T); source_share: (T,)."""
+    """source: (L, T, S); target: (L, T, T); source_share: (T,); encoder: (L_e, S, S) ALTI
+    through the encoder's layers (what each encoder position is made of, after each layer)."""
 
     source: Tensor
     target: Tensor
     source_share: Tensor
+    encoder: Tensor
 
 
 def _through_norm(block: Block, vectors: Tensor, total: Tensor) -> Tensor:
@@ -79,10 +82,11 @@ def contributions(vectors: Tensor) -> Tensor:
 
 def alti(trace: Trace) -> Alti:
     """ALTI+ of one traced sentence (module docstring)."""
-    encoder = None
+    encoder, encoder_rows = None, []
     for block in trace.encoder:
         layer = contributions(token_vectors(block, own=True))  # (S, S)
         encoder = layer if encoder is None else layer @ encoder
+        encoder_rows.append(encoder)
     assert encoder is not None
     sources = encoder.size(0)
     length = trace.decoder_self[0].weights.size(-1)
@@ -96,4 +100,6 @@ def alti(trace: Trace) -> Alti:
         source_rows.append(flow[:, :sources])
         target_rows.append(flow[:, sources:])
     source = torch.stack(source_rows)
-    return Alti(source=source, target=torch.stack(target_rows), source_share=source[-1].sum(-1))
+    return Alti(
+        source=source, target=torch.stack(target_rows), source_share=source[-1].sum(-1), encoder=torch.stack(encoder_rows)
+    )

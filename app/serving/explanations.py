@@ -41,6 +41,7 @@ def explanations(
             source=_lists(found.alti.source, decimals),
             target=_lists(found.alti.target, decimals),
             source_share=_lists(found.alti.source_share, decimals),
+            encoder=_lists(found.alti.encoder, decimals),
         )
     return Explanations.model_construct(
         norm=_kinds(found.norm, decimals),

@@ -301,6 +301,7 @@ class AltiExplanation(BaseModel):
     source: LayerMatrix = Field(description="[layer][query][source token]: each source token's share of the target position after each decoder layer.")
     target: LayerMatrix = Field(description="[layer][query][decoder input token] (the keys of decoder_self): the target prefix's shares; a row over source and target sums to 1.")
     source_share: list[float] = Field(description="[query] the last layer's source total: near 0 where a token comes from the prefix alone.")
+    encoder: LayerMatrix = Field(description="[layer][source][source]: ALTI through the encoder, what each encoder position is made of after each layer; rows sum to 1.")
 
 
 class Explanations(BaseModel):

@@ -165,6 +165,8 @@ def test_alti_rows_over_source_and_target_sum_to_one(pre_norm: bool) -> None:
     assert bool((found.target.triu(1) == 0).all())  # no position is made of later ones
     torch.testing.assert_close(found.source_share, found.source[-1].sum(-1))
     assert bool((found.source_share > 0).all())
+    assert found.encoder.shape == (3, len(SRC), len(SRC))
+    torch.testing.assert_close(found.encoder.sum(-1), torch.ones(3, len(SRC)))
 
 
 @pytest.mark.parametrize("pre_norm", [True, False])

@@ -38,6 +38,7 @@ def check_explanations(answer: dict[str, Any], info: dict[str, Any]) -> None:
         alti = found["alti"]
         layers = shape(answer["attention"]["cross"])[0]
         assert shape(alti["source"]) == (layers, tgt, src) and shape(alti["target"]) == (layers, tgt, dec_in)
+        assert shape(alti["encoder"]) == (shape(answer["attention"]["encoder_self"])[0], src, src)
         total = np.asarray(alti["source"]).sum(-1) + np.asarray(alti["target"]).sum(-1)
         np.testing.assert_allclose(total, 1.0, atol=1e-3)
         np.testing.assert_allclose(alti["source_share"], np.asarray(alti["source"])[-1].sum(-1), atol=1e-3)
