@@ -114,12 +114,10 @@ export class ExplainView {
         label,
       ),
     );
-    setChildren(
-      this.box,
-      el("span", { class: "control-label" }, "Heatmap shows"),
-      el("div", { class: "segmented", role: "radiogroup", "aria-label": "What the heatmap shows" }, ...buttons),
-      this.note,
-    );
+    const segmented = el("div", { class: "segmented", role: "radiogroup", "aria-label": "What the heatmap shows" }, ...buttons);
+    segmented.style.flexWrap = "wrap"; // five choices: on a phone they wrap rather than widen the page
+    this.box.style.maxWidth = "100%";
+    setChildren(this.box, el("span", { class: "control-label" }, "Heatmap shows"), segmented, this.note);
   }
 
   /** Say in the plots' captions what they show, when it is not the weights. */
