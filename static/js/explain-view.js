@@ -76,6 +76,7 @@ export class ExplainView {
     this.redo = redo;
     this.method = "weights";
     this.note = el("span", { class: "muted", "data-role": "explain-note" });
+    this.share = el("div", { "data-role": "source-share", hidden: true });
     explorer.transform = (response) => shownResponse(response, this.method, response.explanations);
     const render = explorer.onRender;
     explorer.onRender = (...args) => {
@@ -117,18 +118,41 @@ export class ExplainView {
     const segmented = el("div", { class: "segmented", role: "radiogroup", "aria-label": "What the heatmap shows" }, ...buttons);
     segmented.style.flexWrap = "wrap"; // five choices: on a phone they wrap rather than widen the page
     this.box.style.maxWidth = "100%";
-    setChildren(this.box, el("span", { class: "control-label" }, "Heatmap shows"), segmented, this.note);
+    setChildren(this.box, el("span", { class: "control-label" }, "Heatmap shows"), segmented, this.note, this.share);
   }
 
   /** Say in the plots' captions what they show, when it is not the weights. */
   caption() {
     const why = this.explorer.response?.explanations?.unavailable?.[this.method];
     this.note.textContent = why ? `Not for this model: ${why}.` : "";
+    this.renderShare();
     if (this.method === "weights") return;
     for (const role of ["caption-main", "caption-aligned"]) {
       const caption = this.explorer.c[role];
       if (caption && caption.textContent) caption.textContent += ` · showing ${METHODS[this.method].label}`;
     }
+  }
+
+  /** With ALTI+: the source share of each output token as a row of bars (near 0: the token came
+   *  from the target prefix alone, as a copy or a hallucination does). */
+  renderShare() {
+    const response = this.explorer.response;
+    const shares = this.method === "alti" ? response?.explanations?.alti?.source_share : null;
+    this.share.hidden = !shares;
+    if (!shares) return;
+    const chips = shares.map((share, i) => {
+      const bar = el("span", { class: "share-bar" });
+      Object.assign(bar.style, { display: "block", height: "4px", width: `${Math.round(share * 100)}%`, background: "var(--cross, #2563eb)" });
+      const chip = el(
+        "span",
+        { class: "chip", title: `${response.target_tokens[i]}: ${(share * 100).toFixed(1)}% from the source`, dataset: { share: String(share) } },
+        `${response.target_tokens[i]} ${Math.round(share * 100)}%`,
+        bar,
+      );
+      chip.style.display = "inline-block";
+      return chip;
+    });
+    setChildren(this.share, el("span", { class: "control-label" }, "ALTI+ source share per output token"), ...chips);
   }
 
   /** Show `method`, keeping kind, layer and head; the answers on screen are asked for again

@@ -71,7 +71,12 @@ def test_the_switch_keeps_kind_layer_and_head_and_draws_the_method(page: Page, s
     expect(page.locator("#explorer [data-role=layer]")).to_have_value("0")
     expect(page.locator("#explorer [data-role=caption-main]")).to_contain_text("showing ALTI+")
     assert all(sum(row) <= 1 + 1e-3 for row in shown(page))  # the source part of each row
+    shares = page.locator(f"{SWITCH} [data-role=source-share] [data-share]")
+    expect(shares).to_have_count(len(shown(page)))  # one bar per output token
+    assert all(0.0 <= float(s) <= 1.0 for s in shares.evaluate_all("cs => cs.map(c => c.dataset.share)"))
+    shoot(page, "explain-alti")
     choose(page, "weights", fetches=False)
+    expect(page.locator(f"{SWITCH} [data-role=source-share]")).to_be_hidden()
     page.click("#explorer [data-role=kind] [data-kind=encoder_self]")
     page.select_option("#explorer [data-role=head]", "1")
     assert rounded(shown(page)) == rounded(weights)
