@@ -201,3 +201,20 @@ def test_value_zeroing_gives_a_token_the_layer_ignores_zero(pre_norm: bool) -> N
     assert bool((own[:, below] > 0).all())  # and depends on each earlier one
     for kind, matrix in found.items():
         torch.testing.assert_close(matrix.sum(-1), torch.ones(matrix.shape[:-1]), msg=kind)
+
+
+@pytest.mark.parametrize("architecture", ["transformer", "rnn"])
+def test_contrastive_attribution_is_complete_and_zero_against_the_chosen_token(architecture: str) -> None:
+    from app.explain.contrastive import contrastive
+
+    model = transformer() if architecture == "transformer" else rnn()
+    found = contrastive(model, SRC, TGT, 2, foil=20, steps=64)
+    assert found.input_x_gradient.shape == (len(SRC),) == found.integrated_gradients.shape
+    assert abs(found.completeness_gap) < 0.05 * max(1.0, abs(found.f - found.f_baseline))
+    src, tgt_in, out = forward(model)
+    logits = out.logits[0, 2]
+    assert abs(found.f - float(logits[TGT[2]] - logits[20])) < 1e-4  # the logit difference at x
+    same = contrastive(model, SRC, TGT, 2, foil=TGT[2], steps=4)  # no contrast: nothing to attribute
+    assert same.f == 0.0 and float(same.integrated_gradients.abs().max()) == 0.0
+    with pytest.raises(ValueError, match="outside"):
+        contrastive(model, SRC, TGT, len(TGT), foil=20)
