@@ -26,6 +26,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from app.alignment.corpus import AlignedPair, default_align_dir, load_references
+from app.alignment.evaluate import convention
 from app.alignment.heads import HeadScores, build_word_map
 from app.alignment.rows import Rows
 from app.attribution import attribute, correlations, normalise_rows
@@ -36,6 +37,10 @@ from app.training.data import load_parallel
 
 logger = logging.getLogger(__name__)
 PER_LAYER = ("rollout", "value_zeroing", "alti")
+CONVENTION = (
+    f"cross-attention kind only; alignment: {convention()}; spearman_ig: Spearman's rho with integrated "
+    "gradients (rows |a|/sum|a|) per target row, averaged over rows and sentences"
+)
 
 
 def cross_matrices(loaded: LoadedModel, source_ids: list[int], target_ids: list[int]) -> dict[str, Tensor]:
@@ -147,4 +152,4 @@ def evaluate_explanations(
     methods = score_explanations(loaded, pairs, refs, ig_steps=ig_steps, progress=progress)
     for method, found in methods.items():
         logger.info("%s %s: best F1 %s, best rho %s", loaded.id, method, found["alignment"]["best_head"], found["best_spearman"])
-    return {"split": split, "sentences": len(pairs), "ig_steps": ig_steps, "methods": methods}
+    return {"split": split, "sentences": len(pairs), "ig_steps": ig_steps, "convention": CONVENTION, "methods": methods}
