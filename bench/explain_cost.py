@@ -62,9 +62,9 @@ def main() -> None:
                 rows["forward"].append(timed(lambda: model(torch.tensor([src]), tgt_in, need_weights=True)))  # noqa: B023
                 methods = applicable(model)
                 for method in methods:
-                    rows.setdefault(method, []).append(timed(lambda: explain(model, src, tgt, [method])))  # noqa: B023
+                    rows.setdefault(method, []).append(timed(lambda: explain(model, src, tgt, methods=[method])))  # noqa: B023
                 if len(methods) > 1:  # one request asking for all of them shares one trace
-                    rows.setdefault("all", []).append(timed(lambda: explain(model, src, tgt, methods)))  # noqa: B023
+                    rows.setdefault("all", []).append(timed(lambda: explain(model, src, tgt, methods=methods)))  # noqa: B023
         mean_s = statistics.mean(len(s) for s, _ in ids)
         mean_t = statistics.mean(len(t) for _, t in ids)
         print(f"{model_id}: {len(ids)} sentences, mean {mean_s:.1f} source / {mean_t:.1f} target tokens (with EOS)")

@@ -57,7 +57,7 @@ class Explanations:
 
 
 @torch.no_grad()
-def explain(model: Seq2Seq, source_ids: list[int], target_ids: list[int], methods: Sequence[str]) -> Explanations:
+def explain(model: Seq2Seq, source_ids: list[int], target_ids: list[int], *, methods: Sequence[str]) -> Explanations:
     """Run ``methods`` (each one of :data:`METHODS`) on one sentence: source ids end with EOS;
     target ids are the output tokens (usually ending with EOS). ValueError for an unknown
     method or an empty target."""

@@ -36,7 +36,7 @@ class Contrast:
 
 
 def contrastive(
-    model: Seq2Seq, source_ids: list[int], target_ids: list[int], position: int, foil: int, *, steps: int = 16
+    model: Seq2Seq, source_ids: list[int], target_ids: list[int], *, position: int, foil: int, steps: int = 16
 ) -> Contrast:
     """Attribute log p(target_ids[position]) − log p(foil) at ``position`` (ids with their EOS;
     0 <= position < len(target_ids)); ``steps`` trapezoid intervals for integrated gradients."""

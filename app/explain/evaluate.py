@@ -50,7 +50,7 @@ def cross_matrices(loaded: LoadedModel, source_ids: list[int], target_ids: list[
     src, tgt_in = torch.tensor([source_ids]), torch.tensor([[bos, *target_ids[:-1]]])
     out = model(src.to(model.device), tgt_in.to(model.device), need_weights=True)
     assert out.cross is not None
-    found = explain(model, source_ids, target_ids, applicable(model))
+    found = explain(model, source_ids, target_ids, methods=applicable(model))
     mats = {"weights": out.cross[0].float().cpu()}
     if found.norm is not None:
         mats["norm"] = found.norm["cross"].cpu()

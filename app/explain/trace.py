@@ -62,7 +62,7 @@ def layer_norm(module: nn.LayerNorm, x: Tensor) -> Tensor:
 
 
 def attend(
-    attn: MultiHeadAttention, query_in: Tensor, values_in: Tensor, mask: Tensor | None, keep: Tensor | None = None
+    attn: MultiHeadAttention, query_in: Tensor, values_in: Tensor, *, mask: Tensor | None, keep: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
     """query_in: (B, Q, D), values_in: (B, K, D), mask: (Q, K) True where a query may attend,
     keep: (B, K) multiplies each key's value vector (value zeroing), or None. Returns the
@@ -91,6 +91,7 @@ def sublayer(
     attn: MultiHeadAttention,
     res: Residual,
     x: Tensor,
+    *,
     memory: Tensor | None,
     mask: Tensor | None,
     keep: Tensor | None = None,
@@ -99,7 +100,7 @@ def sublayer(
     None, else cross-attention over memory (B, K, D)."""
     normed = layer_norm(res.norm, x) if res.pre_norm else x
     values_in = normed if memory is None else memory
-    out, weights = attend(attn, normed, values_in, mask, keep)
+    out, weights = attend(attn, normed, values_in, mask=mask, keep=keep)
     y = x + out
     if not res.pre_norm:
         y = layer_norm(res.norm, y)
@@ -116,7 +117,7 @@ def feed_forward(layer: EncoderLayer | DecoderLayer, x: Tensor) -> Tensor:
 
 def encoder_layer(layer: EncoderLayer, x: Tensor, keep: Tensor | None = None) -> tuple[Tensor, Block]:
     """x: (B, S, D) -> the layer's output (B, S, D) and its attention Block."""
-    block = sublayer(layer.self_attn, layer.res_attn, x, None, None, keep)
+    block = sublayer(layer.self_attn, layer.res_attn, x, memory=None, mask=None, keep=keep)
     return feed_forward(layer, block.out), block
 
 
@@ -131,8 +132,8 @@ def decoder_layer(
     """x: (B, T, D), memory: (B, S, D) -> the layer's output (B, T, D), its self and cross Blocks."""
     length = x.size(1)
     causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
-    own = sublayer(layer.self_attn, layer.res_self, x, None, causal, keep_self)
-    cross = sublayer(layer.cross_attn, layer.res_cross, own.out, memory, None, keep_cross)
+    own = sublayer(layer.self_attn, layer.res_self, x, memory=None, mask=causal, keep=keep_self)
+    cross = sublayer(layer.cross_attn, layer.res_cross, own.out, memory=memory, mask=None, keep=keep_cross)
     return feed_forward(layer, cross.out), own, cross
 
 

@@ -155,7 +155,7 @@ def _contrast(loaded: LoadedModel, result: Translation, asked: ContrastRequest, 
         raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} is not a piece of the vocabulary")
     if foil == target[asked.position]:
         raise InvalidInput(("body", "contrast", "token"), "is the token the model wrote there: nothing to contrast")
-    found = contrastive(loaded.model, result.source_ids, target, asked.position, foil, steps=steps)
+    found = contrastive(loaded.model, result.source_ids, target, position=asked.position, foil=foil, steps=steps)
     ixg, ig = normalise_rows(found.input_x_gradient[None])[0], normalise_rows(found.integrated_gradients[None])[0]
     return ContrastiveAttribution(
         position=asked.position,

@@ -132,7 +132,9 @@ def add_extras(
     if extras.return_beam and hyp.tree is not None:
         answer.beam = beam_tree(loaded.tokenizer, hyp.tree)
     if extras.explain:
-        answer.explanations = explanations(loaded, result.source_ids, result.target_ids, extras.explain, decimals)
+        answer.explanations = explanations(
+            loaded, result.source_ids, result.target_ids, methods=extras.explain, decimals=decimals
+        )
     if not extras.needs_pass or not result.target_ids:
         return
     found = anatomy(loaded.model, result.source_ids, result.target_ids, top_k=extras.alternatives)

@@ -27,14 +27,14 @@ def _kinds(found: dict[str, torch.Tensor] | None, decimals: int) -> dict[Attenti
 
 
 def explanations(
-    loaded: LoadedModel, source_ids: list[int], target_ids: list[int], methods: Sequence[str], decimals: int = 6
+    loaded: LoadedModel, source_ids: list[int], target_ids: list[int], *, methods: Sequence[str], decimals: int = 6
 ) -> Explanations:
     """The answer's ``explanations``: ``methods`` on one sentence (source ids with EOS, the
     target's ids as answered). An empty target explains nothing (every method unavailable)."""
     if not target_ids:
         reason = "the target has no tokens to explain"
         return Explanations.model_construct(unavailable={cast(ExplainMethod, m): reason for m in methods})
-    found = explain(loaded.model, source_ids, target_ids, methods)
+    found = explain(loaded.model, source_ids, target_ids, methods=methods)
     alti = None
     if found.alti is not None:
         alti = AltiExplanation.model_construct(

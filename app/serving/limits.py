@@ -128,7 +128,7 @@ def admit_attribution(settings: Settings, source_length: int, target_length: int
     )
 
 
-def explain_cost(config: ModelConfig, source_length: int, target_length: int, methods: tuple[str, ...]) -> int:
+def explain_cost(config: ModelConfig, source_length: int, target_length: int, *, methods: tuple[str, ...]) -> int:
     """The work of ``explain`` on one sentence (lengths with EOS), in token-layer passes (one
     position through one layer): the teacher-forced trace, L_e·S + L_d·T, for any method; value
     zeroing reruns each layer once per token, L_e·S·(S+1) + L_d·T·(T+S+2); ALTI+ builds one
@@ -149,12 +149,12 @@ def explain_cost(config: ModelConfig, source_length: int, target_length: int, me
 
 
 def admit_explain(
-    settings: Settings, served: ServedModel, source_lengths: list[int], target_lengths: list[int], methods: tuple[str, ...]
+    settings: Settings, served: ServedModel, source_lengths: list[int], target_lengths: list[int], *, methods: tuple[str, ...]
 ) -> None:
     """Refuse (422) ``explain`` over ``max_explain_cost`` for any text (target lengths: the
     output budgets of a translation, the given target's tokens with EOS for an alignment)."""
     config, limit = served.loaded.config, settings.max_explain_cost
-    cost = max((explain_cost(config, s, t, methods) for s, t in zip(source_lengths, target_lengths, strict=True)), default=0)
+    cost = max((explain_cost(config, s, t, methods=methods) for s, t in zip(source_lengths, target_lengths, strict=True)), default=0)
     if cost <= limit:
         return
     metrics.REJECTED.labels("cost").inc()

@@ -163,7 +163,7 @@ class ModelService:
         if log is not None:
             log.update(model=model_id, tokens=sum(lengths), beams=beam_size)
         limits.admit(self.settings, served, lengths, budgets, beams=beam_size, weights=options.weights)
-        limits.admit_explain(self.settings, served, lengths, budgets, extras.explain)
+        limits.admit_explain(self.settings, served, lengths, budgets, methods=extras.explain)
         ticket = self._ticket(
             texts, budgets, options, gone, extras=extras, choice=choice, prefixes=prefixes or [[] for _ in texts]
         )
@@ -188,7 +188,7 @@ class ModelService:
         served = self.get(model_id)
         n = limits.check_text(self.settings, served, text, ("body", "text"))
         m = limits.check_text(self.settings, served, target, ("body", "target"), empty_ok=True)
-        limits.admit_explain(self.settings, served, [n], [m], extras.explain)
+        limits.admit_explain(self.settings, served, [n], [m], methods=extras.explain)
         heads = ablation.check_disabled(served, disable_heads)
         choice = ablation.check_alignment(served, alignment)
         if log is not None:

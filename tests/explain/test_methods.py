@@ -77,7 +77,7 @@ def test_trace_is_the_models_forward_pass(pre_norm: bool) -> None:
 def test_transformer_norm_equals_a_direct_computation_from_the_weights(pre_norm: bool) -> None:
     model = transformer(pre_norm)
     src, tgt_in, out = forward(model)
-    found = explain(model, SRC, TGT, ["norm"]).norm
+    found = explain(model, SRC, TGT, methods=["norm"]).norm
     assert found is not None
     with torch.no_grad():
         embedded, memory = model._embed(src)[0], model.encode(src).memory[0]
@@ -101,7 +101,7 @@ def test_transformer_norm_equals_a_direct_computation_from_the_weights(pre_norm:
 def test_rnn_norm_equals_a_direct_computation_through_the_output_layer(architecture: str) -> None:
     model = rnn(architecture)
     src, _, out = forward(model)
-    found = explain(model, SRC, TGT, ["norm"]).norm
+    found = explain(model, SRC, TGT, methods=["norm"]).norm
     assert found is not None
     h, e = model.config.hidden_dim, model.config.emb_dim
     with torch.no_grad():
@@ -119,25 +119,25 @@ def test_rnn_norm_equals_a_direct_computation_through_the_output_layer(architect
 
 
 def test_rnn_methods_without_a_definition_say_why() -> None:
-    found = explain(rnn(), SRC, TGT, ALL)
+    found = explain(rnn(), SRC, TGT, methods=ALL)
     assert found.norm is not None and found.rollout is None and found.alti is None
     assert set(found.unavailable) == {"rollout", "alti", "value_zeroing"}
     assert "residual" in found.unavailable["rollout"]
-    none = explain(rnn(score="none"), SRC, TGT, ["norm"])
+    none = explain(rnn(score="none"), SRC, TGT, methods=["norm"])
     assert none.norm is None and "no attention" in none.unavailable["norm"]
 
 
 def test_unknown_method_and_empty_target_are_value_errors() -> None:
     with pytest.raises(ValueError, match="unknown explanation method 'lime'"):
-        explain(transformer(), SRC, TGT, ["lime"])
+        explain(transformer(), SRC, TGT, methods=["lime"])
     with pytest.raises(ValueError, match="no tokens"):
-        explain(transformer(), SRC, [], ["norm"])
+        explain(transformer(), SRC, [], methods=["norm"])
 
 
 def test_rollout_of_a_single_layer_is_its_residual_mixed_weights() -> None:
     model = transformer(layers=1)
     _, _, out = forward(model)
-    found = explain(model, SRC, TGT, ["rollout"]).rollout
+    found = explain(model, SRC, TGT, methods=["rollout"]).rollout
     assert found is not None
     for kind in ("encoder_self", "decoder_self"):
         weights = getattr(out, kind)[0, 0].mean(0)
@@ -149,7 +149,7 @@ def test_rollout_of_a_single_layer_is_its_residual_mixed_weights() -> None:
 
 @pytest.mark.parametrize("pre_norm", [True, False])
 def test_rollout_rows_sum_to_one(pre_norm: bool) -> None:
-    found = explain(transformer(pre_norm, layers=3), SRC, TGT, ["rollout"]).rollout
+    found = explain(transformer(pre_norm, layers=3), SRC, TGT, methods=["rollout"]).rollout
     assert found is not None
     for matrix in found.values():
         torch.testing.assert_close(matrix.sum(-1), torch.ones(matrix.shape[:-1]))
@@ -157,7 +157,7 @@ def test_rollout_rows_sum_to_one(pre_norm: bool) -> None:
 
 @pytest.mark.parametrize("pre_norm", [True, False])
 def test_alti_rows_over_source_and_target_sum_to_one(pre_norm: bool) -> None:
-    found = explain(transformer(pre_norm, layers=3), SRC, TGT, ["alti"]).alti
+    found = explain(transformer(pre_norm, layers=3), SRC, TGT, methods=["alti"]).alti
     assert found is not None
     assert found.source.shape == (3, len(TGT), len(SRC)) and found.target.shape == (3, len(TGT), len(TGT))
     torch.testing.assert_close(found.source.sum(-1) + found.target.sum(-1), torch.ones(3, len(TGT)))
@@ -176,7 +176,7 @@ def test_a_decoder_that_ignores_the_source_has_source_share_zero(pre_norm: bool)
         for layer in model.decoder_layers:
             layer.cross_attn.out_proj.weight.zero_()
             layer.cross_attn.out_proj.bias.zero_()
-    found = explain(model, SRC, TGT, ["alti"]).alti
+    found = explain(model, SRC, TGT, methods=["alti"]).alti
     assert found is not None
     assert found.source_share.abs().max() == 0.0
     torch.testing.assert_close(found.target.sum(-1), torch.ones(2, len(TGT)))
@@ -186,14 +186,14 @@ def test_cross_heads_switched_off_give_source_share_zero() -> None:
     model = transformer()
     heads = [("cross", layer, head) for layer in range(2) for head in range(2)]
     with disabled_heads(model, heads):
-        found = explain(model, SRC, TGT, ["alti", "value_zeroing"])
+        found = explain(model, SRC, TGT, methods=["alti", "value_zeroing"])
     assert found.alti is not None and found.alti.source_share.abs().max() == 0.0
     assert found.value_zeroing is not None and found.value_zeroing["cross"].abs().max() == 0.0
 
 
 @pytest.mark.parametrize("pre_norm", [True, False])
 def test_value_zeroing_gives_a_token_the_layer_ignores_zero(pre_norm: bool) -> None:
-    found = explain(transformer(pre_norm), SRC, TGT, ["value_zeroing"]).value_zeroing
+    found = explain(transformer(pre_norm), SRC, TGT, methods=["value_zeroing"]).value_zeroing
     assert found is not None
     own = found["decoder_self"]
     assert bool((own.triu(1) == 0).all())  # a decoder position ignores the tokens after it
@@ -208,13 +208,13 @@ def test_contrastive_attribution_is_complete_and_zero_against_the_chosen_token(a
     from app.explain.contrastive import contrastive
 
     model = transformer() if architecture == "transformer" else rnn()
-    found = contrastive(model, SRC, TGT, 2, foil=20, steps=64)
+    found = contrastive(model, SRC, TGT, position=2, foil=20, steps=64)
     assert found.input_x_gradient.shape == (len(SRC),) == found.integrated_gradients.shape
     assert abs(found.completeness_gap) < 0.05 * max(1.0, abs(found.f - found.f_baseline))
     src, tgt_in, out = forward(model)
     logits = out.logits[0, 2]
     assert abs(found.f - float(logits[TGT[2]] - logits[20])) < 1e-4  # the logit difference at x
-    same = contrastive(model, SRC, TGT, 2, foil=TGT[2], steps=4)  # no contrast: nothing to attribute
+    same = contrastive(model, SRC, TGT, position=2, foil=TGT[2], steps=4)  # no contrast: nothing to attribute
     assert same.f == 0.0 and float(same.integrated_gradients.abs().max()) == 0.0
     with pytest.raises(ValueError, match="outside"):
-        contrastive(model, SRC, TGT, len(TGT), foil=20)
+        contrastive(model, SRC, TGT, position=len(TGT), foil=20)
