@@ -218,3 +218,15 @@ def test_contrastive_attribution_is_complete_and_zero_against_the_chosen_token(a
     assert same.f == 0.0 and float(same.integrated_gradients.abs().max()) == 0.0
     with pytest.raises(ValueError, match="outside"):
         contrastive(model, SRC, TGT, position=len(TGT), foil=20)
+
+
+def test_an_int8_model_is_explained_through_its_dequantised_weights() -> None:
+    from app.nn.quantize import quantize
+
+    plain = explain(transformer(), SRC, TGT, methods=ALL)
+    model = quantize(transformer(), "int8")
+    found = explain(model, SRC, TGT, methods=ALL)
+    assert found.norm is not None and plain.norm is not None and found.alti is not None and plain.alti is not None
+    for kind, matrix in found.norm.items():  # int8 products: close to the float model, not equal
+        torch.testing.assert_close(matrix, plain.norm[kind], atol=0.05, rtol=0.1)
+    torch.testing.assert_close(found.alti.source.sum(-1) + found.alti.target.sum(-1), torch.ones(2, len(TGT)))
