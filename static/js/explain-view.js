@@ -4,6 +4,7 @@
 // method of the model's family at once), so each answer comes with the explanations of exactly
 // the tokens it shows; choosing a method on an answer without them asks for it again.
 import { el, setChildren } from "./dom.js";
+import { cardOf } from "./head-facts.js";
 
 export const METHODS = {
   weights: { label: "weights", help: "The attention weights α: which fraction of each value vector a head takes." },
@@ -127,10 +128,26 @@ export class ExplainView {
     this.note.textContent = why ? `Not for this model: ${why}.` : "";
     this.renderShare();
     if (this.method === "weights") return;
+    const f1 = this.methodF1();
     for (const role of ["caption-main", "caption-aligned"]) {
       const caption = this.explorer.c[role];
-      if (caption && caption.textContent) caption.textContent += ` · showing ${METHODS[this.method].label}`;
+      if (!caption || !caption.textContent) continue;
+      // the card's F1 the explorer shows is the weights'; say the method's own where the card has it
+      const text = caption.textContent.replace(/ · alignment F1 [^·]*/, "");
+      caption.textContent = `${text} · showing ${METHODS[this.method].label}${f1}`;
     }
+  }
+
+  /** " · alignment F1 0.70 (test2016, 100 sentences)" of the method at the layer (and head) shown,
+   *  from the card's `explanations` (attnscope evaluate --explain), or "". */
+  methodF1() {
+    const { kind, layer, head, avg } = this.explorer.state;
+    const response = this.explorer.response;
+    const found = kind === "cross" && response ? cardOf(response.model)?.explanations : null;
+    const scores = found?.methods?.[this.method];
+    if (!scores || (scores.per === "head" && avg)) return "";
+    const value = scores.alignment?.f1?.[layer]?.[scores.per === "head" ? head : 0];
+    return typeof value === "number" ? ` · alignment F1 ${value.toFixed(2)} (${found.split}, ${found.sentences} sentences, from the card)` : "";
   }
 
   /** With ALTI+: the source share of each output token as a row of bars (near 0: the token came

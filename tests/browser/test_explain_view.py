@@ -4,13 +4,37 @@ kind, layer and head, and a family without a method's definition cannot choose i
 
 from __future__ import annotations
 
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 from playwright.sync_api import Page, expect
+
+from app.testing import running_server
 
 pytestmark = pytest.mark.browser
 
 SWITCH = "#explorer [data-role=explain-switch]"
 TEXT = "A man is riding a bicycle."
+ALTI_F1 = [[0.4], [0.75]]  # what `attnscope evaluate --explain` wrote for ALTI+ (per layer)
+
+
+@pytest.fixture(scope="module")
+def server_url(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The browser tests' models, the Transformer's card with an `explanations` section."""
+    root = tmp_path_factory.mktemp("explain") / "models"
+    shutil.copytree(browser_models_dir, root)
+    path = root / "en-de-transformer" / "card.json"
+    card = json.loads(path.read_text())
+    card["explanations"] = {
+        "split": "test2016", "sentences": 6, "ig_steps": 4,
+        "methods": {"alti": {"per": "layer", "alignment": {"f1": ALTI_F1}, "spearman_ig": [[0.1], [0.2]]}},
+    }
+    path.write_text(json.dumps(card))
+    with running_server(root, tmp_path_factory.mktemp("explain-server") / "server.log") as url:
+        yield url
 
 
 def translate(page: Page, server_url: str, model: str) -> None:
@@ -70,6 +94,9 @@ def test_the_switch_keeps_kind_layer_and_head_and_draws_the_method(page: Page, s
     expect(page.locator("#explorer [data-role=head]")).to_have_value("0")
     expect(page.locator("#explorer [data-role=layer]")).to_have_value("0")
     expect(page.locator("#explorer [data-role=caption-main]")).to_contain_text("showing ALTI+")
+    # the caption's F1 is the method's own, from the card, not the weights' head
+    expect(page.locator("#explorer [data-role=caption-main]")).to_contain_text("alignment F1 0.40 (test2016, 6 sentences")
+    expect(page.locator("#explorer [data-role=caption-main]")).not_to_contain_text("0.25")
     assert all(sum(row) <= 1 + 1e-3 for row in shown(page))  # the source part of each row
     shares = page.locator(f"{SWITCH} [data-role=source-share] [data-share]")
     expect(shares).to_have_count(len(shown(page)))  # one bar per output token
