@@ -102,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--alignment-rows", choices=ROWS, default="produces",
                     help="score each target word by the row of the step that produces it (card key "
                          "'alignment') or of the step that reads it (card key 'alignment_reads')")
+    ev.add_argument("--explain", action="store_true",
+                    help="instead of BLEU: every explanation method (and the raw weights) per head/layer, scored by "
+                         "alignment F1 on --alignment-split and rank correlation with integrated gradients "
+                         "(card key 'explanations')")
+    ev.add_argument("--explain-sentences", type=int, default=None, help="with --explain: only the first N pairs")
+    ev.add_argument("--ig-steps", type=int, default=16, help="with --explain: integrated gradients' intervals")
     ev.add_argument("--ablate", action="store_true",
                     help="instead of BLEU on every split: BLEU of --ablate-split with each attention head "
                          "switched off in turn (card key 'ablation')")
@@ -322,6 +328,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     corpus = data_dir(args.data_dir)
     if args.alignment:
         return _evaluate_alignment(args, loaded, corpus)
+    if args.explain:
+        return _evaluate_explain(args, loaded, corpus)
     if args.ablate:
         from app.training.ablation import ablation_bleu
 
@@ -403,6 +411,20 @@ def _evaluate_alignment(args: argparse.Namespace, loaded: Any, data_dir: str | P
     print(json.dumps(result, indent=1))  # noqa: T201 - the command's output
     if args.update_card:
         write_card(loaded.path, {**loaded.card, "alignment" if rows == "produces" else "alignment_reads": result})
+    return 0
+
+
+def _evaluate_explain(args: argparse.Namespace, loaded: Any, data_dir: str | Path) -> int:
+    from app.explain.evaluate import evaluate_explanations
+    from app.repository import write_card
+
+    result = evaluate_explanations(
+        loaded, data_dir, split=args.alignment_split, align_dir=args.align_dir,
+        sentences=args.explain_sentences, ig_steps=args.ig_steps,
+    )
+    print(json.dumps(result, indent=1))  # noqa: T201 - the command's output
+    if args.update_card:
+        write_card(loaded.path, {**loaded.card, "explanations": result})
     return 0
 
 

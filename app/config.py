@@ -128,6 +128,14 @@ class Settings(BaseSettings):
             "through. 100 k takes about 10-30 s on one CPU core."
         ),
     )
+    max_explain_cost: int = Field(
+        default=2_000_000,
+        ge=1,
+        description=(
+            "Admission budget of a request's `explain`: the token-layer passes its methods run "
+            "(app.serving.limits.explain_cost; value zeroing reruns every layer once per token)."
+        ),
+    )
     request_timeout_s: float = Field(
         default=60.0, gt=0, description="Deadline of a translate/align request, queueing included."
     )

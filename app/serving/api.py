@@ -120,8 +120,12 @@ async def translate(body: TranslateRequest, service: ServiceDep, request: Reques
     has as ``[layer][head][query][key]``; the token lists include ``</s>``, so each matrix's
     dimensions equal the lengths of the token lists it pairs. On request: the beam tree
     (``return_beam``), a forced beginning (``prefix``), the scores before the softmax
-    (``return_scores``) and the model's top alternatives at each position (``alternatives``)."""
-    extras = Extras(return_beam=body.return_beam, return_scores=body.return_scores, alternatives=body.alternatives)
+    (``return_scores``), the model's top alternatives at each position (``alternatives``) and
+    explanations beyond the weights (``explain``: norm, rollout, alti, value_zeroing)."""
+    extras = Extras(
+        return_beam=body.return_beam, return_scores=body.return_scores, alternatives=body.alternatives,
+        explain=tuple(body.explain),
+    )
     async with watch_disconnect(request) as gone:
         (answer,) = await service.translate(
             body.model,
@@ -151,7 +155,7 @@ async def translate(body: TranslateRequest, service: ServiceDep, request: Reques
 async def align(body: AlignRequest, service: ServiceDep, request: Request) -> Response:
     """The model scores ``target`` (plus ``</s>``) token by token: the same fields as translate,
     with ``target_logprobs`` telling how likely the model finds each of your tokens."""
-    extras = Extras(return_scores=body.return_scores, alternatives=body.alternatives)
+    extras = Extras(return_scores=body.return_scores, alternatives=body.alternatives, explain=tuple(body.explain))
     async with watch_disconnect(request) as gone:
         answer = await service.align(
             body.model,

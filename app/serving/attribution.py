@@ -9,16 +9,26 @@ from typing import Annotated
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.attribution import attribute, summary
+from app.attribution import attribute, normalise_rows, summary
+from app.explain.contrastive import contrastive
+from app.repository import LoadedModel
 from app.serving import limits
 from app.serving.answers import matrix
 from app.serving.errors import InvalidInput
 from app.serving.schemas import BeamSize, ErrorResponse, ModelId, Target, Text
 from app.serving.service import ServiceDep
+from app.translator import Translation
 
 router = APIRouter(prefix="/api", tags=["api"])
 
 Grid = list[list[float | None]]  # [layer][head]
+
+
+class ContrastRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    position: Annotated[int, Field(ge=0, description="Index into target_tokens.")]
+    token: str = Field(min_length=1, max_length=100, description="The foil: one vocabulary piece, e.g. an `alternatives` token.")
 
 
 class AttributionRequest(BaseModel):
@@ -40,11 +50,25 @@ class AttributionRequest(BaseModel):
     )
     beam_size: BeamSize = 5
     steps: Annotated[int, Field(ge=1, le=128, description="Integrated-gradients steps (trapezoid intervals).")] = 16
+    contrast: ContrastRequest | None = Field(
+        default=None,
+        description="Also explain why the model wrote its token at `position` rather than `token` (Yin & Neubig 2022).",
+    )
 
 
 class Correlations(BaseModel):
     input_x_gradient: Grid = Field(description="[layer][head] Spearman ρ with input × gradient.")
     integrated_gradients: Grid = Field(description="[layer][head] Spearman ρ with integrated gradients.")
+
+
+class ContrastiveAttribution(BaseModel):
+    position: int
+    token: str = Field(description="The token the model wrote there.")
+    foil: str = Field(description="The token it is contrasted with.")
+    difference: float = Field(description="log p(token) − log p(foil) at that position (the logit difference).")
+    input_x_gradient: list[float] = Field(description="[source token] |x·∂f/∂x| of f = the difference, normalised to sum 1.")
+    integrated_gradients: list[float] = Field(description="The same for integrated gradients from the all-<pad> source.")
+    completeness_gap: float = Field(description="|Σ_s IG[s] − (f(x) − f(baseline))|.")
 
 
 class AttributionResponse(BaseModel):
@@ -69,6 +93,7 @@ class AttributionResponse(BaseModel):
     completeness_gap: float = Field(
         description="max over target tokens of |Σ_s IG[t,s] − (f_t(x) − f_t(baseline))| (0 is exact; shrinks with steps)."
     )
+    contrastive: ContrastiveAttribution | None = Field(default=None, description="With `contrast`: the contrastive attribution.")
 
 
 @router.post(
@@ -99,6 +124,7 @@ async def attribution(body: AttributionRequest, service: ServiceDep) -> Attribut
         if body.target is None:  # its length is known now; the translation was cheap beside this
             limits.admit_attribution(settings, len(result.source_ids), len(result.target_ids), body.steps)
         attr = attribute(model, result.source_ids, result.target_ids, steps=body.steps)
+        contrasted = None if body.contrast is None else _contrast(served.loaded, result, body.contrast, body.steps)
         cross = result.hypothesis.cross
         s = summary(attr, cross)
         tok = served.loaded.tokenizer
@@ -112,6 +138,31 @@ async def attribution(body: AttributionRequest, service: ServiceDep) -> Attribut
             cross_attention=None if cross is None else matrix(cross).tolist(),
             correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
             completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
+            contrastive=contrasted,
         )
 
     return await service.run_alone(job)
+
+
+def _contrast(loaded: LoadedModel, result: Translation, asked: ContrastRequest, steps: int) -> ContrastiveAttribution:
+    """The contrastive attribution of ``asked`` on ``result``; 422 on ``contrast`` for a position
+    past the target, a foil that is not one vocabulary piece, or the token written there."""
+    tok, target = loaded.tokenizer, result.target_ids
+    if asked.position >= len(target):
+        raise InvalidInput(("body", "contrast", "position"), f"is {asked.position}; the target has {len(target)} tokens")
+    foil = int(tok.sp.piece_to_id(asked.token))
+    if foil == tok.sp.unk_id() and asked.token != tok.sp.id_to_piece(foil):
+        raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} is not a piece of the vocabulary")
+    if foil == target[asked.position]:
+        raise InvalidInput(("body", "contrast", "token"), "is the token the model wrote there: nothing to contrast")
+    found = contrastive(loaded.model, result.source_ids, target, position=asked.position, foil=foil, steps=steps)
+    ixg, ig = normalise_rows(found.input_x_gradient[None])[0], normalise_rows(found.integrated_gradients[None])[0]
+    return ContrastiveAttribution(
+        position=asked.position,
+        token=tok.pieces([target[asked.position]])[0],
+        foil=asked.token,
+        difference=round(found.f, 6),
+        input_x_gradient=[round(v, 6) for v in ixg.tolist()],
+        integrated_gradients=[round(v, 6) for v in ig.tolist()],
+        completeness_gap=round(abs(found.completeness_gap), 6),
+    )

@@ -19,6 +19,7 @@ from app.decoding.tree import BeamTree as Tree
 from app.nn.config import TransformerConfig
 from app.repository import LoadedModel
 from app.serving.errors import InvalidInput
+from app.serving.explanations import explanations
 from app.serving.schemas import (
     Alternative,
     AttentionKind,
@@ -39,6 +40,7 @@ class Extras:
     return_beam: bool = False
     return_scores: bool = False
     alternatives: int = 0
+    explain: tuple[str, ...] = ()  # methods of app.explain (app.serving.explanations)
 
     @property
     def needs_pass(self) -> bool:
@@ -119,13 +121,20 @@ def beam_tree(tokenizer: Tokenizer, tree: Tree) -> BeamTree:
     )
 
 
-def add_extras(answer: TranslationResponse, loaded: LoadedModel, result: Translation, extras: Extras) -> None:
-    """Fill the extra fields of ``answer`` (built from ``result``) that ``extras`` asks for."""
+def add_extras(
+    answer: TranslationResponse, loaded: LoadedModel, result: Translation, extras: Extras, decimals: int = 6
+) -> None:
+    """Fill the extra fields of ``answer`` (built from ``result``) that ``extras`` asks for
+    (explanations rounded to ``decimals``, as the attention)."""
     hyp = result.hypothesis
     answer.attention_cost = attention_cost(hyp)
     answer.forced_tokens = hyp.forced_tokens
     if extras.return_beam and hyp.tree is not None:
         answer.beam = beam_tree(loaded.tokenizer, hyp.tree)
+    if extras.explain:
+        answer.explanations = explanations(
+            loaded, result.source_ids, result.target_ids, methods=extras.explain, decimals=decimals
+        )
     if not extras.needs_pass or not result.target_ids:
         return
     found = anatomy(loaded.model, result.source_ids, result.target_ids, top_k=extras.alternatives)

@@ -126,3 +126,41 @@ def admit_attribution(settings: Settings, source_length: int, target_length: int
         f"To get under it, ask for {', or '.join(ways)}",
         kind="cost_limit",
     )
+
+
+def explain_cost(config: ModelConfig, source_length: int, target_length: int, *, methods: tuple[str, ...]) -> int:
+    """The work of ``explain`` on one sentence (lengths with EOS), in token-layer passes (one
+    position through one layer): the teacher-forced trace, L_e·S + L_d·T, for any method; value
+    zeroing reruns each layer once per token, L_e·S·(S+1) + L_d·T·(T+S+2); ALTI+ builds one
+    vector per query-key pair of each sublayer, counted as L_e·S² + L_d·T·(T+S+1). An RNN's
+    norm is one pass, S + T."""
+    if not methods:
+        return 0
+    s, t = source_length, target_length
+    if not isinstance(config, TransformerConfig):
+        return s + t
+    enc, dec = config.encoder_layers, config.decoder_layers
+    cost = enc * s + dec * t
+    if "value_zeroing" in methods:
+        cost += enc * s * (s + 1) + dec * t * (t + s + 2)
+    if "alti" in methods:
+        cost += enc * s * s + dec * t * (t + s + 1)
+    return cost
+
+
+def admit_explain(
+    settings: Settings, served: ServedModel, source_lengths: list[int], target_lengths: list[int], *, methods: tuple[str, ...]
+) -> None:
+    """Refuse (422) ``explain`` over ``max_explain_cost`` for any text (target lengths: the
+    output budgets of a translation, the given target's tokens with EOS for an alignment)."""
+    config, limit = served.loaded.config, settings.max_explain_cost
+    cost = max((explain_cost(config, s, t, methods=methods) for s, t in zip(source_lengths, target_lengths, strict=True)), default=0)
+    if cost <= limit:
+        return
+    metrics.REJECTED.labels("cost").inc()
+    raise InvalidInput(
+        ("body", "explain"),
+        f"would cost {cost:,} token-layer passes for this text; the limit is {limit:,} (ATTNSCOPE_MAX_EXPLAIN_COST). "
+        "To get under it, leave out value_zeroing or alti, or ask for a shorter text or max_length",
+        kind="cost_limit",
+    )

@@ -134,6 +134,22 @@ Alternatives = Annotated[
 ]
 
 
+ExplainMethod = Literal["norm", "rollout", "alti", "value_zeroing"]
+LayerMatrix = list[list[list[float]]]  # [layer][query][key]
+ExplainMethods = Annotated[
+    list[ExplainMethod],
+    Field(
+        max_length=4,
+        description=(
+            "Add `explanations`, computed by one teacher-forced pass over the returned (or given) target: "
+            "`norm` (‖α f(x)‖ per head, Kobayashi et al. 2020), `rollout` (Abnar & Zuidema 2020), `alti` "
+            "(ALTI+, Ferrando et al. 2022: source and target-prefix contributions) and `value_zeroing` "
+            "(Mohebbi et al. 2023). See docs/api.md for each definition and its cost."
+        ),
+    ),
+]
+
+
 class StrictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -173,6 +189,7 @@ class TranslateRequest(AnswerFields):
     protect: Protect = False
     return_scores: ReturnScores = False
     alternatives: Alternatives = 0
+    explain: ExplainMethods = []
     alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
     disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 
@@ -216,6 +233,7 @@ class AlignRequest(AnswerFields):
     )
     return_scores: ReturnScores = False
     alternatives: Alternatives = 0
+    explain: ExplainMethods = []
     alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
     disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 
@@ -277,6 +295,31 @@ class ProtectedSpan(BaseModel):
     source_end: int
     target_start: int = Field(description="Character offset in `translation`.")
     target_end: int
+
+
+class AltiExplanation(BaseModel):
+    source: LayerMatrix = Field(description="[layer][query][source token]: each source token's share of the target position after each decoder layer.")
+    target: LayerMatrix = Field(description="[layer][query][decoder input token] (the keys of decoder_self): the target prefix's shares; a row over source and target sums to 1.")
+    source_share: list[float] = Field(description="[query] the last layer's source total: near 0 where a token comes from the prefix alone.")
+    encoder: LayerMatrix = Field(description="[layer][source][source]: ALTI through the encoder, what each encoder position is made of after each layer; rows sum to 1.")
+
+
+class Explanations(BaseModel):
+    """What `explain` asked for; the methods a model has no definition for are in `unavailable`."""
+
+    norm: dict[AttentionKind, Matrix] | None = Field(
+        default=None, description="[layer][head][query][key] ‖α_ij f_h(x_j)‖, the shape of `attention`."
+    )
+    rollout: dict[AttentionKind, LayerMatrix] | None = Field(
+        default=None, description="[layer][query][key] attention rollout after each layer; rows sum to 1."
+    )
+    value_zeroing: dict[AttentionKind, LayerMatrix] | None = Field(
+        default=None, description="[layer][query][key] value zeroing of each layer; rows sum to 1 (0 where nothing changes)."
+    )
+    alti: AltiExplanation | None = Field(default=None, description="ALTI+ (Transformers).")
+    unavailable: dict[ExplainMethod, str] = Field(
+        default_factory=dict, description="Each method asked for that this model's family has no definition for, and why."
+    )
 
 
 class TranslationResponse(BaseModel):
@@ -373,6 +416,9 @@ class TranslationResponse(BaseModel):
     disabled_heads: list[HeadRef] = Field(default=[], description="The heads that were switched off (disable_heads).")
     protected: list[ProtectedSpan] | None = Field(
         default=None, description="With `protect`: the spans copied through placeholders (else null)."
+    )
+    explanations: Explanations | None = Field(
+        default=None, description="With `explain`: each method's explanation of this answer (else null)."
     )
 
     @field_serializer("attention")

@@ -164,6 +164,7 @@ class ModelService:
         if log is not None:
             log.update(model=model_id, tokens=sum(lengths), beams=beam_size)
         limits.admit(self.settings, served, lengths, budgets, beams=beam_size, weights=options.weights)
+        limits.admit_explain(self.settings, served, lengths, budgets, methods=extras.explain)
         ticket = self._ticket(
             texts, budgets, options, gone, extras=extras, choice=choice, prefixes=prefixes or [[] for _ in texts]
         )
@@ -187,7 +188,8 @@ class ModelService:
     ) -> TranslationResponse:
         served = self.get(model_id)
         n = limits.check_text(self.settings, served, text, ("body", "text"))
-        limits.check_text(self.settings, served, target, ("body", "target"), empty_ok=True)
+        m = limits.check_text(self.settings, served, target, ("body", "target"), empty_ok=True)
+        limits.admit_explain(self.settings, served, [n], [m], methods=extras.explain)
         heads = ablation.check_disabled(served, disable_heads)
         choice = ablation.check_alignment(served, alignment)
         if log is not None:
@@ -314,7 +316,7 @@ def _answer(
             for i in range(len(ticket.texts)):
                 result = next(results)
                 answer = to_response(served.loaded, result, kinds=options.kinds, decimals=options.decimals)
-                add_extras(answer, served.loaded, result, ticket.payload["extras"])
+                add_extras(answer, served.loaded, result, ticket.payload["extras"], options.decimals)
                 answer.disabled_heads = echoed
                 target = result.text if targets is None else targets[i]
                 ablation.add_alignment(served, answer, result, choice, result.source_text, target)

@@ -26,6 +26,7 @@ export class Explorer {
     this.model = null;
     this.state = { ...DEFAULT_VIEW };
     this.headSort = { ...DEFAULT_SORT }; // the head table's order (explorer-grid.js)
+    this.transform = (response) => response; // what the large heatmap draws (explain-view.js swaps in a method)
     this.c = Object.fromEntries(
       ["kind", "layer", "head", "avg", "merge", "eos", "stretch", "png", "json", "note", "empty", "grid",
         "head-table", "heads-note", "count-hint", "plot-main", "plot-aligned", "aligned-card", "caption-main", "caption-aligned",
@@ -307,7 +308,7 @@ export class Explorer {
     const title = which === "main" ? this.mainTitle || "Model translation" : "Your target (teacher-forced)";
     let view;
     try {
-      view = viewOf(response, this.state.kind, options);
+      view = viewOf(this.transform(response), this.state.kind, options);
     } catch (err) {
       purge(gd);
       gd.hidden = true;

@@ -1,6 +1,7 @@
 // The Translate page: text in, translation and the attention explorer out; state in the URL.
 import { postJSON } from "./api.js";
 import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./dom.js";
+import { ExplainView } from "./explain-view.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
 import { HeadView } from "./headview.js";
 import { renderConfidence, renderCoverage } from "./insight.js";
@@ -38,6 +39,9 @@ const explorer = new Explorer($("#explorer"), {
     renderHeadView();
   },
   name: "attnscope",
+});
+const explainView = new ExplainView(explorer, $("#explorer [data-role=explain-switch]"), {
+  redo: () => translate({ view: { ...explorer.state }, prefix: current?.prefix, target: explorer.aligned ? targetInput.value : null }),
 });
 
 const headView = new HeadView($("#headview-card"));
@@ -128,7 +132,7 @@ async function translate({ view = null, target = null, prefix = null } = {}) {
   setBusy(button, true);
   button.querySelector(".btn-label").textContent = "Translating…";
   try {
-    const body = { model: model.id, text, beam_size: beam, return_beam: true };
+    const body = { model: model.id, text, beam_size: beam, return_beam: true, ...explainView.request(model) };
     if (prefix) body.prefix = prefix;
     const response = await postJSON("/api/translate", body);
     if (id !== requestId) return;
@@ -215,7 +219,8 @@ async function align() {
     const own = response.translation
       ? postJSON("/api/align", { model: model.id, text, target: response.translation }).catch(() => null)
       : Promise.resolve(null);
-    const [aligned, ownAligned] = await Promise.all([postJSON("/api/align", { model: model.id, text, target }), own]);
+    const asked = { model: model.id, text, target, ...explainView.request(model) };
+    const [aligned, ownAligned] = await Promise.all([postJSON("/api/align", asked), own]);
     if (id !== requestId) return;
     const sum = (xs) => xs.reduce((a, b) => a + b, 0);
     setChildren(

@@ -1,0 +1,187 @@
+// "What the heatmap shows": the raw attention weights or one of the explanation methods of
+// `explain` (docs/api.md, *Beyond the weights*), drawn in the explorer's large heatmap with the
+// same kind, layer and head. While a method is chosen the page's requests carry `explain` (every
+// method of the model's family at once), so each answer comes with the explanations of exactly
+// the tokens it shows; choosing a method on an answer without them asks for it again.
+import { el, setChildren } from "./dom.js";
+import { cardOf } from "./head-facts.js";
+
+export const METHODS = {
+  weights: { label: "weights", help: "The attention weights α: which fraction of each value vector a head takes." },
+  norm: {
+    label: "norm",
+    help: "Norm-based attention ‖α f(x)‖ (Kobayashi et al. 2020): how much each token moves, not only how much weight it gets; rows rescaled to sum to 1.",
+  },
+  rollout: {
+    label: "rollout",
+    help: "Attention rollout (Abnar & Zuidema 2020): weights averaged over heads, mixed with the residual and multiplied through the layers up to this one. Per layer: every head shows the same.",
+  },
+  alti: {
+    label: "ALTI+",
+    help: "ALTI+ (Ferrando et al. 2022): each input token's contribution to a position after this layer, residual and layer norm included. Cross: the source part (a dim row took little from the source); decoder self: the target-prefix part. Per layer.",
+  },
+  value_zeroing: {
+    label: "value zeroing",
+    help: "Value zeroing (Mohebbi et al. 2023): how much a position's layer output changes when a token's value vector is zeroed; rows normalised. Per layer.",
+  },
+};
+
+/** [layer][query][key] -> [layer][head][query][key]: the same matrix under each of `heads` heads. */
+const perHead = (layers, heads) => layers.map((matrix) => Array.from({ length: heads }, () => matrix));
+
+const rowNormalised = (matrix) =>
+  matrix.map((row) => {
+    const total = row.reduce((a, b) => a + b, 0);
+    return total > 0 ? row.map((v) => v / total) : row;
+  });
+
+/** The matrices `method` gives `kind`, as [layer][head][query][key], or null where it has none. */
+export function methodMatrix(explanations, method, kind, heads) {
+  if (!explanations) return null;
+  if (method === "norm") {
+    const norm = explanations.norm?.[kind];
+    return norm ? norm.map((layer) => layer.map(rowNormalised)) : null;
+  }
+  if (method === "alti") {
+    const alti = explanations.alti;
+    const part = alti && { cross: alti.source, decoder_self: alti.target, encoder_self: alti.encoder }[kind];
+    return part ? perHead(part, heads) : null;
+  }
+  const layers = explanations[method]?.[kind];
+  return layers ? perHead(layers, heads) : null;
+}
+
+/** `response` with its attention replaced by `method`'s matrices (kinds it lacks keep the weights). */
+export function shownResponse(response, method, explanations) {
+  if (method === "weights" || !explanations) return response;
+  const attention = {};
+  for (const [kind, weights] of Object.entries(response.attention || {})) {
+    attention[kind] = methodMatrix(explanations, method, kind, weights[0]?.length || 1) || weights;
+  }
+  return { ...response, attention };
+}
+
+/** The methods a model's family has (the API says why the others are missing). */
+function methodsFor(model) {
+  if (!model) return ["weights"];
+  if (model.architecture === "transformer") return Object.keys(METHODS);
+  return model.score === "none" ? ["weights"] : ["weights", "norm"];
+}
+
+export class ExplainView {
+  /** explorer: the Explorer whose heatmap this switch drives; box: where the switch goes;
+   *  redo(): the page asks the server again for what is on screen (request() then adds `explain`). */
+  constructor(explorer, box, { redo }) {
+    this.explorer = explorer;
+    this.box = box;
+    this.redo = redo;
+    this.method = "weights";
+    this.note = el("span", { class: "muted", "data-role": "explain-note" });
+    this.share = el("div", { "data-role": "source-share", hidden: true });
+    explorer.transform = (response) => shownResponse(response, this.method, response.explanations);
+    const render = explorer.onRender;
+    explorer.onRender = (...args) => {
+      this.render();
+      this.caption();
+      return render(...args);
+    };
+    box.hidden = false;
+    this.render();
+  }
+
+  /** What a translate or align request for `model` adds: every method the family has, while the
+   *  heatmap shows one (so switching between them needs no other request). */
+  request(model) {
+    const methods = methodsFor(model).filter((m) => m !== "weights");
+    return this.method === "weights" || !methods.length ? {} : { explain: methods };
+  }
+
+  render() {
+    const available = methodsFor(this.explorer.model);
+    if (!available.includes(this.method)) this.method = "weights";
+    this.box.dataset.method = this.method;
+    const buttons = Object.entries(METHODS).map(([method, { label, help }]) =>
+      el(
+        "button",
+        {
+          type: "button",
+          role: "radio",
+          class: "seg",
+          "aria-checked": method === this.method ? "true" : "false",
+          disabled: !available.includes(method),
+          title: available.includes(method) ? help : `${help} Not defined for this model's family.`,
+          dataset: { method },
+          onclick: () => this.choose(method),
+        },
+        label,
+      ),
+    );
+    const segmented = el("div", { class: "segmented", role: "radiogroup", "aria-label": "What the heatmap shows" }, ...buttons);
+    segmented.style.flexWrap = "wrap"; // five choices: on a phone they wrap rather than widen the page
+    this.box.style.maxWidth = "100%";
+    setChildren(this.box, el("span", { class: "control-label" }, "Heatmap shows"), segmented, this.note, this.share);
+  }
+
+  /** Say in the plots' captions what they show, when it is not the weights. */
+  caption() {
+    const why = this.explorer.response?.explanations?.unavailable?.[this.method];
+    this.note.textContent = why ? `Not for this model: ${why}.` : "";
+    this.renderShare();
+    if (this.method === "weights") return;
+    const f1 = this.methodF1();
+    for (const role of ["caption-main", "caption-aligned"]) {
+      const caption = this.explorer.c[role];
+      if (!caption || !caption.textContent) continue;
+      // the card's F1 the explorer shows is the weights'; say the method's own where the card has it
+      const text = caption.textContent.replace(/ · alignment F1 [^·]*/, "");
+      caption.textContent = `${text} · showing ${METHODS[this.method].label}${f1}`;
+    }
+  }
+
+  /** " · alignment F1 0.70 (test2016, 100 sentences)" of the method at the layer (and head) shown,
+   *  from the card's `explanations` (attnscope evaluate --explain), or "". */
+  methodF1() {
+    const { kind, layer, head, avg } = this.explorer.state;
+    const response = this.explorer.response;
+    const found = kind === "cross" && response ? cardOf(response.model)?.explanations : null;
+    const scores = found?.methods?.[this.method];
+    if (!scores || (scores.per === "head" && avg)) return "";
+    const value = scores.alignment?.f1?.[layer]?.[scores.per === "head" ? head : 0];
+    return typeof value === "number" ? ` · alignment F1 ${value.toFixed(2)} (${found.split}, ${found.sentences} sentences, from the card)` : "";
+  }
+
+  /** With ALTI+: the source share of each output token as a row of bars (near 0: the token came
+   *  from the target prefix alone, as a copy or a hallucination does). */
+  renderShare() {
+    const response = this.explorer.response;
+    const shares = this.method === "alti" ? response?.explanations?.alti?.source_share : null;
+    this.share.hidden = !shares;
+    if (!shares) return;
+    const chips = shares.map((share, i) => {
+      const bar = el("span", { class: "share-bar" });
+      Object.assign(bar.style, { display: "block", height: "4px", width: `${Math.round(share * 100)}%`, background: "var(--cross, #2563eb)" });
+      const chip = el(
+        "span",
+        { class: "chip", title: `${response.target_tokens[i]}: ${(share * 100).toFixed(1)}% from the source`, dataset: { share: String(share) } },
+        `${response.target_tokens[i]} ${Math.round(share * 100)}%`,
+        bar,
+      );
+      chip.style.display = "inline-block";
+      return chip;
+    });
+    setChildren(this.share, el("span", { class: "control-label" }, "ALTI+ source share per output token"), ...chips);
+  }
+
+  /** Show `method`, keeping kind, layer and head; the answers on screen are asked for again
+   *  (with their explanations) when they came without. */
+  async choose(method) {
+    const explorer = this.explorer;
+    this.method = method;
+    const answers = [explorer.response, explorer.aligned].filter(Boolean);
+    if (method !== "weights" && answers.some((answer) => !answer.explanations)) {
+      this.render();
+      return this.redo();
+    }
+    return explorer.update({});
+  }
+}
