@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
 import orjson
@@ -46,8 +46,8 @@ _END = b""  # the queue's last item: the decode has returned (or failed)
 class StepEvents:
     """DecodeStep -> the bytes of one ``step`` event, for one request's model and options."""
 
-    def __init__(self, loaded: LoadedModel, options: AnswerOptions) -> None:
-        self.loaded, self.options = loaded, options
+    def __init__(self, loaded: LoadedModel, options: AnswerOptions, source_ids: Callable[[], list[int]]) -> None:
+        self.loaded, self.options, self.source_ids = loaded, options, source_ids
 
     def kinds(self, step: DecodeStep) -> dict[str, Any]:
         """The step's attention rows per kind, as the answer would hold them: cross
@@ -72,10 +72,13 @@ class StepEvents:
         slot; ``finished`` (beam): hypotheses that ended here, with their ``ranking``; ``ended``
         (beam): what a sentence that finished here had kept (pruned tree nodes); ``top``:
         per row of this step its ``TOP_K`` likeliest next tokens and their probabilities;
-        ``attention``: :meth:`kinds`."""
+        ``attention``: :meth:`kinds`; step 0 also has ``source_tokens`` (the answer's), so a
+        player can label the source axis before the answer comes."""
         top_p, top_id = step.log_probs.float().exp().topk(min(TOP_K, step.log_probs.size(-1)), dim=-1)
         pieces = self.loaded.tokenizer.pieces
+        first = {"source_tokens": pieces(self.source_ids())} if step.step == 0 else {}
         return {
+            **first,
             "step": step.step,
             "beam": step.beam,
             "chosen": [None if c is None else self._candidate(c) for c in step.chosen],
@@ -132,7 +135,7 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     ``/api/translate`` answers (see docs/api.md, "Streaming"). Not with ``protect``."""
     served = service.get(body.model)
     options = AnswerOptions(None if body.attention is None else tuple(body.attention), body.precision)
-    encoder = StepEvents(served.loaded, options)
+    encoder = StepEvents(served.loaded, options, lambda: served.translator.source_ids(body.text))
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[bytes] = asyncio.Queue()
     gone = threading.Event()

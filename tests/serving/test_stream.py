@@ -111,6 +111,7 @@ def test_events_rebuild_the_translate_answer(http: httpx.Client, model: str, bea
     assert names == ["step"] * (len(events) - 1) + ["answer"]
     steps = [data for _, data in events[:-1]]
     assert [s["step"] for s in steps] == list(range(len(steps)))
+    assert steps[0]["source_tokens"] == expected["source_tokens"]
     # The last event is the answer: the same fields and values (only the decode's time differs).
     answer = events[-1][1]
     assert list(answer) == list(expected)
