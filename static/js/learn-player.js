@@ -163,6 +163,10 @@ export class Player {
     if (!last.attention.cross) return;
     const z = steps.map((s) => lastLayerMean(s.attention.cross[0]));
     const view = { z, rowLabels: tokens, colLabels: this.source, rowPieces: tokens, colPieces: this.source, rowTitle: "target", colTitle: "source" };
-    await drawHeatmap(this.plot, view, { where: "last layer, mean of heads", boxWidth: Math.min(this.box.clientWidth || 360, 760), boxHeight: 420, xTitle: "source", yTitle: "written so far" });
+    const shown = await drawHeatmap(this.plot, view, { where: "last layer, mean of heads", boxWidth: Math.min(this.box.clientWidth || 360, 760), boxHeight: 420, xTitle: "source", yTitle: "written so far" });
+    if (shown.visibleRows < count && window.Plotly) {
+      // Keep the newest row in sight: the window follows the translation as it grows.
+      await window.Plotly.relayout(this.plot, { "yaxis.range": [count - 0.5, count - shown.visibleRows - 0.5] });
+    }
   }
 }

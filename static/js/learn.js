@@ -69,7 +69,7 @@ async function forgetting(text) {
   const answers = await Promise.all(shown.map((m) => translate(m.id, text)));
   const outputs = el("div", { class: "side-by-side" }, shown.map((m, i) =>
     el("div", { class: "output" }, el("h3", {}, m === plain ? "Without attention" : "With attention"), el("p", { class: "model" }, m.id),
-      el("p", { class: "translation", lang: m.target_lang }, answers[i].translation || "(empty)"))));
+      el("p", { class: "learn-out", lang: m.target_lang }, answers[i].translation || "(empty)"))));
   const chart = el("div", { class: "learn-chart" });
   setChildren(figure, outputs, plain ? null : note("No no-attention model is loaded: only the attention model is shown."), chart);
   const cards = new Map(pageCards().map((c) => [c.id, c]));

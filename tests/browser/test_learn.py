@@ -6,10 +6,14 @@ translation row by row."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Browser, Page
+
+from app.testing import running_server
 
 pytestmark = pytest.mark.browser
 
@@ -102,3 +106,26 @@ def test_the_player_streams_rows_one_step_at_a_time(page: Page, server_url: str,
     page.wait_for_function(f"() => document.querySelector('[data-role=player]').dataset.rows === '{rows}'", timeout=60_000)
     assert "done:" in player.locator(".player-status").inner_text()
     shoot(page, "learn-player")
+
+
+def test_the_tour_uses_what_is_loaded(
+    browser: Browser, browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory, shoot  # type: ignore[no-untyped-def]
+) -> None:
+    """A server with the Transformer alone: every text stop still draws (the self-attention stop
+    from the Transformer's encoder, the forgetting stop without its baseline, saying so)."""
+    root = tmp_path_factory.mktemp("only-transformer") / "models"
+    shutil.copytree(browser_models_dir / "en-de-transformer", root / "en-de-transformer")
+    with running_server(root, tmp_path_factory.mktemp("only-server") / "server.log") as url:
+        context = browser.new_context(viewport={"width": 390, "height": 844})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        open_tour(page, url, 390)
+        found = states(page)
+        assert {k: v for k, v in found.items() if k != "vision"} == {k: "ready" for k in STOPS if k != "vision"}
+        assert "No no-attention model" in page.locator("#stop-forgetting .figure").inner_text()
+        assert "No self-attentive RNN" in page.locator("#stop-self .figure").inner_text()
+        assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+        shoot(page, "learn-only-transformer")
+        context.close()
+        assert not errors
