@@ -32,6 +32,7 @@ from app.decoding.steps import Candidate, DecodeStep
 from app.repository import LoadedModel
 from app.serving.answers import answer_json, matrix
 from app.serving.errors import ClientGone, DeadlineExceeded, InvalidInput, Unavailable, UnknownModel
+from app.serving.execution import watch_disconnect
 from app.serving.explain import Extras
 from app.serving.schemas import ErrorResponse, TranslateRequest, TranslationResponse
 from app.serving.service import AnswerOptions, ServiceDep
@@ -138,24 +139,26 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     encoder = StepEvents(served.loaded, options, lambda: served.translator.source_ids(body.text))
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[bytes] = asyncio.Queue()
-    gone = threading.Event()
 
     def on_step(step: DecodeStep) -> None:  # in the decode's thread
         data = encoder.encode(step)
         loop.call_soon_threadsafe(events.put_nowait, data)
 
     extras = Extras(return_beam=body.return_beam, return_scores=body.return_scores, alternatives=body.alternatives)
-    task = asyncio.create_task(
-        service.translate(
-            body.model, [body.text], beam_size=body.beam_size, max_length=body.max_length, batch=False,
-            coverage_penalty=body.coverage_penalty, prefix=body.prefix, extras=extras, options=options, gone=gone,
-            alignment=body.alignment, disable_heads=body.disable_heads,
-            log=request.scope.get("attnscope.log"), protect=body.protect, on_step=on_step,
-        )  # fmt: skip
-    )
-    # Events were queued (call_soon_threadsafe) before the decode's result was: _END comes last.
-    task.add_done_callback(lambda done: _ended(done, events))
-    first = await events.get()
+    # Until the first step (in the queue, say) a client that leaves is seen here; from then on,
+    # by the response: closing its body sets ``gone`` (see _events).
+    async with watch_disconnect(request) as gone:
+        task = asyncio.create_task(
+            service.translate(
+                body.model, [body.text], beam_size=body.beam_size, max_length=body.max_length, batch=False,
+                coverage_penalty=body.coverage_penalty, prefix=body.prefix, extras=extras, options=options,
+                gone=gone, alignment=body.alignment, disable_heads=body.disable_heads,
+                log=request.scope.get("attnscope.log"), protect=body.protect, on_step=on_step,
+            )  # fmt: skip
+        )
+        # Events were queued (call_soon_threadsafe) before the decode's result was: _END comes last.
+        task.add_done_callback(lambda done: _ended(done, events))
+        first = await events.get()
     if first == _END:  # refused or failed before any step: the plain JSON error (or no steps)
         task.result()
     return StreamingResponse(
