@@ -2,6 +2,7 @@
 // draws the cross-attention heatmap growing one row per decoder step, with play, pause, step
 // and speed controls. The events are buffered as they arrive; playback walks through them.
 import { describeDetail } from "./api.js";
+import { drawBeamTree } from "./beamtree.js";
 import { el, setChildren } from "./dom.js";
 import { drawHeatmap } from "./heatmap.js";
 
@@ -19,6 +20,22 @@ export function parseEvents(buffer) {
     if (fields.event && fields.data) events.push({ name: fields.event, data: JSON.parse(fields.data) });
   }
   return [events, rest];
+}
+
+/** The beam tree as far as `steps` go: every kept, ended and finished candidate is a node (its
+ * parent: the node its parent row held), as in beam.nodes of the final answer. */
+export function treeSoFar(steps) {
+  const nodes = [{ id: 0, parent: null, step: 0, token: "<s>", logprob: 0, score: 0, finished: false }];
+  let rowNodes = [0];
+  for (const s of steps) {
+    const add = (c, finished) => nodes.push({ id: c.node, parent: rowNodes[c.parent], step: s.step + 1, token: c.token, logprob: c.logprob, score: c.score, finished });
+    s.chosen.forEach((c) => c && add(c, false));
+    s.ended.forEach((c) => add(c, false));
+    s.finished.forEach((c) => add(c, true));
+    rowNodes = s.chosen.map((c) => (c ? c.node : -1));
+  }
+  nodes.sort((a, b) => a.id - b.id);
+  return { nodes, best: [], hypotheses: [] };
 }
 
 /** The mean over the heads of the last layer of one step's row: [layer][head][key] -> [key]. */
@@ -46,8 +63,15 @@ export class Player {
       el("option", { value: "400", selected: true }, "normal"),
       el("option", { value: "120" }, "fast"),
     );
+    this.mode = el(
+      "select",
+      { "aria-label": "What to play", onchange: () => this.load({ ...this.body, beam_size: Number(this.mode.value), return_beam: this.mode.value !== "1" }) },
+      el("option", { value: "1" }, "greedy: attention rows"),
+      el("option", { value: "3" }, "beam 3: the tree"),
+    );
+    this.top = el("div", { class: "player-top", "aria-label": "The likeliest next tokens at this step" });
     this.plot = el("div", { class: "player-plot", dataset: { role: "player-plot" } });
-    setChildren(box, el("div", { class: "player-controls" }, this.play, this.pauseButton, this.stepButton, this.speed), this.status, this.plot);
+    setChildren(box, el("div", { class: "player-controls" }, this.play, this.pauseButton, this.stepButton, this.speed, this.mode), this.status, this.top, this.plot);
   }
 
   /** A new request to play (the stream starts on the first Play or Step). */
@@ -61,6 +85,8 @@ export class Player {
     this.fetching = null;
     this.status.textContent = "Press Play to stream the translation.";
     this.plot.replaceChildren();
+    this.top.replaceChildren();
+    this.answer = null;
     delete this.box.dataset.rows;
   }
 
@@ -151,8 +177,30 @@ export class Player {
     if (this.shown < this.steps.length) await this.draw(this.shown + 1);
   }
 
+  /** The likeliest next tokens of row 0 at a step: the choice the decoder made, in numbers. */
+  drawTop(step) {
+    setChildren(this.top, step.top[0].map((t) =>
+      el("div", { class: "top-row" }, el("span", { class: "top-token" }, t.token),
+        el("span", { class: "top-bar", style: { width: `${Math.round(100 * t.p)}%` } }), el("span", { class: "top-p" }, t.p.toFixed(3)))));
+  }
+
+  drawTree(count) {
+    const steps = this.steps.slice(0, count);
+    const finished = count === this.steps.length && this.done && this.answer?.beam;
+    const kept = steps[count - 1].chosen.filter(Boolean).length;
+    const ended = steps.reduce((n, s) => n + s.finished.length, 0);
+    this.status.textContent = `Step ${count}: ${kept} hypotheses kept, ${ended} finished so far${finished ? ` · done: ${this.answer.translation}` : ""}`;
+    this.box.dataset.rows = String(count);
+    this.drawTop(steps[count - 1]);
+    const scroll = el("div", { class: "beam-scroll", tabindex: "0", role: "region", "aria-label": "Beam search tree so far" });
+    this.plot.replaceChildren(scroll);
+    drawBeamTree(scroll, finished ? this.answer.beam : treeSoFar(steps), { title: "beam search tree so far" });
+    scroll.scrollLeft = scroll.scrollWidth;
+  }
+
   async draw(count) {
     this.shown = count;
+    if (this.steps[0].beam) return this.drawTree(count);
     const steps = this.steps.slice(0, count);
     const tokens = steps.map((s) => s.chosen[0].token);
     const last = steps[count - 1];
@@ -160,6 +208,7 @@ export class Player {
     const finished = count === this.steps.length && this.done;
     this.status.textContent = `Step ${count}: wrote «${last.chosen[0].token}» (p = ${Math.exp(last.chosen[0].logprob).toFixed(3)}; the likeliest was «${best.token}», ${best.p.toFixed(3)})${finished && this.answer ? ` · done: ${this.answer.translation}` : ""}`;
     this.box.dataset.rows = String(count);
+    this.drawTop(last);
     if (!last.attention.cross) return;
     const z = steps.map((s) => lastLayerMean(s.attention.cross[0]));
     const view = { z, rowLabels: tokens, colLabels: this.source, rowPieces: tokens, colPieces: this.source, rowTitle: "target", colTitle: "source" };

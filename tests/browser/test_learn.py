@@ -129,3 +129,23 @@ def test_the_tour_uses_what_is_loaded(
         shoot(page, "learn-only-transformer")
         context.close()
         assert not errors
+
+
+def test_the_player_grows_the_beam_tree(page: Page, server_url: str) -> None:
+    open_tour(page, server_url, 390)
+    player = page.locator("#stop-beam [data-role=player]")
+    player.get_by_label("What to play").select_option("3")
+    player.get_by_role("button", name="Step ›").click()
+    page.wait_for_function("() => document.querySelector('[data-role=player]').dataset.rows === '1'")
+    assert player.locator("svg.beam-svg g.node").count() == 1 + 3  # <s> and the 3 kept after step 1
+    assert player.locator(".player-top .top-row").count() >= 2
+    player.get_by_role("button", name="▶ Play").click()
+    page.wait_for_function("() => document.querySelector('[data-role=player] .player-status').textContent.includes('done:')", timeout=60_000)
+    body = {"model": "en-de-transformer", "text": SENTENCE, "beam_size": 3, "return_beam": True, "attention": ["cross"]}
+    answer = page.evaluate(
+        "async (body) => (await fetch('/api/translate', {method: 'POST', headers: {'Content-Type': 'application/json'},"
+        " body: JSON.stringify(body)})).json()",
+        body,
+    )
+    assert player.locator("svg.beam-svg g.node").count() == len(answer["beam"]["nodes"])
+    assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
