@@ -213,7 +213,7 @@ async function beam(text) {
   const answer = await translate(model.id, text, { beam_size: 3, return_beam: true, attention: [] });
   const tree = el("div", { class: "beam-scroll", tabindex: "0", role: "region", "aria-label": "Beam search tree (scrolls sideways)" });
   const playerBox = el("div", { class: "player", dataset: { role: "player" } });
-  setChildren(figure, note(`${modelName(model)}, beam size 3: «${answer.translation}»`), tree, el("h3", {}, "Watch it being made (greedy, streamed)"), playerBox);
+  setChildren(figure, note(`${modelName(model)}, beam size 3: «${answer.translation}»`), tree, el("h3", {}, "Watch it being made (streamed from the server)"), playerBox);
   drawBeamTree(tree, answer.beam, { title: "beam search tree" });
   player.instance = new Player(playerBox);
   player.instance.load({ model: model.id, text, beam_size: 1, attention: ["cross"] });

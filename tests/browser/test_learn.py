@@ -131,7 +131,7 @@ def test_the_tour_uses_what_is_loaded(
         assert not errors
 
 
-def test_the_player_grows_the_beam_tree(page: Page, server_url: str) -> None:
+def test_the_player_grows_the_beam_tree(page: Page, server_url: str, shoot) -> None:  # type: ignore[no-untyped-def]
     open_tour(page, server_url, 390)
     player = page.locator("#stop-beam [data-role=player]")
     player.get_by_label("What to play").select_option("3")
@@ -149,3 +149,4 @@ def test_the_player_grows_the_beam_tree(page: Page, server_url: str) -> None:
     )
     assert player.locator("svg.beam-svg g.node").count() == len(answer["beam"]["nodes"])
     assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+    shoot(page, "learn-player-beam")
