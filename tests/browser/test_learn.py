@@ -36,7 +36,7 @@ def states(page: Page) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_every_stop_draws_from_a_live_answer(page: Page, server_url: str, shoot, width: int) -> None:  # type: ignore[no-untyped-def]
+def test_every_stop_draws_from_a_live_answer(page: Page, server_url: str, shoot, width: int) -> None:
     open_tour(page, server_url, width)
     found = states(page)
     assert list(found) == STOPS
@@ -87,7 +87,7 @@ def test_the_tour_is_reachable_by_keyboard(page: Page, server_url: str) -> None:
         assert wanted in reached, wanted
 
 
-def test_the_player_streams_rows_one_step_at_a_time(page: Page, server_url: str, shoot) -> None:  # type: ignore[no-untyped-def]
+def test_the_player_streams_rows_one_step_at_a_time(page: Page, server_url: str, shoot) -> None:
     open_tour(page, server_url, 1400)
     player = page.locator("#stop-beam [data-role=player]")
     step = player.get_by_role("button", name="Step ›")
@@ -109,7 +109,7 @@ def test_the_player_streams_rows_one_step_at_a_time(page: Page, server_url: str,
 
 
 def test_the_tour_uses_what_is_loaded(
-    browser: Browser, browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory, shoot  # type: ignore[no-untyped-def]
+    browser: Browser, browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory, shoot
 ) -> None:
     """A server with the Transformer alone: every text stop still draws (the self-attention stop
     from the Transformer's encoder, the forgetting stop without its baseline, saying so)."""
@@ -131,7 +131,7 @@ def test_the_tour_uses_what_is_loaded(
         assert not errors
 
 
-def test_the_player_grows_the_beam_tree(page: Page, server_url: str, shoot) -> None:  # type: ignore[no-untyped-def]
+def test_the_player_grows_the_beam_tree(page: Page, server_url: str, shoot) -> None:
     open_tour(page, server_url, 390)
     player = page.locator("#stop-beam [data-role=player]")
     player.get_by_label("What to play").select_option("3")
