@@ -113,7 +113,9 @@ async function oneStep(text) {
 async function scoreFunctions(text) {
   const figure = figureOf("scores");
   const seen = new Set();
-  const chosen = models.filter(hasCross).filter((m) => {
+  const order = ["additive", "query_key", "transformer", "dot", "general", "scaled_dot", "concat", "cosine", "location"];
+  const rank = (m) => order.indexOf(m.score || "transformer") * 2 + (m.architecture === "self_attentive_rnn" ? 1 : 0);
+  const chosen = models.filter(hasCross).sort((a, b) => rank(a) - rank(b)).filter((m) => {
     const key = m.architecture === "transformer" ? "transformer" : `${m.architecture}:${m.score}`;
     if (seen.has(key)) return false;
     seen.add(key);
@@ -246,13 +248,61 @@ async function vision() {
   const k = size / answer.width;
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(image, 0, 0, size, size);
+  // The path of glimpse centres, and each glimpse's sharpest (smallest) patch, numbered.
+  ctx.strokeStyle = "rgba(255, 255, 255, 0.6)";
+  ctx.beginPath();
+  answer.glimpses.forEach((g, i) => (i ? ctx.lineTo(g.x * k, g.y * k) : ctx.moveTo(g.x * k, g.y * k)));
+  ctx.stroke();
   answer.glimpses.forEach((g, i) => {
-    ctx.strokeStyle = `hsl(${20 + 40 * i}, 90%, 55%)`;
-    for (const side of g.scales) ctx.strokeRect((g.x - side / 2) * k, (g.y - side / 2) * k, side * k, side * k);
-    ctx.fillStyle = ctx.strokeStyle;
-    ctx.fillText(String(i + 1), g.x * k + 3, g.y * k - 3);
+    const side = Math.min(...g.scales);
+    ctx.strokeStyle = ctx.fillStyle = `hsl(${20 + 40 * i}, 90%, 60%)`;
+    ctx.strokeRect((g.x - side / 2) * k, (g.y - side / 2) * k, side * k, side * k);
+    ctx.font = "bold 12px system-ui";
+    ctx.fillText(String(i + 1), (g.x - side / 2) * k + 2, (g.y - side / 2) * k + 12);
   });
+  await caption(figure, found.find((m) => m.task === "caption" && m.attention));
   state(figure, "ready");
+}
+
+/** Show, Attend and Tell: a scene's caption, and one word's attention over the image grid. */
+async function caption(figure, model) {
+  if (!model) return;
+  let sample;
+  try {
+    sample = (await getJSON(`/api/vision/samples?dataset=${model.dataset}&n=1&seed=3`)).samples[0];
+  } catch {
+    return;
+  }
+  const answer = await postJSON("/api/vision/caption", { model: model.id, image: sample.image, beam_size: 1 });
+  const size = 240;
+  const canvas = el("canvas", { width: String(size), height: String(size), role: "img", "aria-label": "the image, shaded by one word's attention" });
+  const slider = el("input", { type: "range", min: "0", max: String(answer.tokens.length - 1), value: "0", id: "caption-word" });
+  const word = el("span", { class: "caption-word" });
+  const image = new Image();
+  await new Promise((resolve) => { image.onload = resolve; image.src = sample.image; });
+  const ctx = canvas.getContext("2d");
+  const k = size / answer.width;
+  const [rows, cols] = answer.grid;
+  const draw = () => {
+    const t = Number(slider.value);
+    const weights = answer.attention[t];
+    const top = Math.max(...weights.flat(), 1e-9);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(image, 0, 0, size, size);
+    const cell = (answer.extent.size / cols) * k;
+    weights.forEach((row, r) => row.forEach((w, c) => {
+      ctx.fillStyle = `rgba(15, 23, 42, ${0.75 * (1 - w / top)})`;
+      ctx.fillRect(answer.extent.left * k + c * cell, answer.extent.top * k + r * (answer.extent.size / rows) * k, cell, (answer.extent.size / rows) * k);
+    }));
+    word.textContent = `«${answer.tokens[t]}»`;
+  };
+  slider.addEventListener("input", draw);
+  figure.append(
+    note(`${model.id} captions a scene: «${answer.caption}» (reference: ${sample.label}). Bright cells are where it looks for each word.`),
+    el("label", { for: "caption-word", class: "slider" }, "Word ", slider, word),
+    canvas,
+  );
+  draw();
 }
 
 const STOPS = { forgetting, step: oneStep, scores: scoreFunctions, cost, self: selfAttention, transformer, beam, vision };
