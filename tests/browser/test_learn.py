@@ -150,3 +150,15 @@ def test_the_player_grows_the_beam_tree(page: Page, server_url: str, shoot) -> N
     assert player.locator("svg.beam-svg g.node").count() == len(answer["beam"]["nodes"])
     assert page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     shoot(page, "learn-player-beam")
+
+
+def test_typed_markup_stays_text(page: Page, server_url: str, card_markup: str) -> None:
+    """The sentence comes from the URL and the box: it reaches the figures as text only (the
+    page fixture fails on any dialog or script error)."""
+    page.goto(f"{server_url}/learn")
+    page.wait_for_selector("body[data-learn-ready='true']", timeout=60_000)
+    page.fill("#learn-text", f"A dog {card_markup} runs.")
+    page.click("#learn-run")
+    page.wait_for_function("() => document.querySelector('#stop-beam .figure').dataset.state === 'ready'")
+    page.wait_for_function("() => [...document.querySelectorAll('.stop .figure')].every(f => f.dataset.state !== 'loading')")
+    assert page.locator("#stop-forgetting img").count() == 0 and page.locator("main script").count() == 0
