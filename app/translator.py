@@ -13,6 +13,7 @@ from torch import Tensor
 
 from app.alignment.hard import Choice, WordAttention, word_level_attention
 from app.decoding import DecodeOutput, Hypothesis, beam_search, greedy_decode, score_targets
+from app.decoding.steps import StepCallback
 from app.nn.config import EOS_ID
 from app.repository import LoadedModel
 from app.text import protect
@@ -100,6 +101,7 @@ class Translator:
         coverage_penalty: float | None = None,
         return_tree: bool = False,
         should_stop: Callable[[], bool] | None = None,
+        on_step: StepCallback | None = None,
     ) -> list[Translation]:
         """Translate a batch; ``beam_size == 1`` is greedy decoding (beam search of size 1 when
         the tree is asked for: the same result). ``alpha`` is the length penalty and
@@ -107,7 +109,8 @@ class Translator:
         ``prefixes`` are target ids each translation is forced to begin with (see
         :meth:`target_ids`); ``return_tree`` adds the beam tree to each hypothesis. ``max_length``
         may give each text its own budget; ``should_stop`` is asked before every decoder step
-        (True raises DecodeStopped)."""
+        (True raises DecodeStopped); ``on_step`` hears what each step did
+        (:mod:`app.decoding.steps`)."""
         sources = [self.source_ids(t) for t in texts]
         src = self._pad(sources)
         model = self.loaded.model
@@ -119,6 +122,7 @@ class Translator:
                 max_length=max_length,
                 prefix=prefixes,
                 should_stop=should_stop,
+                on_step=on_step,
             )
         else:
             out = beam_search(
@@ -132,6 +136,7 @@ class Translator:
                 coverage_penalty=self._coverage(coverage_penalty),
                 return_tree=return_tree,
                 should_stop=should_stop,
+                on_step=on_step,
             )
         return self._finish(texts, sources, out)
 

@@ -32,9 +32,11 @@ from app.decoding.output import (
     plan_decoding,
     stack_padded,
 )
+from app.decoding.steps import Candidate, DecodeStep, StepCallback
 from app.decoding.tree import BeamTree, FinishedHypothesis
 from app.nn import native
 from app.nn.base import Seq2Seq, reorder_encoder
+from app.nn.outputs import StepOutput
 
 NEG_INF = float("-inf")
 
@@ -105,6 +107,7 @@ def beam_search(
     coverage_penalty: float = 0.0,
     return_tree: bool = False,
     should_stop: Callable[[], bool] | None = None,
+    on_step: StepCallback | None = None,
 ) -> DecodeOutput:
     """src: (B, S) padded source ids. Returns the best hypothesis of each sentence.
 
@@ -113,7 +116,8 @@ def beam_search(
     return_tree: also return each sentence's :class:`BeamTree` (``DecodeOutput.trees``).
     max_length: one budget for all sentences or one per sentence (each sentence finishes at its
     own, exactly as if decoded alone with it).
-    should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline)."""
+    should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline).
+    on_step: called after every step with what it did (:mod:`app.decoding.steps`)."""
     if beam_size < 1:
         raise ValueError("beam_size must be at least 1")
     if coverage_penalty < 0:
@@ -174,6 +178,7 @@ def beam_search(
         top_list, lp_list = top_scores.tolist(), top_lp.tolist()
 
         kept: list[_Candidate] = []
+        ended: list[_Candidate] = []  # kept by sentences that finished at this step
         still_alive: list[int] = []
         for g, b in enumerate(alive):
             last = t == limits[b] - 1  # this sentence's budget ends with this step
@@ -219,9 +224,14 @@ def beam_search(
                         _Finished(t, x.parent, x.token, x.logprob, x.score, ranking, x.node)
                     )
             if len(finished[b]) >= k or last:
+                ended += [] if last else keep
                 continue  # this sentence is done and leaves the batch
             still_alive.append(b)
             kept += keep + [_Candidate(first, c.pad_id, NEG_INF, 0.0)] * (k - len(keep))  # dead slots
+        if on_step is not None:
+            done = [f for b in alive for f in finished[b] if f.step == t]
+            rows = [b for b in alive for _ in range(width)]
+            on_step(_step_report(t, rows, log_probs, step, (kept, ended), done, enc.encoder_self, need_weights))
         if not still_alive:
             break
         pointers.add_step(kept)
@@ -309,6 +319,36 @@ def _forced_tokens(
         return {}
     lps = log_probs[[g * width for g, _ in wanted], [w for _, w in wanted]].tolist()
     return {g: (w, lp) for (g, w), lp in zip(wanted, lps, strict=True)}
+
+
+def _step_report(
+    t: int,
+    rows: list[int],
+    log_probs: Tensor,
+    step: StepOutput,
+    kept: tuple[list[_Candidate], list[_Candidate]],
+    done: list[_Finished],
+    encoder_self: Tensor | None,
+    need_weights: bool,
+) -> DecodeStep:
+    """Step ``t`` as :class:`DecodeStep`: the rows kept for the next step (dead slots as None),
+    those kept by sentences that finished here, and the hypotheses that finished. log_probs: (N, V)."""
+    going, ended = kept
+    return DecodeStep(
+        step=t,
+        sentences=rows,
+        log_probs=log_probs,
+        cross=step.cross if need_weights else None,
+        decoder_self=step.decoder_self if need_weights else None,
+        chosen=[
+            None if x.score == NEG_INF else Candidate(x.parent, x.token, x.logprob, x.score, x.node)
+            for x in going
+        ],
+        ended=[Candidate(x.parent, x.token, x.logprob, x.score, x.node) for x in ended],
+        finished=[Candidate(f.row, f.token, f.logprob, f.score, f.node, f.ranking) for f in done],
+        encoder_self=encoder_self if t == 0 else None,
+        beam=True,
+    )
 
 
 def _close_trees(

@@ -16,8 +16,10 @@ from torch import Tensor
 from app.decoding import static_greedy
 from app.decoding.history import AttentionHistory
 from app.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
+from app.decoding.steps import Candidate, DecodeStep, StepCallback
 from app.nn import native
 from app.nn.base import Seq2Seq, reorder_encoder
+from app.nn.outputs import StepOutput
 
 
 @torch.no_grad()
@@ -31,6 +33,7 @@ def greedy_decode(
     max_length: int | Sequence[int] | None = None,
     prefix: Sequence[Sequence[int]] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_step: StepCallback | None = None,
 ) -> DecodeOutput:
     """src: (B, S) padded source ids (each ending with EOS). Stops when every sentence has
     produced EOS or after ``max_length`` (default ``ratio * S + offset``) tokens.
@@ -39,10 +42,11 @@ def greedy_decode(
     max_length: one budget for all sentences or one per sentence (a sentence that reaches its
     own stops there, exactly as if decoded alone with it).
     should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline).
+    on_step: called after every step with what it did (:mod:`app.decoding.steps`).
 
     On a GPU with ``ATTNSCOPE_CUDA_GRAPHS=1``, a Transformer without a prefix decodes through
     :mod:`app.decoding.static_greedy` (fixed shapes, each step a CUDA graph): the same tokens."""
-    if static_greedy.applies(model, src.device, prefix):
+    if on_step is None and static_greedy.applies(model, src.device, prefix):
         out = static_greedy.static_greedy_decode(
             model, src, need_weights=need_weights, max_len_ratio=max_len_ratio, max_len_offset=max_len_offset,
             max_length=max_length, should_stop=should_stop,
@@ -96,6 +100,8 @@ def greedy_decode(
             out_tokens[alive, t] = tokens
             out_lp[alive, t] = logp
         steps = t + 1
+        if on_step is not None:
+            _report(on_step, t, alive_list, step, log_probs, tokens, logp, out_lp, enc.encoder_self)
         finished = tokens.eq(c.eos_id)
         if t + 1 >= first_limit:  # a sentence may be out of budget
             finished |= row_limits[alive].le(t + 1)
@@ -123,6 +129,32 @@ def greedy_decode(
         cross=cross,
         decoder_self=decoder_self,
         forced_tokens=None if prefix is None else [len(p) for p in prefixes],
+    )
+
+
+def _report(
+    on_step: StepCallback,
+    t: int,
+    alive: list[int],
+    step: StepOutput,
+    log_probs: Tensor,
+    tokens: Tensor,
+    logp: Tensor,
+    out_lp: Tensor,
+    encoder_self: Tensor | None,
+) -> None:
+    """Tell ``on_step`` what step ``t`` did. log_probs: (N, V); tokens, logp: (N,) the chosen
+    tokens and their log-probabilities; out_lp: (B, limit) every sentence's so far."""
+    totals = out_lp[alive, : t + 1].sum(1).tolist()
+    chosen: list[Candidate | None] = [
+        Candidate(parent=r, token=w, logprob=lp, score=total)
+        for r, (w, lp, total) in enumerate(zip(tokens.tolist(), logp.tolist(), totals, strict=True))
+    ]
+    on_step(
+        DecodeStep(
+            step=t, sentences=alive, log_probs=log_probs, cross=step.cross, decoder_self=step.decoder_self,
+            chosen=chosen, encoder_self=encoder_self if t == 0 else None,
+        )  # fmt: skip
     )
 
 

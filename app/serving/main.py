@@ -19,7 +19,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from app import __version__
 from app.allocator import keep_freed_memory
 from app.config import Settings, get_settings
-from app.serving import api, assets, metrics, pages
+from app.serving import api, assets, metrics, pages, stream
 from app.serving import attribution as attribution_api
 from app.serving.errors import install_error_handlers
 from app.serving.middleware import BodyLimit, HostCheck, RequestLog, SecurityHeaders
@@ -69,6 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.service = service
     install_error_handlers(app)
     app.include_router(api.router)
+    app.include_router(stream.router)  # POST /api/translate/stream
     app.include_router(attribution_api.router)
     app.include_router(pages.router)
     app.include_router(vision_api.router)  # its own lifespan loads the vision models

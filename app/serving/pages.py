@@ -86,6 +86,12 @@ def models_page(request: Request) -> HTMLResponse:
     return _page(request, "models.html", page="models", cards=cards, score_rows=score_rows(cards))
 
 
+@router.get("/learn", response_class=HTMLResponse)
+def learn_page(request: Request) -> HTMLResponse:
+    """A guided tour of attention in eight stops, each drawn by the loaded models."""
+    return _page(request, "learn.html", page="learn")
+
+
 def model_cards(request: Request) -> list[dict[str, Any]]:
     """Every model's full ``card.json`` (curves, BLEU per test set...), from the registry: the
     served models with the facts the page needs even when a card is partial, and the folders

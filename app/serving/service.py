@@ -21,6 +21,7 @@ from fastapi import Depends, Request
 from app.alignment.hard import Choice
 from app.alignment.rows import Rows
 from app.config import Settings
+from app.decoding.steps import StepCallback
 from app.device import resolve_device
 from app.nn.ablation import HeadRef as HeadTuple
 from app.nn.ablation import disabled_heads
@@ -64,6 +65,7 @@ class TranslateKey:
     return_tree: bool = False
     disabled: tuple[HeadTuple, ...] = ()  # heads switched off change the decode itself
     protect: bool = False  # placeholders change what is decoded
+    stream: int = 0  # a streamed request (its ticket's id) decodes alone: its steps are its own
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,7 @@ class ModelService:
         gone: threading.Event | None = None,
         log: dict[str, Any] | None = None,
         protect: bool = False,
+        on_step: StepCallback | None = None,
     ) -> list[TranslationResponse]:
         """Translate ``texts`` (one request, decoded together; each text has its own output budget,
         ``max_length`` or the default for its length, so it translates as it would alone). ``batch``
@@ -144,10 +147,14 @@ class ModelService:
         ``coverage_penalty`` None is the model's default; ``alignment`` adds a hard word alignment,
         ``disable_heads`` switches heads off; ``gone`` is set when the client disconnects; ``log``
         receives what the request log line reports; ``protect`` copies numbers, emoji and
-        byte-spelled words through placeholders (``Translator.translate_protected``)."""
+        byte-spelled words through placeholders (``Translator.translate_protected``); ``on_step``
+        (one text only) hears each decoder step, in the decode's thread, and makes the request
+        decode alone (``app.serving.stream``)."""
         if protect and (prefix is not None or extras.return_beam):
             loc = ("body", "prefix") if prefix is not None else ("body", "return_beam")
             raise InvalidInput(loc, "cannot be combined with protect: the shown output is scored, not searched")
+        if protect and on_step is not None:
+            raise InvalidInput(("body", "protect"), "cannot be streamed: the output shown is scored after the search")
         served = self.get(model_id)
         limits.check_coverage(served, coverage_penalty)
         heads = ablation.check_disabled(served, disable_heads)
@@ -166,10 +173,14 @@ class ModelService:
         limits.admit(self.settings, served, lengths, budgets, beams=beam_size, weights=options.weights)
         limits.admit_explain(self.settings, served, lengths, budgets, methods=extras.explain)
         ticket = self._ticket(
-            texts, budgets, options, gone, extras=extras, choice=choice, prefixes=prefixes or [[] for _ in texts]
+            texts, budgets, options, gone, extras=extras, choice=choice, prefixes=prefixes or [[] for _ in texts],
+            on_step=on_step,
         )
         weights = options.weights or protect  # placing the spans reads the attention
-        key = TranslateKey(model_id, beam_size, weights, coverage_penalty, extras.return_beam, tuple(heads), protect)
+        stream = 0 if on_step is None else id(ticket)
+        key = TranslateKey(
+            model_id, beam_size, weights, coverage_penalty, extras.return_beam, tuple(heads), protect, stream
+        )
         answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_translate)
         return answers
 
@@ -263,6 +274,7 @@ class ModelService:
                 prefixes=prefixes if any(prefixes) else None,
                 return_tree=key.return_tree,
                 should_stop=should_stop,
+                on_step=tickets[0].payload["on_step"] if key.stream else None,
             )
 
         answers = _answer(served, tickets, decode, key.disabled)
