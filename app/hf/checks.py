@@ -57,6 +57,8 @@ def generation_config(hf_model: nn.Module, **settings: Any) -> Any:
     config.early_stopping = True
     for key, value in settings.items():
         setattr(config, key, value)
+    if config.num_beams == 1:  # beam settings at their defaults: greedy warns about any other
+        config.length_penalty, config.early_stopping = 1.0, False
     return config
 
 
