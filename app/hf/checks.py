@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from app.decoding.greedy import greedy_decode
 from app.hf.vocab import Renumbering
@@ -37,7 +37,7 @@ class Sample:
     output_hf: list[int]
 
 
-def generation_config(hf_model: nn.Module, **settings: Any) -> Any:
+def generation_config(hf_model: Any, **settings: Any) -> Any:
     """The original's generation config set to attnscope's rules, in place (``generate`` fills
     unset fields from the model's own config, so a copy could not unset them): no EOS forced at
     the length limit, padding never produced (attnscope never emits pad or the start token), no
@@ -62,7 +62,7 @@ def generation_config(hf_model: nn.Module, **settings: Any) -> Any:
     return config
 
 
-def original_sample(hf_model: nn.Module, hf_tokenizer: Any, text: str, max_new_tokens: int) -> Sample:
+def original_sample(hf_model: Any, hf_tokenizer: Any, text: str, max_new_tokens: int) -> Sample:
     """The original's tokens of ``text`` and its greedy translation."""
     source = list(hf_tokenizer(text).input_ids)
     with torch.no_grad():
@@ -72,7 +72,7 @@ def original_sample(hf_model: nn.Module, hf_tokenizer: Any, text: str, max_new_t
     return Sample(source, [int(i) for i in out[0, 1:].tolist()])
 
 
-def compare(hf_model: nn.Module, model: Transformer, numbering: Renumbering, sample: Sample) -> dict[str, float]:
+def compare(hf_model: Any, model: Transformer, numbering: Renumbering, sample: Sample) -> dict[str, float]:
     """Teacher-forced logits (the original's columns in attnscope's order, copies left out) and
     every attention matrix, largest absolute differences."""
     src_hf = torch.tensor([sample.source_hf])
@@ -104,7 +104,7 @@ def greedy_equal(model: Transformer, numbering: Renumbering, sample: Sample) -> 
 
 
 def run_checks(
-    hf_model: nn.Module, hf_tokenizer: Any, model: Transformer, numbering: Renumbering, *, max_new_tokens: int = 40
+    hf_model: Any, hf_tokenizer: Any, model: Transformer, numbering: Renumbering, *, max_new_tokens: int = 40
 ) -> dict[str, Any]:
     """The checks of :mod:`app.hf.checks` on :data:`SAMPLES`: the largest differences and the
     count of equal greedy outputs."""

@@ -131,11 +131,12 @@ def _position_table(module: nn.Module, first: int) -> Tensor:
     sinusoidal buffer, ``weight`` otherwise)."""
     table = getattr(module, "weights", None)
     if not isinstance(table, Tensor):
-        table = module.weight
+        table = getattr(module, "weight")  # noqa: B009 - nn.Module types attributes as Tensor | Module
+    assert isinstance(table, Tensor)
     return table.detach()[first:].float()
 
 
-def convert_weights(family: Family, hf_model: nn.Module) -> tuple[dict[str, Tensor], dict[str, Any]]:
+def convert_weights(family: Family, hf_model: Any) -> tuple[dict[str, Tensor], dict[str, Any]]:
     """The attnscope state dict of ``hf_model`` in the HF vocabulary's order (renumbering is
     :mod:`app.hf.vocab`'s), and the facts the config needs (``max_positions``, ``tied_output``).
     ImportFailure for a parameter no rule maps (naming it)."""

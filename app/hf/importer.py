@@ -15,7 +15,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -128,7 +128,8 @@ def import_model(
     if checks["max_logit_difference"] > LOGIT_TOLERANCE:
         raise ImportFailure(f"the converted model's logits differ from the original's by {checks['max_logit_difference']:.3g}")
     source_lang, target_lang = _pair(hf_tokenizer, source, pair)
-    card = {
+    checked: dict[str, Any] = {"float32": checks}
+    card: dict[str, Any] = {
         "name": name or Path(out).name,
         "origin": {"source": source, "family": family.name, "model_type": hf_model.config.model_type},
         "license": _license(folder),
@@ -136,13 +137,13 @@ def import_model(
         "dtype": dtype,
         # beam search ranks by the plain log-probability, as generate(length_penalty=0) does
         "decoding": {"length_penalty": 0.0},
-        "conversion_checks": {"float32": checks},
+        "conversion_checks": checked,
     }
     save_model_folder(
         out, model, tokenizer, source_lang=source_lang, target_lang=target_lang, card=card, dtype=DTYPES[dtype]
     )
     saved = load_model_folder(out)
-    card["conversion_checks"]["saved"] = run_checks(hf_model, hf_tokenizer, saved.model, numbering)  # type: ignore[arg-type]
+    checked["saved"] = run_checks(hf_model, hf_tokenizer, cast(Transformer, saved.model), numbering)
     save_card(Path(out), card)
     return Imported(Path(out), card)
 
