@@ -14,7 +14,7 @@ from app.decoding.greedy import greedy_decode
 from app.hf.checks import SAMPLES, generation_config
 from app.hf.vocab import Renumbering
 from app.nn.ablation import disabled_heads
-from app.nn.config import BOS_ID, PAD_ID
+from app.nn.config import BOS_ID, PAD_ID, TransformerConfig
 from app.repository import LoadedModel, load_model_folder
 from app.testing import TINY_PAIRS
 
@@ -44,6 +44,7 @@ def _batch(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]
 
 def test_config_is_marian_layout(loaded: LoadedModel) -> None:
     c = loaded.config
+    assert isinstance(c, TransformerConfig)
     assert (c.d_model, c.heads, c.encoder_layers, c.decoder_layers) == (48, 3, 3, 2)
     assert not c.pre_norm and c.activation == "silu" and c.positions == "learned" and not c.standard_layout
 
@@ -138,6 +139,7 @@ def test_switched_off_head_equals_zeroed_output_projection(
     tgt = torch.tensor([[BOS_ID, *numbering.from_hf(target[:-1])]])
     tgt_hf = torch.tensor([[hf_model.config.decoder_start_token_id, *target[:-1]]])
     keep = [i for i in range(len(numbering.order)) if i not in numbering.copies]
+    assert isinstance(loaded.config, TransformerConfig)
     dh = loaded.config.d_model // loaded.config.heads
     modules = {
         ("encoder_self", 1): hf_model.model.encoder.layers[1].self_attn,
