@@ -64,7 +64,7 @@ class Translator:
             raise ValueError("text has no tokens")
         if len(ids) > self.max_source_tokens:
             raise ValueError(f"text has {len(ids)} tokens; the limit is {self.max_source_tokens}")
-        return ids + [EOS_ID]
+        return self.loaded.tokenizer.source_prefix_ids() + ids + [EOS_ID]
 
     def target_ids(self, text: str) -> list[int]:
         """Subword ids of a target-side text (no EOS), e.g. a decoding prefix; ValueError if too
@@ -111,6 +111,9 @@ class Translator:
         sources = [self.source_ids(t) for t in texts]
         src = self._pad(sources)
         model = self.loaded.model
+        forced = self.loaded.tokenizer.target_prefix_ids()  # a multilingual model's target language
+        if forced:
+            prefixes = [forced + p for p in (prefixes or [[] for _ in texts])]
         if beam_size == 1 and not return_tree:
             out = greedy_decode(
                 model,
@@ -267,6 +270,6 @@ class Translator:
             ids = self.loaded.tokenizer.encode(target)
             if len(ids) > self.max_source_tokens:
                 raise ValueError(f"target has {len(ids)} tokens; the limit is {self.max_source_tokens}")
-            tgt_rows.append(ids + [EOS_ID])
+            tgt_rows.append(self.loaded.tokenizer.target_prefix_ids() + ids + [EOS_ID])
         out = score_targets(self.loaded.model, self._pad(sources), self._pad(tgt_rows))
         return self._finish(texts, sources, out)

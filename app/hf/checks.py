@@ -62,13 +62,15 @@ def generation_config(hf_model: Any, **settings: Any) -> Any:
     return config
 
 
-def original_sample(hf_model: Any, hf_tokenizer: Any, text: str, max_new_tokens: int) -> Sample:
-    """The original's tokens of ``text`` and its greedy translation."""
+def original_sample(
+    hf_model: Any, hf_tokenizer: Any, text: str, max_new_tokens: int, forced: int | None = None
+) -> Sample:
+    """The original's tokens of ``text`` and its greedy translation (its first token ``forced``:
+    a multilingual model's target language)."""
     source = list(hf_tokenizer(text).input_ids)
+    config = generation_config(hf_model, max_new_tokens=max_new_tokens, forced_bos_token_id=forced)
     with torch.no_grad():
-        out = hf_model.generate(
-            torch.tensor([source]), generation_config=generation_config(hf_model, max_new_tokens=max_new_tokens)
-        )
+        out = hf_model.generate(torch.tensor([source]), generation_config=config)
     return Sample(source, [int(i) for i in out[0, 1:].tolist()])
 
 
@@ -94,25 +96,33 @@ def compare(hf_model: Any, model: Transformer, numbering: Renumbering, sample: S
     return {"logits": logit_diff, "attention": attention_diff}
 
 
-def greedy_equal(model: Transformer, numbering: Renumbering, sample: Sample) -> bool:
-    """Whether attnscope's greedy decoding gives the original's greedy output."""
+def greedy_equal(model: Transformer, numbering: Renumbering, sample: Sample, forced: int | None = None) -> bool:
+    """Whether attnscope's greedy decoding (its first token ``forced``, if given) gives the
+    original's greedy output."""
     src = torch.tensor([numbering.from_hf(sample.source_hf)])
     limit = len(sample.output_hf)
-    out = greedy_decode(model, src, need_weights=False, max_length=limit)
+    prefix = None if forced is None else [numbering.from_hf([forced])]
+    out = greedy_decode(model, src, need_weights=False, max_length=limit, prefix=prefix)
     tokens = out.tokens[0, : int(out.lengths[0])].tolist()
     return bool(tokens == numbering.from_hf(sample.output_hf))
 
 
 def run_checks(
-    hf_model: Any, hf_tokenizer: Any, model: Transformer, numbering: Renumbering, *, max_new_tokens: int = 40
+    hf_model: Any,
+    hf_tokenizer: Any,
+    model: Transformer,
+    numbering: Renumbering,
+    *,
+    max_new_tokens: int = 40,
+    forced: int | None = None,
 ) -> dict[str, Any]:
     """The checks of :mod:`app.hf.checks` on :data:`SAMPLES`: the largest differences and the
-    count of equal greedy outputs."""
-    samples = [original_sample(hf_model, hf_tokenizer, text, max_new_tokens) for text in SAMPLES]
+    count of equal greedy outputs (``forced``: the original's id of the target language)."""
+    samples = [original_sample(hf_model, hf_tokenizer, text, max_new_tokens, forced) for text in SAMPLES]
     diffs = [compare(hf_model, model, numbering, s) for s in samples]
     return {
         "sentences": len(samples),
         "max_logit_difference": max(d["logits"] for d in diffs),
         "max_attention_difference": max(d["attention"] for d in diffs),
-        "greedy_equal": sum(greedy_equal(model, numbering, s) for s in samples),
+        "greedy_equal": sum(greedy_equal(model, numbering, s, forced) for s in samples),
     }

@@ -22,10 +22,11 @@ import torch
 from app.hf import ImportFailure, require_transformers
 from app.hf.checks import LOGIT_TOLERANCE, run_checks
 from app.hf.families import Family, config_fields, convert_weights, family_of
-from app.hf.vocab import Renumbering, export_tokenizer
+from app.hf.vocab import Renumbering, export_tokenizer, language_pieces
 from app.nn.config import TransformerConfig
 from app.nn.transformer import Transformer
 from app.repository import load_model_folder, save_model_folder
+from app.text.vocab_tokenizer import Languages
 
 logger = logging.getLogger(__name__)
 
@@ -73,9 +74,11 @@ def _load(folder: Path) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def convert(hf_model: Any, hf_tokenizer: Any, folder: Path) -> tuple[Transformer, Renumbering, Any, Family]:
+def convert(
+    hf_model: Any, hf_tokenizer: Any, folder: Path, languages: Languages | None = None
+) -> tuple[Transformer, Renumbering, Any, Family]:
     """The attnscope Transformer of ``hf_model`` (eval mode, float32), its renumbering and
-    tokenizer. ImportFailure naming what does not fit."""
+    tokenizer (with a multilingual model's ``languages``). ImportFailure naming what does not fit."""
     c = hf_model.config
     family = family_of(c)
     state, facts = convert_weights(family, hf_model)
@@ -95,7 +98,7 @@ def convert(hf_model: Any, hf_tokenizer: Any, folder: Path) -> tuple[Transformer
     missing, unexpected = model.load_state_dict(numbering.apply(state), strict=False)
     if missing or unexpected:
         raise ImportFailure(f"weights do not fit: missing {missing[:5]}, unexpected {unexpected[:5]}")
-    tokenizer = export_tokenizer(hf_tokenizer, folder, numbering)
+    tokenizer = export_tokenizer(hf_tokenizer, folder, numbering, languages)
     return model.eval(), numbering, tokenizer, family
 
 
@@ -122,12 +125,15 @@ def import_model(
         raise ImportFailure(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     folder = resolve_source(source)
     hf_model, hf_tokenizer = _load(folder)
-    model, numbering, tokenizer, family = convert(hf_model, hf_tokenizer, folder)
+    source_lang, target_lang = _pair(hf_tokenizer, source, pair)
+    languages, forced = None, None
+    if family_of(hf_model.config).languages:
+        languages, forced = language_pieces(hf_tokenizer, (source_lang, target_lang))
+    model, numbering, tokenizer, family = convert(hf_model, hf_tokenizer, folder, languages)
     logger.info("converted %s (%s); checking it against the original", source, family.name)
-    checks = run_checks(hf_model, hf_tokenizer, model, numbering)
+    checks = run_checks(hf_model, hf_tokenizer, model, numbering, forced=forced)
     if checks["max_logit_difference"] > LOGIT_TOLERANCE:
         raise ImportFailure(f"the converted model's logits differ from the original's by {checks['max_logit_difference']:.3g}")
-    source_lang, target_lang = _pair(hf_tokenizer, source, pair)
     checked: dict[str, Any] = {"float32": checks}
     card: dict[str, Any] = {
         "name": name or Path(out).name,
@@ -143,7 +149,7 @@ def import_model(
         out, model, tokenizer, source_lang=source_lang, target_lang=target_lang, card=card, dtype=DTYPES[dtype]
     )
     saved = load_model_folder(out)
-    checked["saved"] = run_checks(hf_model, hf_tokenizer, cast(Transformer, saved.model), numbering)
+    checked["saved"] = run_checks(hf_model, hf_tokenizer, cast(Transformer, saved.model), numbering, forced=forced)
     save_card(Path(out), card)
     return Imported(Path(out), card)
 

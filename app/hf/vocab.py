@@ -20,7 +20,7 @@ from torch import Tensor
 
 from app.hf import ImportFailure
 from app.nn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from app.text.vocab_tokenizer import VocabTokenizer
+from app.text.vocab_tokenizer import Languages, VocabTokenizer
 
 SPM_FILES = ("source.spm", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model")
 
@@ -79,10 +79,36 @@ def find_sentencepiece(folder: Path) -> Path:
     )
 
 
-def export_tokenizer(hf_tokenizer: Any, folder: Path, numbering: Renumbering) -> VocabTokenizer:
+def export_tokenizer(
+    hf_tokenizer: Any, folder: Path, numbering: Renumbering, languages: Languages | None = None
+) -> VocabTokenizer:
     """attnscope's tokenizer for ``hf_tokenizer``: its SentencePiece model and its pieces in
-    attnscope's order (language-code prefixes such as Marian's ``>>de<<`` kept as prefixes)."""
+    attnscope's order (language-code prefixes such as Marian's ``>>de<<`` kept as prefixes;
+    a multilingual model's ``languages``)."""
     pieces = [str(p) for p in hf_tokenizer.convert_ids_to_tokens(list(numbering.order))]
     prefixes = [str(p) for p in getattr(hf_tokenizer, "supported_language_codes", []) or []]
     proto = find_sentencepiece(folder).read_bytes()
-    return VocabTokenizer(proto, pieces, prefixes=prefixes)
+    return VocabTokenizer(proto, pieces, prefixes=prefixes, languages=languages)
+
+
+def language_pieces(hf_tokenizer: Any, pair: tuple[str, str]) -> tuple[Languages, int]:
+    """The language pieces of a multilingual tokenizer (M2M100, NLLB, mBART) for ``pair``, and
+    the original's id of the target's code (``generate``'s ``forced_bos_token_id``). Sets the
+    tokenizer's source language. ImportFailure for a language it does not know."""
+    source, target = pair
+    codes = dict(getattr(hf_tokenizer, "lang_code_to_id", None) or {})
+    if not codes:  # NLLB and mBART: the codes are tokens of their own
+        vocab = hf_tokenizer.get_vocab()
+        codes = {t: vocab[t] for t in (source, target) if t in vocab}
+    missing = [lang for lang in (source, target) if lang not in codes]
+    if missing:
+        known = ", ".join(sorted(codes)[:12])
+        raise ImportFailure(f"unknown language code(s) {', '.join(missing)} for this model (it knows e.g. {known})")
+    hf_tokenizer.src_lang = source
+    suffix = list(getattr(hf_tokenizer, "suffix_tokens", []))
+    if suffix != [hf_tokenizer.eos_token_id]:
+        raise ImportFailure("the source ends with a language code (legacy NLLB); attnscope reads codes in front only")
+    prefix = [str(p) for p in hf_tokenizer.convert_ids_to_tokens(list(getattr(hf_tokenizer, "prefix_tokens", [])))]
+    every = [str(p) for p in hf_tokenizer.convert_ids_to_tokens(sorted(set(codes.values())))]
+    forced = int(codes[target])
+    return Languages(tuple(prefix), (str(hf_tokenizer.convert_ids_to_tokens(forced)),), tuple(every)), forced

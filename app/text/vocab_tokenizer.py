@@ -12,9 +12,11 @@ layer needs of :class:`~app.text.tokenizer.Tokenizer`: ``encode``, ``decode``, `
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,20 @@ EOS_PIECE = "</s>"
 BOS_PIECE = "<s>"
 
 
+@dataclass(frozen=True)
+class Languages:
+    """The language pieces of a multilingual model: the source's code put before every source,
+    the target's forced as the first output token, and every code (dropped when decoding)."""
+
+    source_prefix: tuple[str, ...] = ()
+    target_prefix: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("source_prefix", "target_prefix", "hidden"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
 class VocabTokenizer(Tokenizer):
     """SentencePiece pieces looked up in ``pieces`` (index = attnscope id). A piece outside the
     vocabulary is ``<unk>``, as in the original tokenizers. A :class:`Tokenizer` to the code
@@ -37,7 +53,7 @@ class VocabTokenizer(Tokenizer):
     byte_fallback = False
 
     def __init__(  # not super().__init__: that requires SentencePiece's own ids to be 0/1/2/3
-        self, model_proto: bytes, pieces: list[str], *, prefixes: Iterable[str] = ()
+        self, model_proto: bytes, pieces: list[str], *, prefixes: Iterable[str] = (), languages: Languages | None = None
     ) -> None:
         if len(pieces) < 4:
             raise ValueError("a vocabulary needs pad, unk, bos and eos")
@@ -50,6 +66,11 @@ class VocabTokenizer(Tokenizer):
                 self._ids.setdefault(piece, i)
         # pieces the original puts in front of the text when it starts with them (Marian's >>de<<)
         self.prefixes = tuple(p for p in prefixes if p in self._ids)
+        self.languages = languages or Languages()
+        for piece in (*self.languages.source_prefix, *self.languages.target_prefix, *self.languages.hidden):
+            if piece not in self._ids:
+                raise ValueError(f"language piece {piece!r} is not in the vocabulary")
+        self._hidden = {self._ids[p] for p in self.languages.hidden}
 
     @classmethod
     def load(cls, path: str | Path) -> VocabTokenizer:
@@ -58,12 +79,15 @@ class VocabTokenizer(Tokenizer):
         meta = json.loads((path.parent / VOCAB_FILE).read_text(encoding="utf-8"))
         if not isinstance(meta, dict) or not isinstance(meta.get("pieces"), list):
             raise ValueError(f"{VOCAB_FILE} has no 'pieces' list")
-        return cls(path.read_bytes(), [str(p) for p in meta["pieces"]], prefixes=meta.get("prefixes", ()))
+        languages = Languages(**meta["languages"]) if isinstance(meta.get("languages"), dict) else None
+        return cls(path.read_bytes(), [str(p) for p in meta["pieces"]], prefixes=meta.get("prefixes", ()), languages=languages)
 
     def save(self, path: str | Path) -> None:
         """The SentencePiece model to ``path`` and the vocabulary to ``vocab.json`` beside it."""
         path = Path(path)
         meta: dict[str, Any] = {"pieces": self._pieces, "prefixes": list(self.prefixes)}
+        if self.languages != Languages():
+            meta["languages"] = dataclasses.asdict(self.languages)
         for target, data in ((path, self._proto), (path.parent / VOCAB_FILE, json.dumps(meta, ensure_ascii=False).encode())):
             partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
             partial.write_bytes(data)
@@ -87,9 +111,19 @@ class VocabTokenizer(Tokenizer):
                 break
         return head + [self.id_of(str(p)) for p in self.sp.encode(text, out_type=str)]
 
+    def source_prefix_ids(self) -> list[int]:
+        """Ids every source starts with (M2M100/NLLB: the source language's code)."""
+        return [self._ids[p] for p in self.languages.source_prefix]
+
+    def target_prefix_ids(self) -> list[int]:
+        """Ids every output is forced to start with (M2M100/NLLB: the target language's code)."""
+        return [self._ids[p] for p in self.languages.target_prefix]
+
     def decode(self, ids: Iterable[int]) -> str:
-        """Detokenised text; pad, ``<s>`` and ``</s>`` dropped, ``<unk>`` shown as "⁇"."""
-        pieces = [self._pieces[int(i)] for i in ids if int(i) not in (PAD_ID, BOS_ID, EOS_ID)]
+        """Detokenised text; pad, ``<s>``, ``</s>`` and language codes dropped, ``<unk>`` shown
+        as "⁇"."""
+        dropped = {PAD_ID, BOS_ID, EOS_ID, *self._hidden}
+        pieces = [self._pieces[int(i)] for i in ids if int(i) not in dropped]
         return render_pieces(pieces).strip(" ")
 
     def unk_spans(self, text: str) -> list[str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import sentencepiece as spm
@@ -78,3 +80,47 @@ def marian_folder(
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def m2m100_folder(folder: Path, *, seed: int = 0) -> Path:
+    """A tiny M2M100 (pre-norm, final norms, fairseq's sinusoidal positions, language codes)
+    of odd sizes: d_model 48, 3 heads, 2 encoder and 3 decoder layers, relu."""
+    from transformers import M2M100Config, M2M100ForConditionalGeneration, M2M100Tokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pieces = train_sentencepiece(folder / "sentencepiece.bpe.model")
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, **{p: i + 4 for i, p in enumerate(pieces)}}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    tokenizer = M2M100Tokenizer(
+        str(folder / "vocab.json"), str(folder / "sentencepiece.bpe.model"), src_lang="en", tgt_lang="de"
+    )
+    config = M2M100Config(
+        vocab_size=max(tokenizer.lang_code_to_id.values()) + 1 + 8,  # the codes, then 8 "madeup words"
+        d_model=48, encoder_layers=2, decoder_layers=3,
+        encoder_attention_heads=3, decoder_attention_heads=3, encoder_ffn_dim=80, decoder_ffn_dim=80,
+        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+        activation_function="relu", scale_embedding=True, init_std=0.3,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0,
+    )
+    torch.manual_seed(seed)
+    model = M2M100ForConditionalGeneration(config).eval()
+    _perturb_norms(model, seed)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A family as the tests build it: its builder, the model id it is served as, and the
+    language pair to import it with (multilingual families)."""
+
+    build: Callable[[Path], Path]
+    model_id: str
+    pair: tuple[str, str] | None = None
+
+
+KINDS = {
+    "marian": Kind(marian_folder, "en-de-marian"),
+    "m2m100": Kind(m2m100_folder, "en-de-m2m100", ("en", "de")),
+}

@@ -1,4 +1,8 @@
-"""Tiny Hugging Face models built here (no network) and their imports, shared by tests/hf."""
+"""Tiny Hugging Face models built here (no network) and their imports, shared by tests/hf.
+
+Each family is built once per session with odd sizes (d_model 48, 3 heads, unequal encoder and
+decoder depths) and imported in float32 into one models directory, which one real server
+serves for the API tests."""
 
 from __future__ import annotations
 
@@ -13,36 +17,50 @@ pytest.importorskip("transformers", reason="tests/hf need the extra attnscope[hf
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from builders import marian_folder  # noqa: E402
+from builders import KINDS  # noqa: E402
 
 from app.hf.importer import import_model  # noqa: E402
 from app.testing import running_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def marian_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Marian of odd sizes: d_model 48, 3 heads, 3 encoder and 2 decoder layers, swish."""
-    return marian_folder(tmp_path_factory.mktemp("hf") / "marian")
+def hf_sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("hf")
+    return {name: kind.build(root / name) for name, kind in KINDS.items()}
 
 
 @pytest.fixture(scope="session")
-def marian_models(tmp_path_factory: pytest.TempPathFactory, marian_source: Path) -> Path:
-    """A models directory holding the Marian imported in float32."""
+def marian_source(hf_sources: dict[str, Path]) -> Path:
+    """A Marian of odd sizes: d_model 48, 3 heads, 3 encoder and 2 decoder layers, swish."""
+    return hf_sources["marian"]
+
+
+@pytest.fixture(scope="session")
+def hf_models(tmp_path_factory: pytest.TempPathFactory, hf_sources: dict[str, Path]) -> Path:
+    """A models directory holding every family imported in float32."""
     root = tmp_path_factory.mktemp("hf-models")
-    import_model(str(marian_source), root / "en-de-marian", dtype="float32")
+    for name, kind in KINDS.items():
+        import_model(str(hf_sources[name]), root / kind.model_id, dtype="float32", pair=kind.pair)
     return root
 
 
 @pytest.fixture(scope="session")
-def marian_original(marian_source: Path) -> tuple[Any, Any]:
-    """The original model (eager attention, float32) and its tokenizer."""
+def originals(hf_sources: dict[str, Path]) -> dict[str, tuple[Any, Any]]:
+    """Each original model (eager attention, float32) and its tokenizer."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    model = AutoModelForSeq2SeqLM.from_pretrained(marian_source, attn_implementation="eager").eval()
-    return model, AutoTokenizer.from_pretrained(marian_source)
+    out = {}
+    for name, folder in hf_sources.items():
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, attn_implementation="eager").eval()
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        pair = KINDS[name].pair
+        if pair is not None:
+            tokenizer.src_lang, tokenizer.tgt_lang = pair
+        out[name] = (model, tokenizer)
+    return out
 
 
 @pytest.fixture(scope="session")
-def marian_server(marian_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_server(marian_models, tmp_path_factory.mktemp("hf-server") / "server.log") as url:
+def hf_server(hf_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with running_server(hf_models, tmp_path_factory.mktemp("hf-server") / "server.log") as url:
         yield url

@@ -1,4 +1,4 @@
-"""An imported Marian against the original: logits, every attention matrix, greedy and beam
+"""Each imported family against its original: logits, every attention matrix, greedy and beam
 output, the tokenizer, switched-off heads."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+from builders import KINDS  # tests/hf (put on sys.path by its conftest)
 
 from app.decoding.beam import beam_search
 from app.decoding.greedy import greedy_decode
@@ -18,22 +19,38 @@ from app.nn.config import BOS_ID, PAD_ID, TransformerConfig
 from app.repository import LoadedModel, load_model_folder
 from app.testing import TINY_PAIRS
 
-KINDS = (("encoder_self", "encoder_attentions"), ("decoder_self", "decoder_attentions"), ("cross", "cross_attentions"))
+ATTENTIONS = (("encoder_self", "encoder_attentions"), ("decoder_self", "decoder_attentions"), ("cross", "cross_attentions"))
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def family(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
-def loaded(marian_models: Path) -> LoadedModel:
-    return load_model_folder(marian_models / "en-de-marian")
+def loaded(hf_models: Path, family: str) -> LoadedModel:
+    return load_model_folder(hf_models / KINDS[family].model_id)
 
 
 @pytest.fixture(scope="module")
-def numbering(marian_original: tuple[Any, Any]) -> Renumbering:
-    model, tokenizer = marian_original
+def original(originals: dict[str, tuple[Any, Any]], family: str) -> tuple[Any, Any]:
+    return originals[family]
+
+
+@pytest.fixture(scope="module")
+def numbering(original: tuple[Any, Any]) -> Renumbering:
+    model, tokenizer = original
     c = model.config
     return Renumbering.of(
         pad=c.pad_token_id, unk=tokenizer.unk_token_id, eos=c.eos_token_id,
         start=c.decoder_start_token_id, vocab_size=c.vocab_size,
     )
+
+
+def _forced(family: str, tokenizer: Any) -> int | None:
+    """The original's id of the target language code (multilingual families), else None."""
+    pair = KINDS[family].pair
+    return None if pair is None else int(tokenizer.get_lang_id(pair[1]))
 
 
 def _batch(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -42,41 +59,47 @@ def _batch(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]
     return ids, torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
 
 
-def test_config_is_marian_layout(loaded: LoadedModel) -> None:
+def test_config_has_the_family_layout(loaded: LoadedModel, family: str) -> None:
     c = loaded.config
     assert isinstance(c, TransformerConfig)
-    assert (c.d_model, c.heads, c.encoder_layers, c.decoder_layers) == (48, 3, 3, 2)
-    assert not c.pre_norm and c.activation == "silu" and c.positions == "learned" and not c.standard_layout
+    assert (c.d_model, c.heads) == (48, 3) and c.positions == "learned" and not c.standard_layout
+    if family == "marian":  # post-norm, no final norms, swish
+        assert (c.encoder_layers, c.decoder_layers, c.pre_norm, c.has_final_norm, c.activation) == (3, 2, False, False, "silu")
+    else:  # M2M100: pre-norm with final norms, relu
+        assert (c.encoder_layers, c.decoder_layers, c.pre_norm, c.has_final_norm, c.activation) == (2, 3, True, True, "relu")
 
 
 def test_card_records_origin_and_checks(loaded: LoadedModel) -> None:
     card = loaded.card
-    assert card["origin"]["family"] == "marian" and "license" in card
+    assert card["origin"]["family"] in ("marian", "m2m_100") and "license" in card
     for copy in ("float32", "saved"):
         checks = card["conversion_checks"][copy]
         assert checks["max_logit_difference"] < 1e-4 and checks["max_attention_difference"] < 1e-5
         assert checks["greedy_equal"] == checks["sentences"] == len(SAMPLES)
 
 
-def test_tokenizer_gives_the_original_ids_and_text(loaded: LoadedModel, marian_original: tuple[Any, Any], numbering: Renumbering) -> None:
-    """The same ids; the same text, except that an unknown piece shows as "⁇" where the
-    original drops it (attnscope never hides a lost span)."""
-    _, hf_tok = marian_original
+def test_tokenizer_gives_the_original_ids_and_text(loaded: LoadedModel, original: tuple[Any, Any], numbering: Renumbering) -> None:
+    """The same ids (a multilingual source: the language code first); the same text, except
+    that an unknown piece shows as "⁇" where the original drops it (attnscope never hides a
+    lost span)."""
+    _, hf_tok = original
+    prefix = loaded.tokenizer.source_prefix_ids()
     for en, de in TINY_PAIRS + [("An unseen wörd: ∑ 🍕.", "x")]:
         for text in (en, de):
             theirs = hf_tok(text).input_ids
-            assert loaded.tokenizer.encode(text) == numbering.from_hf(theirs[:-1])
+            assert prefix + loaded.tokenizer.encode(text) == numbering.from_hf(theirs[:-1])
             decoded = loaded.tokenizer.decode(numbering.from_hf(theirs))
-            assert decoded.replace("\u2047", "") == hf_tok.decode(theirs, skip_special_tokens=True)
+            # the language code too is dropped (transformers 5 decodes M2M100's as text)
+            assert decoded.replace("\u2047", "") == hf_tok.decode(theirs[len(prefix) :], skip_special_tokens=True)
     assert loaded.tokenizer.unk_spans("An unseen wörd: ∑ 🍕.") == ["ö", ":", "∑", "🍕"]
 
 
 def test_teacher_forced_logits_and_every_attention_equal_the_original(
-    loaded: LoadedModel, marian_original: tuple[Any, Any], numbering: Renumbering
+    loaded: LoadedModel, original: tuple[Any, Any], numbering: Renumbering
 ) -> None:
     """A padded batch of the tiny corpus, each target after the start token: logits to 1e-4,
     every encoder, decoder and cross attention matrix to 1e-5 (eager attention)."""
-    hf_model, hf_tok = marian_original
+    hf_model, hf_tok = original
     pairs = TINY_PAIRS[:5]
     sources = [hf_tok(en).input_ids for en, _ in pairs]
     targets = [hf_tok(text_target=de).input_ids for _, de in pairs]
@@ -94,7 +117,7 @@ def test_teacher_forced_logits_and_every_attention_equal_the_original(
         other = theirs.logits[b, :t_len].index_select(-1, numbering.to_hf[keep])
         torch.testing.assert_close(mine, other, rtol=0, atol=1e-4)
         keys = {"encoder_self": (s_len, s_len), "decoder_self": (t_len, t_len), "cross": (t_len, s_len)}
-        for kind, hf_kind in KINDS:
+        for kind, hf_kind in ATTENTIONS:
             q, k = keys[kind]
             for layer, matrix in enumerate(getattr(theirs, hf_kind)):
                 torch.testing.assert_close(getattr(ours, kind)[b, layer, :, :q, :k], matrix[b, :, :q, :k], rtol=0, atol=1e-5)
@@ -110,30 +133,35 @@ def _generate(hf_model: Any, source: list[int], **settings: Any) -> list[int]:
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_greedy_and_beam_equal_generate(
-    loaded: LoadedModel, marian_original: tuple[Any, Any], numbering: Renumbering, beam_size: int
+    loaded: LoadedModel, original: tuple[Any, Any], numbering: Renumbering, family: str, beam_size: int
 ) -> None:
     """A padded batch decoded together gives, sentence by sentence, the tokens of the
-    original's ``generate`` with the same settings (beam: no length penalty, stop at k finished)."""
-    hf_model, hf_tok = marian_original
+    original's ``generate`` with the same settings (beam: no length penalty, stop at k finished;
+    a multilingual model's target code forced first, as ``forced_bos_token_id`` does)."""
+    hf_model, hf_tok = original
     sources = [hf_tok(text).input_ids for text in SAMPLES]
     src, _ = _batch([numbering.from_hf(s) for s in sources], PAD_ID)
     limit = 12
+    forced = _forced(family, hf_tok)
+    prefix = None if forced is None else [numbering.from_hf([forced])] * len(sources)
     with torch.no_grad():
         if beam_size == 1:
-            out = greedy_decode(loaded.model, src, need_weights=False, max_length=limit)
+            out = greedy_decode(loaded.model, src, need_weights=False, max_length=limit, prefix=prefix)
         else:
-            out = beam_search(loaded.model, src, beam_size=beam_size, alpha=0.0, need_weights=False, max_length=limit)
+            out = beam_search(
+                loaded.model, src, beam_size=beam_size, alpha=0.0, need_weights=False, max_length=limit, prefix=prefix
+            )
     for b, source in enumerate(sources):
-        expected = _generate(hf_model, source, num_beams=beam_size, max_new_tokens=limit)
+        expected = _generate(hf_model, source, num_beams=beam_size, max_new_tokens=limit, forced_bos_token_id=forced)
         assert out.tokens[b, : int(out.lengths[b])].tolist() == numbering.from_hf(expected)
 
 
 def test_switched_off_head_equals_zeroed_output_projection(
-    loaded: LoadedModel, marian_original: tuple[Any, Any], numbering: Renumbering
+    loaded: LoadedModel, original: tuple[Any, Any], numbering: Renumbering
 ) -> None:
     """Switching head h of an attention off is the original with that head's columns of the
     output projection zeroed; earlier layers' attention does not change, and the logits do."""
-    hf_model, hf_tok = marian_original
+    hf_model, hf_tok = original
     source, target = hf_tok(SAMPLES[2]).input_ids, hf_tok(text_target=TINY_PAIRS[0][1]).input_ids
     src = torch.tensor([numbering.from_hf(source)])
     tgt = torch.tensor([[BOS_ID, *numbering.from_hf(target[:-1])]])
@@ -142,7 +170,7 @@ def test_switched_off_head_equals_zeroed_output_projection(
     assert isinstance(loaded.config, TransformerConfig)
     dh = loaded.config.d_model // loaded.config.heads
     modules = {
-        ("encoder_self", 1): hf_model.model.encoder.layers[1].self_attn,
+        ("encoder_self", 0): hf_model.model.encoder.layers[0].self_attn,
         ("decoder_self", 0): hf_model.model.decoder.layers[0].self_attn,
         ("cross", 1): hf_model.model.decoder.layers[1].encoder_attn,
     }
