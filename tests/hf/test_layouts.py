@@ -19,7 +19,12 @@ ATTENTIONS = (("encoder_self", "encoder_attentions"), ("decoder_self", "decoder_
 
 
 def _tiny(model_type: str) -> Any:
-    from transformers import BartConfig, BartForConditionalGeneration, MBartConfig, MBartForConditionalGeneration
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        MBartConfig,
+        MBartForConditionalGeneration,
+    )
 
     config_class, model_class = {
         "bart": (BartConfig, BartForConditionalGeneration),
