@@ -58,13 +58,16 @@ class Translator:
         return self.loaded.model.device
 
     def source_ids(self, text: str) -> list[int]:
-        """Subword ids of ``text`` plus EOS; ValueError if empty or too long."""
-        ids = self.loaded.tokenizer.encode(text)
+        """Subword ids of ``text`` plus EOS (after a multilingual model's source language code,
+        which counts towards the limit); ValueError if empty or too long."""
+        tok = self.loaded.tokenizer
+        ids = tok.encode(text)
         if not ids:
             raise ValueError("text has no tokens")
+        ids = tok.source_prefix_ids() + ids
         if len(ids) > self.max_source_tokens:
             raise ValueError(f"text has {len(ids)} tokens; the limit is {self.max_source_tokens}")
-        return self.loaded.tokenizer.source_prefix_ids() + ids + [EOS_ID]
+        return ids + [EOS_ID]
 
     def target_ids(self, text: str) -> list[int]:
         """Subword ids of a target-side text (no EOS), e.g. a decoding prefix; ValueError if too

@@ -77,6 +77,10 @@ def test_every_feature_answers_on_the_imported_model(hf_server: str, family: str
     assert len(full["attention"]["cross"]) == layers and len(full["attention"]["cross"][0]) == 3
     assert len(full["attention"]["encoder_self"]) == encoder_layers
     assert full["beam"]["nodes"] and full["attention_scores"] and len(full["alternatives"][0]) == 2
+    pair = KINDS[family].pair
+    if pair is not None:  # the language codes: the source's first, the target's forced first
+        assert full["source_tokens"][0] == f"__{pair[0]}__" and full["target_tokens"][0] == f"__{pair[1]}__"
+        assert full["forced_tokens"] == 1 and f"__{pair[1]}__" not in full["translation"]
     forced = _post(url, "/api/translate", {"model": model, "text": text, "beam_size": 1, "max_length": 6, "prefix": "Ein Mann"})
     assert forced["forced_tokens"] >= 1 and forced["translation"].startswith("Ein Mann")
     plain = _post(url, "/api/translate", {"model": model, "text": text, "beam_size": 1, "max_length": 6})
