@@ -137,6 +137,7 @@ def import_model(
     checked: dict[str, Any] = {"float32": checks}
     card: dict[str, Any] = {
         "name": name or Path(out).name,
+        "imported_from": source,  # scalar: /api/models shows it (the whole card: the Models page)
         "origin": {"source": source, "family": family.name, "model_type": hf_model.config.model_type},
         "license": _license(folder),
         "parameters": model.num_parameters,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,6 +65,14 @@ def test_served_batch_equals_generate(hf_server: str, original: tuple[Any, Any],
     body = {"model": KINDS[family].model_id, "texts": texts, "beam_size": 1, "max_length": 10}
     for text, one in zip(texts, _post(hf_server, "/api/translate/batch", body), strict=True):
         assert _served_pieces(one) == _original_pieces(original, family, text, num_beams=1, max_new_tokens=10)
+
+
+def test_models_list_shows_where_it_came_from(hf_server: str, hf_sources: dict[str, Path]) -> None:
+    with urllib.request.urlopen(hf_server + "/api/models", timeout=60) as response:
+        models = {m["id"]: m for m in json.loads(response.read())["models"]}
+    for name, kind in KINDS.items():
+        assert models[kind.model_id]["card"]["imported_from"] == str(hf_sources[name])
+    assert models["en-de-marian"]["heads"] == 3 and models["en-de-m2m100"]["encoder_layers"] == 2
 
 
 def test_every_feature_answers_on_the_imported_model(hf_server: str, family: str) -> None:
