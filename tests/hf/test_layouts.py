@@ -18,7 +18,7 @@ from app.nn.transformer import Transformer
 ATTENTIONS = (("encoder_self", "encoder_attentions"), ("decoder_self", "decoder_attentions"), ("cross", "cross_attentions"))
 
 
-def _tiny(model_type: str) -> Any:
+def _tiny(model_type: str, tied: bool) -> Any:
     from transformers import (
         BartConfig,
         BartForConditionalGeneration,
@@ -35,6 +35,7 @@ def _tiny(model_type: str) -> Any:
         decoder_attention_heads=3, encoder_ffn_dim=80, decoder_ffn_dim=80, max_position_embeddings=40,
         pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2, init_std=0.3,
         dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, scale_embedding=model_type == "mbart",
+        tie_word_embeddings=tied,
     )
     torch.manual_seed(3)
     model = model_class(config).eval()
@@ -44,13 +45,19 @@ def _tiny(model_type: str) -> Any:
             if "norm" in name:  # away from (1, 0): a norm in the wrong place shows
                 p.add_(torch.randn(p.shape, generator=gen) * 0.2)
         model.final_logits_bias.normal_(0.0, 0.5)
+        if not tied:  # one embedding for both stacks (transformers 5 unties those too), an output of its own
+            shared = model.model.shared.weight
+            model.model.encoder.embed_tokens.weight = shared
+            model.model.decoder.embed_tokens.weight = shared
+            model.lm_head.weight = torch.nn.Parameter(torch.randn(shared.shape, generator=gen) * 0.3)
     return model
 
 
-@pytest.mark.parametrize("model_type", ["bart", "mbart"])
-def test_layout_converts_exactly(model_type: str) -> None:
+@pytest.mark.parametrize(("model_type", "tied"), [("bart", True), ("mbart", True), ("bart", False)])
+def test_layout_converts_exactly(model_type: str, tied: bool) -> None:
+    """Untied: the output layer is a matrix of its own (``tied_output=False``)."""
     pytest.importorskip("transformers")
-    hf_model = _tiny(model_type)
+    hf_model = _tiny(model_type, tied)
     family = FAMILIES[model_type]
     state, facts = convert_weights(family, hf_model)
     c = hf_model.config
@@ -77,4 +84,4 @@ def test_layout_converts_exactly(model_type: str) -> None:
     for kind, hf_kind in ATTENTIONS:
         for layer, matrix in enumerate(getattr(theirs, hf_kind)):
             torch.testing.assert_close(getattr(ours, kind)[0, layer], matrix[0], rtol=0, atol=1e-5)
-    assert config.embedding_norm and config.pre_norm == (model_type == "mbart")
+    assert config.embedding_norm and config.pre_norm == (model_type == "mbart") and config.tied_output == tied
