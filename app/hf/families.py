@@ -105,7 +105,7 @@ def config_fields(family: Family, hf_config: Any, max_positions: int) -> dict[st
     )
 
 
-_LAYER_NAMES = [  # (HF pattern, attnscope replacement); the BART lineage's names
+LAYER_NAMES = [  # (HF pattern, attnscope replacement); the BART lineage's names
     (r"^model\.encoder\.layers\.(\d+)\.self_attn\.", r"encoder_layers.\1.self_attn."),
     (r"^model\.encoder\.layers\.(\d+)\.self_attn_layer_norm\.", r"encoder_layers.\1.res_attn.norm."),
     (r"^model\.encoder\.layers\.(\d+)\.fc1\.", r"encoder_layers.\1.ff.net.0."),
@@ -123,7 +123,7 @@ _LAYER_NAMES = [  # (HF pattern, attnscope replacement); the BART lineage's name
     (r"^model\.encoder\.layernorm_embedding\.", "encoder_embed_norm."),
     (r"^model\.decoder\.layernorm_embedding\.", "decoder_embed_norm."),
 ]
-_SKIPPED = re.compile(r"^model\.(shared|encoder\.embed_tokens|decoder\.embed_tokens|encoder\.embed_positions|decoder\.embed_positions)\.|^lm_head\.|^final_logits_bias$")
+SKIPPED = re.compile(r"^model\.(shared|encoder\.embed_tokens|decoder\.embed_tokens|encoder\.embed_positions|decoder\.embed_positions)\.|^lm_head\.|^final_logits_bias$")
 
 
 def _position_table(module: nn.Module, first: int) -> Tensor:
@@ -153,9 +153,9 @@ def convert_weights(family: Family, hf_model: Any) -> tuple[dict[str, Tensor], d
         out[f"{side}_positions"] = out[f"{side}_positions"][:max_positions].contiguous()
     unmapped = []
     for name, tensor in hf_model.state_dict().items():
-        if _SKIPPED.search(name):
+        if SKIPPED.search(name):
             continue
-        for pattern, replacement in _LAYER_NAMES:
+        for pattern, replacement in LAYER_NAMES:
             if re.search(pattern, name):
                 out[re.sub(pattern, replacement, name)] = tensor.detach().float()
                 break
