@@ -159,6 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--byte-fallback", action="store_true",
                      help="byte pieces instead of <unk>, digits split, no normalisation (lossless)")
 
+    imp = sub.add_parser("import", help="import a Hugging Face encoder-decoder as a model folder (extra: attnscope[hf])")
+    imp.add_argument("source", help="a folder saved with save_pretrained, or a hub id (e.g. Helsinki-NLP/opus-mt-en-de)")
+    imp.add_argument("--out", required=True, help="model folder to write (e.g. models/en-de-opus-mt)")
+    imp.add_argument("--name", default=None, help="the name on the model's card (default: the folder's)")
+    imp.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default="float16",
+                     help="weights as stored (the checks run in float32 and again on the stored copy)")
+    imp.add_argument("--pair", type=_pair, default=None, help="language pair, e.g. en-de (default: from the source)")
+
     from app.vision.cli import add_commands as add_vision_commands
 
     add_vision_commands(sub)
@@ -468,6 +476,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "tokenizer":
             return cmd_tokenizer(args)
+        if args.command == "import":
+            from app.hf.importer import import_model
+
+            done = import_model(args.source, args.out, name=args.name, dtype=args.dtype, pair=args.pair)
+            print(json.dumps({"folder": str(done.folder), **done.card}, indent=2))  # noqa: T201
+            return 0
         if args.command.startswith("vision-"):
             from app.vision.cli import run as run_vision
 

@@ -22,6 +22,7 @@ from app.nn.base import Seq2Seq
 from app.nn.config import CONFIG_VERSION, ModelConfig, config_from_dict, config_to_dict
 from app.nn.factory import build_model
 from app.text.tokenizer import Tokenizer
+from app.text.vocab_tokenizer import VOCAB_FILE, VocabTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +148,14 @@ def read_card(folder: str | Path) -> tuple[dict[str, Any], list[str]]:
     return card, []
 
 
+def load_tokenizer(folder: Path) -> Tokenizer:
+    """The folder's tokenizer: SentencePiece, with the vocabulary of ``vocab.json`` when an
+    imported model (app.hf) brought one."""
+    if (folder / VOCAB_FILE).is_file():
+        return VocabTokenizer.load(folder / TOKENIZER_FILE)
+    return Tokenizer.load(folder / TOKENIZER_FILE)
+
+
 def load_model_folder(
     folder: str | Path, device: str | torch.device = "cpu", quantize: str | None = None
 ) -> LoadedModel:
@@ -162,7 +171,7 @@ def load_model_folder(
         if not (folder / name).is_file():
             raise MissingModelFile(folder, name, f"missing {name}")
     try:
-        tokenizer = Tokenizer.load(folder / TOKENIZER_FILE)
+        tokenizer = load_tokenizer(folder)
     except (OSError, RuntimeError, ValueError) as err:
         raise ModelFolderError(folder, TOKENIZER_FILE, f"{TOKENIZER_FILE} could not be read: {err}") from err
     if tokenizer.vocab_size != config.vocab_size:

@@ -59,10 +59,13 @@ class Translator:
         return self.loaded.model.device
 
     def source_ids(self, text: str) -> list[int]:
-        """Subword ids of ``text`` plus EOS; ValueError if empty or too long."""
-        ids = self.loaded.tokenizer.encode(text)
+        """Subword ids of ``text`` plus EOS (after a multilingual model's source language code,
+        which counts towards the limit); ValueError if empty or too long."""
+        tok = self.loaded.tokenizer
+        ids = tok.encode(text)
         if not ids:
             raise ValueError("text has no tokens")
+        ids = tok.source_prefix_ids() + ids
         if len(ids) > self.max_source_tokens:
             raise ValueError(f"text has {len(ids)} tokens; the limit is {self.max_source_tokens}")
         return ids + [EOS_ID]
@@ -114,6 +117,9 @@ class Translator:
         sources = [self.source_ids(t) for t in texts]
         src = self._pad(sources)
         model = self.loaded.model
+        forced = self.loaded.tokenizer.target_prefix_ids()  # a multilingual model's target language
+        if forced:
+            prefixes = [forced + p for p in (prefixes or [[] for _ in texts])]
         if beam_size == 1 and not return_tree:
             out = greedy_decode(
                 model,
@@ -272,6 +278,6 @@ class Translator:
             ids = self.loaded.tokenizer.encode(target)
             if len(ids) > self.max_source_tokens:
                 raise ValueError(f"target has {len(ids)} tokens; the limit is {self.max_source_tokens}")
-            tgt_rows.append(ids + [EOS_ID])
+            tgt_rows.append(self.loaded.tokenizer.target_prefix_ids() + ids + [EOS_ID])
         out = score_targets(self.loaded.model, self._pad(sources), self._pad(tgt_rows))
         return self._finish(texts, sources, out)

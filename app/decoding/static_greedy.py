@@ -71,6 +71,7 @@ def applies(model: Seq2Seq, device: torch.device, prefix: Sequence[Sequence[int]
         device.type == "cuda"
         and prefix is None
         and isinstance(model, Transformer)
+        and model.config.standard_layout
         and not model.training
         and model.quantized_output is None
         and decoder_step.applies()

@@ -34,6 +34,11 @@ UNK_ID = 1
 BOS_ID = 2
 EOS_ID = 3
 
+ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "gelu_new", "silu")
+LAYOUT_FIELDS: tuple[str, ...] = (
+    "activation", "scale_embedding", "positions", "embedding_norm", "final_norm", "output_bias", "tied_output"
+)
+
 # 2: one record per architecture (only its own fields); 1: one flat record for all three.
 CONFIG_VERSION = 2
 
@@ -136,11 +141,43 @@ class TransformerConfig(SharedConfig):
     max_positions: int = 512
     attention_dropout: float | None = None  # on attention weights; None: same as ``dropout``
     activation_dropout: float | None = None  # inside the feed-forward block; None: ``dropout``
+    # The layout variants of imported models (app.hf); the defaults are the shipped models' own.
+    activation: str = "relu"  # of the feed-forward block: relu, gelu, gelu_new, silu
+    scale_embedding: bool = True  # token embeddings times sqrt(d_model)
+    positions: str = "sinusoidal"  # or "learned": an encoder and a decoder table in the weights
+    embedding_norm: bool = False  # a layer norm after embeddings + positions (BART's)
+    final_norm: bool | None = None  # a layer norm after each stack; None: when pre_norm
+    output_bias: bool = False  # a bias on the output logits (BART/Marian's final_logits_bias)
+    tied_output: bool = True  # the output layer is the embedding matrix; False: a layer of its own
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.d_model % self.heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by heads={self.heads}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}; choose one of {', '.join(ACTIVATIONS)}")
+        if self.positions not in ("sinusoidal", "learned"):
+            raise ValueError(f"unknown positions {self.positions!r}; choose sinusoidal or learned")
+
+    @property
+    def has_final_norm(self) -> bool:
+        return self.pre_norm if self.final_norm is None else self.final_norm
+
+    @property
+    def standard_layout(self) -> bool:
+        """Whether this is the shipped models' layout (relu, scaled embeddings, sinusoidal
+        positions, final norms iff pre-norm, tied output without bias): only that layout takes
+        the decoding fast paths (app.nn.decoder_step, app.nn.native, static greedy); the others
+        run the general layer code, which every layout shares."""
+        return (
+            self.activation == "relu"
+            and self.scale_embedding
+            and self.positions == "sinusoidal"
+            and not self.embedding_norm
+            and self.has_final_norm == self.pre_norm
+            and not self.output_bias
+            and self.tied_output
+        )
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
@@ -216,6 +253,12 @@ def config_from_dict(data: dict[str, Any], *, version: int = CONFIG_VERSION) -> 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     """The ``config.json`` form (version :data:`CONFIG_VERSION`), the architecture tag first."""
     fields = config.to_dict()
+    if isinstance(config, TransformerConfig):  # layout fields only where an import set them,
+        # so a shipped model's config.json reads as it always did
+        defaults = TransformerConfig(vocab_size=config.vocab_size)
+        for name in LAYOUT_FIELDS:
+            if fields[name] == getattr(defaults, name):
+                del fields[name]
     return {"architecture": fields.pop("architecture"), **fields}
 
 

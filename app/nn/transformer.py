@@ -1,5 +1,9 @@
 """The Transformer (Vaswani et al. 2017): shared source/target vocabulary with tied embeddings,
-sinusoidal positions, pre- or post-norm layers, and incremental decoding with a key/value cache."""
+sinusoidal positions, pre- or post-norm layers, and incremental decoding with a key/value cache.
+
+Imported models (:mod:`app.hf`) use the same layers in the layout variants of
+:class:`~app.nn.config.TransformerConfig` (activation, learned positions, embedding and final
+norms, an output bias or an untied output layer); those decode through the general layer code."""
 
 from __future__ import annotations
 
@@ -47,25 +51,34 @@ class Residual(nn.Module):
         return (x if self.pre_norm else self.norm(x)), weights
 
 
+ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,
+    "gelu_new": lambda: nn.GELU(approximate="tanh"),
+    "silu": nn.SiLU,
+}
+
+
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
+    def __init__(self, d_model: int, ff_dim: int, dropout: float, activation: str = "relu") -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(d_model, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
+            nn.Linear(d_model, ff_dim), ACTIVATION_MODULES[activation](), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
         )
 
     def forward(self, x: Tensor) -> tuple[Tensor, None]:
         if self.training:
             return self.net(x), None
-        first, _, _, last = self.net
-        return inference.linear(last, torch.relu(inference.linear(first, x))), None
+        first, act, _, last = self.net
+        hidden = inference.linear(first, x)
+        return inference.linear(last, torch.relu(hidden) if type(act) is nn.ReLU else act(hidden)), None
 
 
 class EncoderLayer(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
-        self.ff = FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p)
+        self.ff = FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p, c.activation)
         self.res_attn = Residual(c.d_model, c.dropout, c.pre_norm)
         self.res_ff = Residual(c.d_model, c.dropout, c.pre_norm)
 
@@ -102,7 +115,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
         self.cross_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
-        self.ff = FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p)
+        self.ff = FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p, c.activation)
         self.res_self = Residual(c.d_model, c.dropout, c.pre_norm)
         self.res_cross = Residual(c.d_model, c.dropout, c.pre_norm)
         self.res_ff = Residual(c.d_model, c.dropout, c.pre_norm)
@@ -222,28 +235,51 @@ class Transformer(Seq2Seq):
         self.dropout = nn.Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
-        self.encoder_norm = nn.LayerNorm(c.d_model) if c.pre_norm else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(c.d_model) if c.pre_norm else nn.Identity()
+        self.encoder_norm = nn.LayerNorm(c.d_model) if c.has_final_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(c.d_model) if c.has_final_norm else nn.Identity()
         self.quantized_output: nn.Module | None = None  # an int8 copy of the tied output layer
+        self._add_layout_parts(c)
 
-    def _embed(self, tokens: Tensor, offset: int = 0) -> Tensor:
-        """tokens: (B, T) -> (B, T, D) scaled embeddings plus positions."""
-        length = tokens.size(1)
-        if offset + length > self.config.max_positions:
+    def _add_layout_parts(self, c: TransformerConfig) -> None:
+        """The parts only imported layouts have (:attr:`TransformerConfig.standard_layout`):
+        learned position tables, embedding norms, an output bias, an untied output layer."""
+        if c.positions == "learned":
+            self.encoder_positions = nn.Parameter(torch.zeros(c.max_positions, c.d_model))
+            self.decoder_positions = nn.Parameter(torch.zeros(c.max_positions, c.d_model))
+        if c.embedding_norm:
+            self.encoder_embed_norm = nn.LayerNorm(c.d_model)
+            self.decoder_embed_norm = nn.LayerNorm(c.d_model)
+        if c.output_bias:
+            self.output_bias = nn.Parameter(torch.zeros(c.vocab_size))
+        if not c.tied_output:
+            self.output = nn.Linear(c.d_model, c.vocab_size, bias=False)
+
+    def _embed(self, tokens: Tensor, offset: int = 0, *, encoder: bool = False) -> Tensor:
+        """tokens: (B, T) -> (B, T, D) scaled embeddings plus positions (of the encoder's
+        table or the decoder's, where the layout has two: ``positions="learned"``)."""
+        c, length = self.config, tokens.size(1)
+        if offset + length > c.max_positions:
             raise ValueError(f"sequence of {offset + length} tokens exceeds max_positions")
-        x = self.embed(tokens) * math.sqrt(self.config.d_model)
-        return self.dropout(x + self.positions[offset : offset + length])
+        x = self.embed(tokens)
+        if c.scale_embedding:
+            x = x * math.sqrt(c.d_model)
+        side = "encoder" if encoder else "decoder"
+        table = self.positions if c.positions == "sinusoidal" else getattr(self, f"{side}_positions")
+        x = x + table[offset : offset + length]
+        if c.embedding_norm:
+            x = getattr(self, f"{side}_embed_norm")(x)
+        return self.dropout(x)
 
     def encode(self, src: Tensor, need_weights: bool = False) -> EncoderOutput:
         mask = self.source_mask(src)
         encoder = self._native_encoder()
         if encoder is not None:
-            memory, weights = encoder(self._embed(src), mask)
+            memory, weights = encoder(self._embed(src, encoder=True), mask)
             return EncoderOutput(memory=memory, mask=mask, encoder_self=weights if need_weights else None)
         real = self._real_rows(mask)
         if real is not None:
             return self._encode_packed(src, mask, real, need_weights)
-        x = self._embed(src)
+        x = self._embed(src, encoder=True)
         attn_mask = mask[:, None, None, :]  # (B, 1, 1, S)
         rows = []
         for layer in self.encoder_layers:
@@ -264,7 +300,8 @@ class Transformer(Seq2Seq):
         """The native int8 encoder and step of a quantised pre-norm model (None otherwise, or
         with ``ATTNSCOPE_NATIVE=0``), built on the first call and kept: a quantised model is
         for inference, its int8 weights are taken once (app.nn.quantize)."""
-        if self.quantized_output is None or not self.config.pre_norm or not native.enabled():
+        c = self.config
+        if self.quantized_output is None or not c.pre_norm or not c.standard_layout or not native.enabled():
             return None
         if "_native_memo" not in self.__dict__:
             with torch.no_grad():
@@ -298,7 +335,7 @@ class Transformer(Seq2Seq):
         the encoder was a fifth of a batch's decoding time. The memory is zero at the padding
         (the decoder's cross-attention masks it out)."""
         b, s = src.shape
-        x = self._embed(src).reshape(b * s, -1).index_select(0, rows)  # (N, D)
+        x = self._embed(src, encoder=True).reshape(b * s, -1).index_select(0, rows)  # (N, D)
         attn_mask = mask[:, None, None, :]  # (B, 1, 1, S)
         weights: list[Tensor] = []
         for layer in self.encoder_layers:
@@ -321,8 +358,8 @@ class Transformer(Seq2Seq):
         step: native.NativeStep | native.NativeFp32Step | None
         if parts is not None:  # int8: the native step takes every step it can
             weights, step = None, parts[1]
-        else:
-            weights = decoder_step.prepare(self.decoder_layers)
+        else:  # the step's plain-tensor layers know the shipped layout only
+            weights = decoder_step.prepare(self.decoder_layers) if self.config.standard_layout else None
             step = self._native_fp32(weights)
         return TransformerState(
             self_cache=None,
@@ -460,11 +497,16 @@ class Transformer(Seq2Seq):
         """y: (..., D) decoder outputs -> (..., V) logits through the tied embedding matrix: when
         decoding, as a contiguous (D, V) matrix (app.nn.inference), or its int8 copy when the
         model was quantised (app.nn.quantize)."""
-        if self.quantized_output is not None:
-            return self.quantized_output(y)
-        if inference.decoding():
-            return inference.matrix_product(self.embed, "output", self.embed.weight)(y)
-        return nn.functional.linear(y, self.embed.weight)
+        c = self.config
+        if not c.tied_output:
+            logits = inference.linear(self.output, y)
+        elif self.quantized_output is not None:
+            logits = self.quantized_output(y)
+        elif inference.decoding():
+            logits = inference.matrix_product(self.embed, "output", self.embed.weight)(y)
+        else:
+            logits = nn.functional.linear(y, self.embed.weight)
+        return logits + self.output_bias if c.output_bias else logits
 
     def forward(self, src: Tensor, tgt_in: Tensor, need_weights: bool = False) -> Seq2SeqOutput:
         enc = self.encode(src, need_weights=need_weights)

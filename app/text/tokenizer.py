@@ -131,6 +131,14 @@ class Tokenizer:
             ids += rest[1:] if self.sp.id_to_piece(rest[0]) == WORD_START else rest
         return ids
 
+    def source_prefix_ids(self) -> list[int]:
+        """Ids every source starts with (none here; a multilingual import's language code)."""
+        return []
+
+    def target_prefix_ids(self) -> list[int]:
+        """Ids every output is forced to start with (none here; see ``source_prefix_ids``)."""
+        return []
+
     def decode(self, ids: Iterable[int]) -> str:
         """Detokenised text. pad, <s> and </s> are dropped; byte pieces are joined into UTF-8
         characters; <unk> is rendered as "⁇" (never silently dropped)."""

@@ -1,0 +1,126 @@
+"""Tiny random Hugging Face models with tokenizers trained here, saved with ``save_pretrained``:
+what ``attnscope import`` reads, built without a network."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import sentencepiece as spm
+import torch
+
+from app.testing import TINY_PAIRS
+
+SENTENCES = [s for pair in TINY_PAIRS for s in pair] * 3
+
+
+def train_sentencepiece(path: Path, vocab_size: int = 130) -> list[str]:
+    """A SentencePiece model of the tiny corpus written to ``path``; returns its ordinary pieces."""
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(SENTENCES), model_writer=buffer, vocab_size=vocab_size,
+        character_coverage=1.0, hard_vocab_limit=False, num_threads=1, minloglevel=2,
+    )
+    path.write_bytes(buffer.getvalue())
+    sp = spm.SentencePieceProcessor(model_proto=buffer.getvalue())
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+
+
+def _perturb_norms(model: torch.nn.Module, seed: int) -> None:
+    """Layer norms away from (1, 0), so that a norm in the wrong place shows in the logits."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn(p.shape, generator=gen) * 0.2)
+
+
+def marian_folder(
+    folder: Path,
+    *,
+    d_model: int = 48,
+    heads: int = 3,
+    encoder_layers: int = 3,
+    decoder_layers: int = 2,
+    ff_dim: int = 80,
+    activation: str = "swish",
+    seed: int = 0,
+) -> Path:
+    """A tiny Marian (post-norm, sinusoidal positions, eos 0, pad last) with its tokenizer."""
+    from transformers import MarianConfig, MarianMTModel, MarianTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pieces = train_sentencepiece(folder / "source.spm")
+    (folder / "target.spm").write_bytes((folder / "source.spm").read_bytes())
+    vocab = {"</s>": 0, "<unk>": 1, **{p: i + 2 for i, p in enumerate(pieces)}}
+    vocab["<pad>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    tokenizer = MarianTokenizer(
+        str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"),
+        source_lang="en", target_lang="de",
+    )
+    pad = vocab["<pad>"]
+    config = MarianConfig(
+        vocab_size=len(vocab), decoder_vocab_size=len(vocab), d_model=d_model,
+        encoder_layers=encoder_layers, decoder_layers=decoder_layers,
+        encoder_attention_heads=heads, decoder_attention_heads=heads,
+        encoder_ffn_dim=ff_dim, decoder_ffn_dim=ff_dim, max_position_embeddings=64,
+        pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad, forced_eos_token_id=0,
+        activation_function=activation, scale_embedding=True, init_std=0.3,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+    )
+    torch.manual_seed(seed)
+    model = MarianMTModel(config).eval()
+    _perturb_norms(model, seed)
+    with torch.no_grad():
+        model.final_logits_bias.normal_(0.0, 0.5)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def m2m100_folder(folder: Path, *, seed: int = 0) -> Path:
+    """A tiny M2M100 (pre-norm, final norms, fairseq's sinusoidal positions, language codes)
+    of odd sizes: d_model 48, 3 heads, 2 encoder and 3 decoder layers, relu."""
+    from transformers import M2M100Config, M2M100ForConditionalGeneration, M2M100Tokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    pieces = train_sentencepiece(folder / "sentencepiece.bpe.model")
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, **{p: i + 4 for i, p in enumerate(pieces)}}
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    tokenizer = M2M100Tokenizer(
+        str(folder / "vocab.json"), str(folder / "sentencepiece.bpe.model"), src_lang="en", tgt_lang="de"
+    )
+    config = M2M100Config(
+        vocab_size=max(tokenizer.lang_code_to_id.values()) + 1 + 8,  # the codes, then 8 "madeup words"
+        d_model=48, encoder_layers=2, decoder_layers=3,
+        encoder_attention_heads=3, decoder_attention_heads=3, encoder_ffn_dim=80, decoder_ffn_dim=80,
+        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+        activation_function="relu", scale_embedding=True, init_std=0.3,
+        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0,
+    )
+    torch.manual_seed(seed)
+    model = M2M100ForConditionalGeneration(config).eval()
+    _perturb_norms(model, seed)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A family as the tests build it: its builder, the model id it is served as, and the
+    language pair to import it with (multilingual families)."""
+
+    build: Callable[[Path], Path]
+    model_id: str
+    pair: tuple[str, str] | None = None
+
+
+KINDS = {
+    "marian": Kind(marian_folder, "en-de-marian"),
+    "m2m100": Kind(m2m100_folder, "en-de-m2m100", ("en", "de")),
+}
