@@ -157,32 +157,32 @@ class Translator:
         (``app.text.protect``): the model translates each text with those spans replaced, they
         are put back where its cross-attention places them, and the result is scored
         teacher-forced on the original source, so the returned attention is the model's while
-        reading the text shown. Texts without such spans, and models without cross-attention,
-        are translated as they are (``placements`` empty); so are a text that would be empty once
-        masked (emoji alone) and one whose restored output would pass the token limit."""
+        reading the text shown. A text that is nothing but such spans ("🍕🍕🍕", "42", a bare
+        URL) is copied through as it is (every span ``copied``), scored the same way. Texts
+        without such spans, and models without cross-attention, are translated as they are
+        (``placements`` empty); so is one whose restored output would pass the token limit."""
         masked = [protect.Masked(t, t) for t in texts]
         if "cross" in self.loaded.config.attention_kinds:
-            for i, text in enumerate(texts):
-                m = protect.mask(text, protect.find_spans(text, self._spelled_in_bytes))
-                if m.text.strip():  # a text of emoji alone leaves nothing to translate
-                    masked[i] = m
-        decoded = self.translate(
-            [m.text for m in masked],
-            beam_size=beam_size,
-            max_length=max_length,
-            alpha=alpha,
-            coverage_penalty=coverage_penalty,
-            should_stop=should_stop,
-        )
-        results = [ProtectedTranslation(result, []) for result in decoded]
-        restored: dict[int, str] = {}
-        for i, (m, result) in enumerate(zip(masked, decoded, strict=True)):
+            masked = [protect.mask(t, self.spans(t)) for t in texts]
+        copied = {i for i, m in enumerate(masked) if protect.nothing_to_translate(m)}
+        to_decode = [i for i in range(len(texts)) if i not in copied]
+        limits = max_length if max_length is None or isinstance(max_length, int) else [max_length[i] for i in to_decode]
+        decoded = dict(zip(to_decode, self.translate(
+            [masked[i].text for i in to_decode], beam_size=beam_size, max_length=limits, alpha=alpha,
+            coverage_penalty=coverage_penalty, should_stop=should_stop,
+        ) if to_decode else [], strict=True))  # fmt: skip
+        results: dict[int, ProtectedTranslation] = {}
+        restored: dict[int, tuple[str, list[protect.Placement]]] = {}
+        for i, m in enumerate(masked):
+            if i in copied:
+                restored[i] = protect.copy_through(m)
+                continue
+            results[i] = ProtectedTranslation(decoded[i], [])
             if not m.spans:
                 continue
-            text, placements = self._restore(m, result)
+            text, placements = self._restore(m, decoded[i])
             if len(self.loaded.tokenizer.encode(text)) <= self.max_source_tokens:
-                results[i].placements = placements
-                restored[i] = text
+                restored[i] = (text, placements)
             else:  # too long to score once restored: translate the text as given
                 limit = max_length if max_length is None or isinstance(max_length, int) else [max_length[i]]
                 (plain,) = self.translate(
@@ -191,17 +191,26 @@ class Translator:
                 )  # fmt: skip
                 results[i] = ProtectedTranslation(plain, [])
         if restored:
-            scored = self.align([texts[i] for i in restored], list(restored.values()))
-            for (i, text), translation in zip(restored.items(), scored, strict=True):
+            scored = self.align([texts[i] for i in restored], [text for text, _ in restored.values()])
+            for (i, (text, placements)), translation in zip(restored.items(), scored, strict=True):
                 # The text as restored: an older tokenizer without byte fallback would decode
                 # an emoji it cannot spell as ⁇; the ids and attention are the model's.
                 translation.text = text
-                results[i].translation = translation
-        return results
+                results[i] = ProtectedTranslation(translation, placements)
+        return [results[i] for i in range(len(texts))]
+
+    def spans(self, text: str) -> list[protect.FoundSpan]:
+        """What ``translate_protected`` copies through in ``text`` (``app.text.spans``)."""
+        return protect.find_spans(text, self._spelled_in_bytes, self._pieces)
 
     def _spelled_in_bytes(self, word: str) -> bool:
         tok = self.loaded.tokenizer
         return any(p.startswith("<0x") or p == "<unk>" for p in tok.pieces(tok.encode(word)))
+
+    def _pieces(self, word: str) -> int:
+        """How many subword pieces ``word`` takes, a bare word-start marker not counted."""
+        tok = self.loaded.tokenizer
+        return sum(p != "▁" for p in tok.pieces(tok.encode(word)))
 
     def _alignment_choice(self) -> Choice:
         """The card's best-aligning cross head when it beats the average of all heads."""

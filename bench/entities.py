@@ -59,11 +59,14 @@ def placeholder_words(translator: Translator) -> dict[str, set[str]]:
 
 
 def leaks(source: str, translation: str, words: dict[str, set[str]]) -> int:
-    """Output words beginning with a placeholder word or its translation, beyond the source's own
-    ("Two children" -> "Zwei Kinder" is no leak), counted per kind."""
+    """Output words beginning with a placeholder word or its translation (a long one anywhere, as
+    in "namensObama"), beyond the source's own ("Two children" -> "Zwei Kinder" is no leak),
+    counted per kind."""
     total = 0
     for spellings in words.values():
-        pattern = "(?i)(?<![^\\W\\d_])(?:" + "|".join(map(re.escape, sorted(spellings))) + ")"
+        starts = "|".join(re.escape(s) for s in sorted(spellings) if len(s) < protect.GLUED)
+        anywhere = "|".join(re.escape(s) for s in sorted(spellings) if len(s) >= protect.GLUED)
+        pattern = "(?i)" + "|".join(p for p in (starts and rf"(?<![^\W\d_])(?:{starts})", anywhere) if p)
         total += max(0, len(re.findall(pattern, translation)) - len(re.findall(pattern, source)))
     return total
 
