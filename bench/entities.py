@@ -52,10 +52,15 @@ def intact(translation: str, keep: list[str]) -> bool:
     return all(occurrences(translation, item) >= n for item, n in Counter(keep).items())
 
 
+# Placeholder words and their translations counted even where a model did not learn them.
+KNOWN = {"number": {"two", "zwei", "deux"}, "word": {"obama", "john"}}
+
+
 def placeholder_words(translator: Translator) -> dict[str, set[str]]:
-    """Per kind, its placeholder word and the model's learnt translations of it, lowercased."""
-    learnt = translator.placeholder_translations()
-    return {kind: {word.lower()} | learnt.get(kind, set()) for kind, word in protect.PLACEHOLDERS.items()}
+    """Per kind, its placeholder word, the model's learnt translations of it and ``KNOWN``'s."""
+    learnt = translator.placeholder_translations() if "cross" in translator.loaded.config.attention_kinds else {}
+    return {kind: {word.lower()} | learnt.get(kind, set()) | KNOWN.get(kind, set())
+            for kind, word in protect.PLACEHOLDERS.items()}
 
 
 def leaks(source: str, translation: str, words: dict[str, set[str]]) -> int:
@@ -93,11 +98,36 @@ def measure(translator: Translator, rows: list[tuple[str, list[str]]], *, protec
     return {"intact": kept, "leaks": leaked, "leaking": sentences_leaking, "ms": ms}
 
 
+def corpus_cost(translator: Translator, data: Path, split: str, *, beam: int) -> str:
+    """BLEU on a Multi30k split translated plainly and through placeholders: only sentences with a
+    span to protect are translated twice (the others are the same text either way)."""
+    import gzip
+
+    from app.training.evaluate import bleu_scores
+
+    lang = translator.loaded.target_lang
+    with gzip.open(data / f"{split}.en.gz", "rt", encoding="utf-8") as f:
+        sources = [line.strip() for line in f]
+    with gzip.open(data / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
+        references = [line.strip() for line in f]
+    chunks = [sources[i : i + 50] for i in range(0, len(sources), 50)]
+    plain = [r.text for chunk in chunks for r in translator.translate(chunk, beam_size=beam, need_weights=False)]
+    touched = [i for i, text in enumerate(sources) if translator.spans(text)]
+    protected = list(plain)
+    for i in touched:
+        protected[i] = translator.translate_protected([sources[i]], beam_size=beam)[0].translation.text
+    before, after = bleu_scores(plain, references)["cased"], bleu_scores(protected, references)["cased"]
+    return f"{split}: {len(touched)}/{len(sources)} sentences with spans; BLEU {before:.2f} plain, {after:.2f} protect"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=MODELS)
     parser.add_argument("--beam", type=int, default=5)
     parser.add_argument("--show", action="store_true", help="print every translation")
+    parser.add_argument("--bleu", metavar="DIR", type=Path,
+                        help="also BLEU on Multi30k (DIR holds test_2016_flickr.en.gz ...) plain vs protect")
+    parser.add_argument("--split", default="test_2016_flickr")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = load_set()
@@ -112,6 +142,8 @@ def main() -> None:
             r = measure(translator, rows, protected=protected, beam=args.beam, show=args.show)
             leak_cols = f"{r['leaks']:6d} {r['leaking']:8d}" if protected else f"{'-':>6} {'-':>8}"
             print(f"{model_id:28} {mode:8} {r['intact']:4d}/{len(rows):<3d} {leak_cols} {r['ms']:8.0f}")
+        if args.bleu:
+            print(f"{model_id:28} {corpus_cost(translator, args.bleu, args.split, beam=args.beam)}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,9 @@ __all__ = ["PLACEHOLDERS", "FoundSpan", "Kind", "Masked", "Placement", "Protecte
 # (names in captions of news photos); "John", used before, in 2-5 ("John John Deere-Manne").
 PLACEHOLDERS: dict[str, str] = {"number": "two", "word": "Obama"}
 
+# Other words of each kind: what the model writes around them is not a placeholder's translation.
+CONTROLS: dict[str, str] = {"number": "five", "word": "Maria"}
+
 # Short sentences in which a model shows what it translates each placeholder to.
 PLACEHOLDER_CONTEXTS: dict[str, tuple[str, ...]] = {
     "number": ("{} dogs are running.", "A man with {} children.", "The bus number {} is red.", "It is {} o'clock."),

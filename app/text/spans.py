@@ -5,8 +5,8 @@ and names the models do not know.
 The Multi30k models were trained on image captions, so they know few digits, no emoji and few
 names; a name they have not seen is split into many subword pieces and comes back as a plausible
 word of the target language ("Jürgen" -> "Juner"). The tokenizer tells us which words those are:
-a capitalised word in mid-sentence split into two or more pieces, or a sentence-initial one whose
-lowercase form still takes three or more ("Anna": ▁an n a), is taken for a name. Neighbouring
+a capitalised word split into short pieces (``_unknown``: "Jürgen" ▁J ü r gen, "Anna" ▁an n a) is
+taken for a name; "Japanese" (▁Japan ese) and "Family" (▁family) are not. Neighbouring
 capitalised words go together ("São Paulo", "Dr. Zbigniew Brzęczyszczykiewicz") so that a name is
 one span, and a leading common word stays with the model ("The Beatles" -> "The" is translated).
 
@@ -40,6 +40,7 @@ TITLES = frozenset({"Dr", "Mr", "Mrs", "Ms", "Prof", "St"})
 # at the start of a sentence (its lowercase form, so that "Three" and "People" stay words).
 NAME_PIECES_INSIDE = 2
 NAME_PIECES_INITIAL = 3
+NAME_CHARS_PER_PIECE = 3.0
 
 
 def is_emoji(ch: str) -> bool:
@@ -71,6 +72,18 @@ def _sentence_initial(text: str, start: int) -> bool:
     return not any(c.isalnum() for c in before) or before[-1] in ".!?:\"“«"
 
 
+def _unknown(word: str, pieces: Callable[[str], int], *, initial: bool) -> bool:
+    """Whether a capitalised word looks like a name the model has not seen: split into short
+    pieces (at most ``NAME_CHARS_PER_PIECE`` characters each on average: "Jürgen" ▁J ü r gen, not
+    "Japanese" ▁Japan ese), in mid-sentence in two or more whose lowercase form is no single
+    known word ("Family"), at the start of a sentence its lowercase form in three or more."""
+    lower = pieces(word.lower())
+    if initial:
+        return lower >= NAME_PIECES_INITIAL and len(word) / lower <= NAME_CHARS_PER_PIECE
+    n = pieces(word)
+    return n >= NAME_PIECES_INSIDE and lower > 1 and len(word) / n <= NAME_CHARS_PER_PIECE
+
+
 def _names(text: str, pieces: Callable[[str], int]) -> list[FoundSpan]:
     """Runs of capitalised words (one space apart, a title's full stop allowed) that hold a name
     (see the module's docstring), each from its first name-like word or title to its end."""
@@ -92,10 +105,8 @@ def _names(text: str, pieces: Callable[[str], int]) -> list[FoundSpan]:
             titled = text[: m.start()].rstrip().split(" ")[-1].rstrip(".") in TITLES
             if word in TITLES and text[m.end() : m.end() + 1] == ".":
                 named.append(False)
-            elif _sentence_initial(text, m.start()) and not titled:
-                named.append(pieces(word.lower()) >= NAME_PIECES_INITIAL)
             else:
-                named.append(pieces(word) >= NAME_PIECES_INSIDE)
+                named.append(_unknown(word, pieces, initial=_sentence_initial(text, m.start()) and not titled))
         if not any(named):
             continue
         first = named.index(True)
