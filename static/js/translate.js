@@ -167,7 +167,7 @@ function renderResult() {
     typeof response.logprob === "number" ? `log-probability ${response.logprob.toFixed(2)}` : null,
     `${response.source_tokens.length} source → ${response.target_tokens.length} target tokens`,
     response.finished === false ? "cut off at the length limit (no </s>)" : null,
-    response.protected && response.protected.length ? `kept as written: ${response.protected.map((p) => p.text).join(" ")}` : null,
+    response.protected && response.protected.length ? `kept as written: ${response.protected.map((p) => p.text).join("; ")}` : null,
     response.forced_tokens ? `first ${response.forced_tokens} token${response.forced_tokens === 1 ? "" : "s"} forced (what-if)` : null,
     response.attention_cost && Object.keys(response.attention_cost).length
       ? `attention weights computed: ${Object.entries(response.attention_cost).map(([kind, n]) => `${kind.replace("_", " ")} ${n.toLocaleString("en")}`).join(", ")}`

@@ -78,9 +78,9 @@ def test_the_default_gives_way_to_prefix_and_to_a_plain_beam_tree(url: str) -> N
     model = "en-de-transformer"
     status, body = post(url, "/api/translate", {"model": model, "text": "A man with 2 dogs.", "prefix": "Ein"})
     assert status == 200 and body["protected"] is None and body["forced_tokens"] >= 1
-    # Nothing to protect: the beam tree of the plain search, as asked.
+    # Nothing to protect: the plain search (protect off: null) and its beam tree, as asked.
     status, body = post(url, "/api/translate", {"model": model, "text": "A dog runs.", "return_beam": True})
-    assert status == 200 and body["beam"] is not None and body["protected"] == []
+    assert status == 200 and body["beam"] is not None and body["protected"] is None
     # Something to protect: the protected output, and no tree (it searched the masked text).
     status, body = post(url, "/api/translate", {"model": model, "text": "A dog with 12 puppies.", "return_beam": True})
     assert status == 200 and body["beam"] is None and "12" in body["translation"]
