@@ -1,17 +1,19 @@
-"""Copying through placeholders: numbers, emoji and words the vocabulary can only spell byte by
-byte are taken out of the source before translation and put back into the output where the
-model's cross-attention says they belong.
+"""Copying through placeholders: numbers, emoji, links, unknown names and words the vocabulary
+can only spell byte by byte (found by ``app.text.spans``) are taken out of the source before
+translation and put back into the output where the model's cross-attention says they belong.
 
 The models are trained on Multi30k image captions, which have few digits, no emoji and few
 names, and they translate such strings badly even though byte fallback lets them spell anything
 ("bus number 42" -> "Nummer 2"). Here each span is replaced by a word the model translates
-reliably (a number by ``two``, a byte-spelled word by ``John``; emoji runs are removed), the
-masked sentence is translated, and each span replaces the target word that translates its
-placeholder, found by attention: of the output words that equal the model's own translation of
-the placeholder word, the one that puts most attention on the placeholder. When the model drops
-a placeholder, the span goes beside the output word that attends most to it. An emoji run goes
-beside the output word that attends most to the source word it followed (at the end, or the
-start, when it was there in the source).
+reliably (a number by ``two``, a name, link or byte-spelled word by ``Obama``; emoji runs are
+removed), the masked sentence is translated, and each span replaces the target word that
+translates its placeholder, found by attention: of the output words spelled like the model's own
+translation of the placeholder word, the one that puts most attention on the placeholder. What
+is left of the placeholders (the model wrote one twice, or glued it to a word) is removed, so no
+placeholder word reaches the user. When the model drops a placeholder, the span goes beside the
+output word that attends most to it. An emoji run goes beside the output word that attends most
+to the source word it followed (at the end, or the start, when it was there in the source). A
+text of nothing but spans is copied through.
 
 Functions here work on text and on one (target words, source words) attention matrix; the
 translator (``app.translator``) runs the model."""

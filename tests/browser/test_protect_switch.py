@@ -5,13 +5,15 @@ and stays off in the shared link."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
 
 
-def translate(page: Page, text: str) -> tuple[dict, dict]:
+def translate(page: Page, text: str) -> tuple[Any, Any]:
     """Type ``text``, press Enter; the request body and the answer."""
     page.fill("#text", text)
     with page.expect_response("**/api/translate") as answer:
