@@ -46,3 +46,7 @@ def test_without_the_tokenizer_only_numbers_emoji_links_and_byte_words_count() -
     text = "Anna pays $3 at www.shop.de 🍕"
     found = [(text[a:b], k) for a, b, k in find_spans(text, no_bytes)]
     assert found == [("$3", "number"), ("www.shop.de", "word"), ("🍕", "emoji")]
+
+
+def test_sentence_starters_days_and_months_are_never_names() -> None:
+    assert spans_of("These kids play on Saturday in May.") == []

@@ -41,6 +41,17 @@ TITLES = frozenset({"Dr", "Mr", "Mrs", "Ms", "Prof", "St"})
 NAME_PIECES_INSIDE = 2
 NAME_PIECES_INITIAL = 3
 NAME_CHARS_PER_PIECE = 3.0
+# English words that start sentences (or are days and months), never names however the
+# vocabulary splits them: the shared 8,000-piece vocabularies split "These" into three pieces.
+NOT_NAMES = frozenset(
+    "These Those This That There Their They Them Then Some Several Many Most Much Each Every Both Either "
+    "Neither Other Others Another Here While When Where Whilst After Before During Near Inside Outside Under "
+    "Over Above Below Behind Beside Between Through Across Along Around Against Without Within Although "
+    "Because Since Until Unlike Like Onto Into Upon From With What Which Who Whose Why How Also "
+    "Only Just Still Even Yet Once Twice Please Thanks Hello Everyone Everybody Someone Somebody Nobody "
+    "Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July "
+    "August September October November December".split()
+)
 
 
 def is_emoji(ch: str) -> bool:
@@ -76,7 +87,10 @@ def _unknown(word: str, pieces: Callable[[str], int], *, initial: bool) -> bool:
     """Whether a capitalised word looks like a name the model has not seen: split into short
     pieces (at most ``NAME_CHARS_PER_PIECE`` characters each on average: "Jürgen" ▁J ü r gen, not
     "Japanese" ▁Japan ese), in mid-sentence in two or more whose lowercase form is no single
-    known word ("Family"), at the start of a sentence its lowercase form in three or more."""
+    known word ("Family"), at the start of a sentence its lowercase form in three or more; never
+    one of ``NOT_NAMES``."""
+    if word in NOT_NAMES:
+        return False
     lower = pieces(word.lower())
     if initial:
         return lower >= NAME_PIECES_INITIAL and len(word) / lower <= NAME_CHARS_PER_PIECE
