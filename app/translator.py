@@ -4,6 +4,7 @@ Used by evaluation and by the web service alike; knows nothing of either."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,14 @@ class ProtectedTranslation:
     placements: list[protect.Placement]
 
 
+def _sentences_with(results: list[Translation]) -> Counter[str]:
+    """In how many of ``results`` each (lowercased) word occurs."""
+    counts: Counter[str] = Counter()
+    for result in results:
+        counts.update({w.lower() for w in re.findall(r"\w+", result.text)})
+    return counts
+
+
 class Translator:
     def __init__(self, loaded: LoadedModel, max_source_tokens: int = 200) -> None:
         self.loaded = loaded
@@ -53,6 +62,17 @@ class Translator:
         self.length_penalty = float(decoding.get("length_penalty", DEFAULT_LENGTH_PENALTY))
         self.coverage_penalty = float(decoding.get("coverage_penalty", DEFAULT_COVERAGE_PENALTY))
         self._placeholders: dict[str, set[str]] | None = None
+
+    @property
+    def protects_by_default(self) -> bool:
+        """Whether requests that do not say go through placeholders (``translate_protected``):
+        the card's ``decoding.protect`` where it has one, else every model with cross-attention
+        (measured in bench/entities.py: the shipped models keep every number, name and emoji of
+        54-55 of 55 real-world sentences that way, against 0-2 translated as they are)."""
+        decoding = self.loaded.card.get("decoding") or {}
+        if isinstance(decoding.get("protect"), bool):
+            return bool(decoding["protect"])
+        return "cross" in self.loaded.config.attention_kinds
 
     @property
     def device(self) -> torch.device:
@@ -168,32 +188,32 @@ class Translator:
         (``app.text.protect``): the model translates each text with those spans replaced, they
         are put back where its cross-attention places them, and the result is scored
         teacher-forced on the original source, so the returned attention is the model's while
-        reading the text shown. Texts without such spans, and models without cross-attention,
-        are translated as they are (``placements`` empty); so are a text that would be empty once
-        masked (emoji alone) and one whose restored output would pass the token limit."""
+        reading the text shown. A text that is nothing but such spans ("🍕🍕🍕", "42", a bare
+        URL) is copied through as it is (every span ``copied``), scored the same way. Texts
+        without such spans, and models without cross-attention, are translated as they are
+        (``placements`` empty); so is one whose restored output would pass the token limit."""
         masked = [protect.Masked(t, t) for t in texts]
         if "cross" in self.loaded.config.attention_kinds:
-            for i, text in enumerate(texts):
-                m = protect.mask(text, protect.find_spans(text, self._spelled_in_bytes))
-                if m.text.strip():  # a text of emoji alone leaves nothing to translate
-                    masked[i] = m
-        decoded = self.translate(
-            [m.text for m in masked],
-            beam_size=beam_size,
-            max_length=max_length,
-            alpha=alpha,
-            coverage_penalty=coverage_penalty,
-            should_stop=should_stop,
-        )
-        results = [ProtectedTranslation(result, []) for result in decoded]
-        restored: dict[int, str] = {}
-        for i, (m, result) in enumerate(zip(masked, decoded, strict=True)):
+            masked = [protect.mask(t, self.spans(t)) for t in texts]
+        copied = {i for i, m in enumerate(masked) if protect.nothing_to_translate(m)}
+        to_decode = [i for i in range(len(texts)) if i not in copied]
+        limits = max_length if max_length is None or isinstance(max_length, int) else [max_length[i] for i in to_decode]
+        decoded = dict(zip(to_decode, self.translate(
+            [masked[i].text for i in to_decode], beam_size=beam_size, max_length=limits, alpha=alpha,
+            coverage_penalty=coverage_penalty, should_stop=should_stop,
+        ) if to_decode else [], strict=True))  # fmt: skip
+        results: dict[int, ProtectedTranslation] = {}
+        restored: dict[int, tuple[str, list[protect.Placement]]] = {}
+        for i, m in enumerate(masked):
+            if i in copied:
+                restored[i] = protect.copy_through(m)
+                continue
+            results[i] = ProtectedTranslation(decoded[i], [])
             if not m.spans:
                 continue
-            text, placements = self._restore(m, result)
+            text, placements = self._restore(m, decoded[i])
             if len(self.loaded.tokenizer.encode(text)) <= self.max_source_tokens:
-                results[i].placements = placements
-                restored[i] = text
+                restored[i] = (text, placements)
             else:  # too long to score once restored: translate the text as given
                 limit = max_length if max_length is None or isinstance(max_length, int) else [max_length[i]]
                 (plain,) = self.translate(
@@ -202,17 +222,26 @@ class Translator:
                 )  # fmt: skip
                 results[i] = ProtectedTranslation(plain, [])
         if restored:
-            scored = self.align([texts[i] for i in restored], list(restored.values()))
-            for (i, text), translation in zip(restored.items(), scored, strict=True):
+            scored = self.align([texts[i] for i in restored], [text for text, _ in restored.values()])
+            for (i, (text, placements)), translation in zip(restored.items(), scored, strict=True):
                 # The text as restored: an older tokenizer without byte fallback would decode
                 # an emoji it cannot spell as ⁇; the ids and attention are the model's.
                 translation.text = text
-                results[i].translation = translation
-        return results
+                results[i] = ProtectedTranslation(translation, placements)
+        return [results[i] for i in range(len(texts))]
+
+    def spans(self, text: str) -> list[protect.FoundSpan]:
+        """What ``translate_protected`` copies through in ``text`` (``app.text.spans``)."""
+        return protect.find_spans(text, self._spelled_in_bytes, self._pieces)
 
     def _spelled_in_bytes(self, word: str) -> bool:
         tok = self.loaded.tokenizer
         return any(p.startswith("<0x") or p == "<unk>" for p in tok.pieces(tok.encode(word)))
+
+    def _pieces(self, word: str) -> int:
+        """How many subword pieces ``word`` takes, a bare word-start marker not counted."""
+        tok = self.loaded.tokenizer
+        return sum(p != "▁" for p in tok.pieces(tok.encode(word)))
 
     def _alignment_choice(self) -> Choice:
         """The card's best-aligning cross head when it beats the average of all heads."""
@@ -223,14 +252,16 @@ class Translator:
         return "average"
 
     def placeholder_translations(self) -> dict[str, set[str]]:
-        """Per kind, the lowercased words this model translates its placeholder word to: the
-        output word that attends most to it, in at least two of a few short sentences (cached)."""
+        """Per kind, the lowercased words this model translates its placeholder word to, learnt
+        once (cached) from a few short sentences with the placeholder (``PLACEHOLDER_CONTEXTS``)
+        and the same with another word of its kind (``CONTROLS``)."""
         if self._placeholders is None:
             learnt: dict[str, set[str]] = {}
             for kind, word in protect.PLACEHOLDERS.items():
                 contexts = [c.format(word) for c in protect.PLACEHOLDER_CONTEXTS[kind]]
                 seen: Counter[str] = Counter()
-                for context, result in zip(contexts, self.translate(contexts, beam_size=1), strict=True):
+                results = self.translate(contexts, beam_size=1)
+                for context, result in zip(contexts, results, strict=True):
                     words = self._word_attention(context, result)
                     assert words.matrix is not None
                     if words.target_words:
@@ -238,8 +269,15 @@ class Translator:
                         found = words.target_words[int(words.matrix[:, k].argmax())]
                         if any(c.isalnum() for c in found):
                             seen[found.lower()] += 1
-                # Kept when two sentences agree: one sentence's stray link is not a translation.
-                learnt[kind] = {word.lower()} | {w for w, n in seen.items() if n >= 2}
+                # Kept when two sentences agree (one sentence's stray link is not a translation)
+                # and the word is not in two of the same sentences with another word of the kind
+                # in its place: an RNN's "Ein" for "Obama is running." translates the sentence.
+                others = [c.format(protect.CONTROLS[kind]) for c in protect.PLACEHOLDER_CONTEXTS[kind]]
+                around = _sentences_with(self.translate(others, beam_size=1))
+                learnt[kind] = {word.lower()} | {w for w, n in seen.items() if n >= 2 and around[w] < 2}
+                # Also kept: a word in two more of the sentences than with the other word (an
+                # RNN's "zwei" where attention links "two" to a neighbour).
+                learnt[kind] |= {w for w, n in _sentences_with(results).items() if n - around[w] >= 2}
             self._placeholders = learnt
         return self._placeholders
 

@@ -133,3 +133,41 @@ def test_emoji_keep_their_place_at_the_start_the_end_and_after_their_word() -> N
     for p in placements:
         assert text[p.target_start : p.target_end] == p.text
         assert source[p.source_start : p.source_end] == p.text
+
+
+def test_a_placeholder_written_twice_or_glued_leaves_no_trace() -> None:
+    source = "Anna meets 3 dogs."
+    masked = mask(source, [(0, 4, "word"), (11, 12, "number")])
+    assert masked.text == f"{PLACEHOLDERS['word']} meets two dogs."
+    out = "ObamaObama trifft zwei Hunde und zwei Hunde."
+    # target: ObamaObama trifft zwei Hunde und zwei Hunde . ; source: Obama meets two dogs .
+    attention = attention_to({0: 0, 1: 1, 2: 2, 3: 3, 4: 3, 5: 2, 6: 3, 7: 4}, 8, 5)
+    text, placements = restore(masked, out, source_words=words(masked.text), target_words=words(out),
+                               word_attention=attention, placeholder_translations={"number": {"zwei"}, "word": {"obama"}})
+    assert text == "Anna trifft 3 Hunde und Hunde."
+    assert "obama" not in text.lower() and "zwei" not in text
+    assert [(p.how, text[p.target_start : p.target_end]) for p in placements] == [("replaced", "Anna"), ("replaced", "3")]
+
+
+def test_glued_inside_a_word_only_the_placeholder_part_goes() -> None:
+    source = "A woman named Zoe Liu sits."
+    masked = mask(source, [(14, 21, "word")])
+    out = "Eine Frau namensObama sitzt."
+    attention = attention_to({0: 0, 1: 1, 2: 3, 3: 4, 4: 5}, 5, 6)
+    text, placements = restore(masked, out, source_words=words(masked.text), target_words=words(out),
+                               word_attention=attention, placeholder_translations={"word": {"obama"}})
+    assert text == "Eine Frau namens Zoe Liu sitzt."
+    assert text[placements[0].target_start : placements[0].target_end] == "Zoe Liu"
+
+
+def test_a_text_of_spans_alone_is_copied_through() -> None:
+    from app.text.protect import copy_through, nothing_to_translate
+
+    for text in ("🍕🍕🍕", " 42 ", "www.example.org", "😀 😀!"):
+        masked = mask(text, find_spans(text, no_bytes))
+        assert nothing_to_translate(masked)
+        out, placements = copy_through(masked)
+        assert out == text.strip() and {p.how for p in placements} == {"copied"}
+        for p in placements:
+            assert out[p.target_start : p.target_end] == p.text
+    assert not nothing_to_translate(mask("A dog and 2 cats.", find_spans("A dog and 2 cats.", no_bytes)))

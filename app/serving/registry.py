@@ -93,6 +93,7 @@ class ServedModel:
                 "length_penalty": self.translator.length_penalty,
                 "coverage_penalty": self.translator.coverage_penalty,
             },
+            protect=self.translator.protects_by_default,
             alignment=alignment,
             ablation=ablation,
         )

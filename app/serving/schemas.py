@@ -113,14 +113,18 @@ Prefix = Annotated[
     ),
 ]
 Protect = Annotated[
-    bool,
+    bool | None,
     Field(
         description=(
-            "Copy numbers, emoji and words the vocabulary can only spell byte by byte through placeholders: "
-            "the model translates the text with each replaced (a number by 'two', such a word by 'John', emoji "
-            "removed), each is put back where its cross-attention places it, and the result is scored on your "
-            "text, so `attention` is the model's while reading the output shown. `protected` says where each "
-            "went. Models without cross-attention translate as usual. Not with `prefix` or `return_beam`."
+            "Copy numbers, emoji, links, names the model does not know and words the vocabulary can only spell "
+            "byte by byte through placeholders: the model translates the text with each replaced (a number by "
+            "'two', a name or link by 'Obama', emoji removed), each is put back where its cross-attention places "
+            "it (placeholder words never stay in the output), and the result is scored on your text, so "
+            "`attention` is the model's while reading the output shown; a text of nothing else is copied "
+            "through. `protected` says where each went. Default (null): the model's `protect` (on for every "
+            "model with cross-attention), off with `prefix`; with `return_beam`, on only when the text has such "
+            "a span, and then `beam` is null. `true` is a 422 with `prefix` or `return_beam`; models without "
+            "cross-attention translate as usual."
         )
     ),
 ]
@@ -186,7 +190,7 @@ class TranslateRequest(AnswerFields):
     coverage_penalty: CoveragePenalty = None
     return_beam: ReturnBeam = False
     prefix: Prefix = None
-    protect: Protect = False
+    protect: Protect = None
     return_scores: ReturnScores = False
     alternatives: Alternatives = 0
     explain: ExplainMethods = []
@@ -212,7 +216,7 @@ class BatchTranslateRequest(AnswerFields):
     beam_size: BeamSize = 5
     max_length: MaxLength = None
     coverage_penalty: CoveragePenalty = None
-    protect: Protect = False
+    protect: Protect = None
     alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
     disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 
@@ -284,11 +288,13 @@ class ProtectedSpan(BaseModel):
 
     text: str
     kind: Literal["number", "emoji", "word"]
-    placed: Literal["replaced", "beside", "start", "end"] = Field(
+    placed: Literal["replaced", "beside", "start", "end", "copied"] = Field(
         description=(
             "replaced: it took the place of the output word that translated its placeholder; beside: the model "
             "dropped the placeholder, so it went next to the output word attending most to it; start/end: an "
-            "emoji that began or ended the source."
+            "emoji that began or ended the source (or a span whose placeholder could not be found in the "
+            "source's words: appended at the end); copied: the text was nothing but such spans, so the output "
+            "is the text itself."
         )
     )
     source_start: int = Field(description="Character offset in the source text.")
@@ -462,6 +468,10 @@ class ModelInfo(BaseModel):
             "The beam-search defaults this model is decoded with: length_penalty (GNMT's alpha) and "
             "coverage_penalty (GNMT's beta), from its card (tuned on validation data) or the defaults 0.6 and 0."
         ),
+    )
+    protect: bool = Field(
+        default=False,
+        description="Whether translate requests that do not set `protect` go through placeholders for this model.",
     )
     alignment: CardAlignment | None = Field(
         default=None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, TypeVar
 
 import torch
@@ -138,7 +138,7 @@ class ModelService:
         options: AnswerOptions = AnswerOptions(),  # noqa: B008 - frozen, so one shared default is safe
         gone: threading.Event | None = None,
         log: dict[str, Any] | None = None,
-        protect: bool = False,
+        protect: bool | None = None,
         on_step: StepCallback | None = None,
     ) -> list[TranslationResponse]:
         """Translate ``texts`` (one request, decoded together; each text has its own output budget,
@@ -146,16 +146,23 @@ class ModelService:
         only says how fields are named in errors (``texts[i]`` rather than ``text``);
         ``coverage_penalty`` None is the model's default; ``alignment`` adds a hard word alignment,
         ``disable_heads`` switches heads off; ``gone`` is set when the client disconnects; ``log``
-        receives what the request log line reports; ``protect`` copies numbers, emoji and
-        byte-spelled words through placeholders (``Translator.translate_protected``); ``on_step``
-        (one text only) hears each decoder step, in the decode's thread, and makes the request
-        decode alone (``app.serving.stream``)."""
+        receives what the request log line reports; ``protect`` copies numbers, names, emoji and
+        links through placeholders (``Translator.translate_protected``); None is the model's
+        default (:func:`resolve_protect`), except for a stream; ``on_step`` (one text only) hears
+        each decoder step, in the decode's thread, and makes the request decode alone
+        (``app.serving.stream``): a stream shows the search itself, so it never protects unless
+        asked, and asked it is a 422."""
         if protect and (prefix is not None or extras.return_beam):
             loc = ("body", "prefix") if prefix is not None else ("body", "return_beam")
             raise InvalidInput(loc, "cannot be combined with protect: the shown output is scored, not searched")
         if protect and on_step is not None:
             raise InvalidInput(("body", "protect"), "cannot be streamed: the output shown is scored after the search")
         served = self.get(model_id)
+        if on_step is not None:
+            protect = False  # the steps streamed are the search's own: nothing is scored after it
+        protect = resolve_protect(served, protect, texts, prefix=prefix, return_beam=extras.return_beam)
+        if protect and extras.return_beam:  # the tree searched the masked text: not the output shown
+            extras = replace(extras, return_beam=False)
         limits.check_coverage(served, coverage_penalty)
         heads = ablation.check_disabled(served, disable_heads)
         choice = ablation.check_alignment(served, alignment)
@@ -303,6 +310,20 @@ class ModelService:
             return served.translator.align(texts, targets)
 
         return _answer(served, tickets, score, key.disabled)
+
+
+def resolve_protect(
+    served: ServedModel, protect: bool | None, texts: Sequence[str], *, prefix: str | None, return_beam: bool
+) -> bool:
+    """Whether a translate request goes through placeholders: as asked, else the model's default
+    (``Translator.protects_by_default``), which a ``prefix`` (a what-if on the output) turns off,
+    and which, with ``return_beam``, applies only when a text has something to protect (else the
+    tree of the plain search is returned as asked)."""
+    if protect is not None:
+        return protect
+    if prefix is not None or not served.translator.protects_by_default:
+        return False
+    return not return_beam or any(served.translator.spans(text) for text in texts)
 
 
 def _answer(

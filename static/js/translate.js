@@ -14,6 +14,7 @@ const form = $("#translate-form");
 const textBox = $("#text");
 const modelSelect = $("#model");
 const beamInput = $("#beam");
+const protectBox = $("#protect"); // checked: the server's default (protect where the model can)
 const button = $("#translate-btn");
 const errorBox = $("#error");
 const warning = $("#model-warning");
@@ -95,6 +96,7 @@ function writeUrl() {
   params.set("beam", String(current ? current.beam : beamSize()));
   if (explorer.aligned && targetInput.value) params.set("target", targetInput.value);
   if (current && current.prefix) params.set("prefix", current.prefix);
+  if (!protectBox.checked) params.set("protect", "0");
   if (current) viewToParams(explorer.state, params);
   history.replaceState(null, "", `${location.pathname}?${params}`);
 }
@@ -134,6 +136,7 @@ async function translate({ view = null, target = null, prefix = null } = {}) {
   try {
     const body = { model: model.id, text, beam_size: beam, return_beam: true, ...explainView.request(model) };
     if (prefix) body.prefix = prefix;
+    if (!protectBox.checked) body.protect = false;
     const response = await postJSON("/api/translate", body);
     if (id !== requestId) return;
     const sameInput = current && current.text === text && current.model.id === model.id && current.beam === beam;
@@ -175,6 +178,7 @@ function renderResult() {
     typeof response.logprob === "number" ? `log-probability ${response.logprob.toFixed(2)}` : null,
     `${response.source_tokens.length} source → ${response.target_tokens.length} target tokens`,
     response.finished === false ? "cut off at the length limit (no </s>)" : null,
+    response.protected && response.protected.length ? `kept as written: ${response.protected.map((p) => p.text).join("; ")}` : null,
     response.forced_tokens ? `first ${response.forced_tokens} token${response.forced_tokens === 1 ? "" : "s"} forced (what-if)` : null,
     response.attention_cost && Object.keys(response.attention_cost).length
       ? `attention weights computed: ${Object.entries(response.attention_cost).map(([kind, n]) => `${kind.replace("_", " ")} ${n.toLocaleString("en")}`).join(", ")}`
@@ -287,6 +291,7 @@ async function init() {
   const params = new URLSearchParams(location.search);
   textBox.value = params.get("text") || "";
   if (params.get("beam")) beamInput.value = params.get("beam");
+  if (params.get("protect") === "0") protectBox.checked = false;
   submitOnEnter(form, textBox, translate);
   alignForm.addEventListener("submit", (event) => {
     event.preventDefault();
