@@ -33,6 +33,8 @@ def add_command(sub: Any) -> None:
                     help="run as a Ray Data pipeline: a local Ray without ADDRESS, else that cluster "
                          "(needs attnscope[ray])")
     an.add_argument("--actors", type=int, default=1, help="with --ray: model-holding actors (default 1)")
+    an.add_argument("--threads", type=int, default=None,
+                    help="torch threads in-process, or per actor with --ray (default: torch's choice; 1 per actor)")
     an.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     options = AnalyzeOptions(
         model=Path(args.model), corpus=Path(args.corpus), out=Path(args.out),
         references=path(args.references), alignments=path(args.alignments), limit=args.limit,
-        batch_size=args.batch_size, device=args.device, ray=args.ray, actors=args.actors, progress=not args.quiet,
+        batch_size=args.batch_size, device=args.device, ray=args.ray, actors=args.actors, threads=args.threads,
+        progress=not args.quiet,
     )  # fmt: skip
     try:
         result = analyze(options)

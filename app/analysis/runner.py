@@ -39,7 +39,10 @@ class MissingExtra(RuntimeError):
 @dataclass(frozen=True)
 class AnalyzeOptions:
     """One ``attnscope analyze`` run. ``ray`` is None for in-process, ``""`` for a local Ray,
-    else a Ray address; ``actors`` is how many model-holding actors Ray runs."""
+    else a Ray address; ``actors`` is how many model-holding actors Ray runs; ``threads`` the
+    torch threads of the process (in-process) or of each actor (default: torch's own choice
+    in-process, 1 per actor). Floats agree to the last bit only at equal thread counts: a
+    reduction split over more threads adds in another order."""
 
     model: Path
     corpus: Path
@@ -51,6 +54,7 @@ class AnalyzeOptions:
     device: str | None = None
     ray: str | None = None
     actors: int = 1
+    threads: int | None = None
     progress: bool = True
 
 
@@ -88,6 +92,7 @@ def rows_table(columns: dict[str, np.ndarray]) -> Any:
 
 def run_in_process(options: AnalyzeOptions, items: Sequence[Item]) -> dict[str, np.ndarray]:
     """Every batch through one loaded model, with a progress bar."""
+    import torch
     from tqdm import tqdm
 
     from app.device import resolve_device
@@ -96,10 +101,15 @@ def run_in_process(options: AnalyzeOptions, items: Sequence[Item]) -> dict[str, 
 
     translator = Translator(load_model_folder(options.model, resolve_device(options.device)))
     chunks = list(batches(items, options.batch_size))
-    parts = [
-        to_numpy(analyze_batch(translator, chunk))
-        for chunk in tqdm(chunks, desc=f"analyze {options.model.name}", unit="batch", disable=not options.progress)
-    ]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(options.threads or threads)
+    try:
+        parts = [
+            to_numpy(analyze_batch(translator, chunk))
+            for chunk in tqdm(chunks, desc=f"analyze {options.model.name}", unit="batch", disable=not options.progress)
+        ]
+    finally:
+        torch.set_num_threads(threads)
     return concat(parts)
 
 

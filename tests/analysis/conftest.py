@@ -14,12 +14,15 @@ from app.testing import TINY_PAIRS
 
 
 def corpus_pairs(n: int) -> list[tuple[str, str]]:
-    """``n`` distinct sentence pairs built from the tiny pairs (singles, then ordered couples)."""
+    """``n`` distinct sentence pairs built from the tiny pairs (singles, then ordered couples,
+    then triples)."""
     pairs = list(TINY_PAIRS)
     for a in TINY_PAIRS:
         for b in TINY_PAIRS:
             if a != b:
                 pairs.append((f"{a[0]} {b[0]}", f"{a[1]} {b[1]}"))
+    for c in TINY_PAIRS[:3]:
+        pairs.extend((f"{a} {c[0]}", f"{b} {c[1]}") for a, b in pairs[10:100])
     if n > len(pairs):
         raise ValueError(f"at most {len(pairs)} pairs")
     return pairs[:n]
