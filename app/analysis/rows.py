@@ -102,14 +102,15 @@ def analyze_batch(translator: Translator, batch: Sequence[Item]) -> dict[str, li
 
 
 def to_numpy(columns: dict[str, list[Any]]) -> dict[str, np.ndarray]:
-    """Columns as numpy arrays for Ray Data: ints stay ints with -1 for None, floats get NaN for
-    None (turned back into nulls by :func:`app.analysis.tables.rows_table`)."""
+    """Columns as numpy arrays for Ray Data, at the precision Parquet keeps (int32 with -1 for
+    None, float32 with NaN for None; :func:`app.analysis.runner.rows_table` makes them nulls), so
+    the summary reads the very numbers that are written, and a row costs ~80 bytes in memory."""
     out: dict[str, np.ndarray] = {}
     for name, values in columns.items():
         if name == "kind":
             out[name] = np.array(values, dtype=object)
         elif name in INT_COLUMNS:
-            out[name] = np.array([-1 if v is None else v for v in values], dtype=np.int64)
+            out[name] = np.array([-1 if v is None else v for v in values], dtype=np.int32)
         else:
-            out[name] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+            out[name] = np.array([np.nan if v is None else v for v in values], dtype=np.float32)
     return out
