@@ -13,6 +13,7 @@ Ray is imported only here, and only when asked for.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,7 +81,9 @@ def run_on_ray(options: AnalyzeOptions, items: Sequence[Item]) -> dict[str, np.n
     ray = import_ray()
     if options.actors < 1:
         raise ValueError(f"--actors must be positive, got {options.actors}")
+    begun = time.perf_counter()
     started = start_ray(ray, options)
+    logger.info("ray: %s in %.1f s", "started" if started else "joined", time.perf_counter() - begun)
     try:
         device, threads = options.device, options.threads or 1
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 and (device is None or device.startswith("cuda")) else 0
