@@ -119,7 +119,9 @@ def analyze(options: AnalyzeOptions) -> dict[str, Any]:
     from app.repository import read_config
     from app.text.tokenizer import Tokenizer
 
-    _, meta = read_config(options.model)
+    config, meta = read_config(options.model)
+    if not config.attention_kinds:
+        raise ValueError(f"{options.model} has no attention to analyse")
     langs = (str(meta.get("source_lang", "en")), str(meta.get("target_lang", "de")))
     tokenizer = Tokenizer.load(options.model / "tokenizer.model")
     items = read_items(

@@ -103,6 +103,12 @@ def test_cli_bad_input_is_one_clear_line(tmp_path: Path, tiny_models_dir: Path, 
     assert code == 2 and message in err and "Traceback" not in err
 
 
+def test_a_model_without_attention_is_refused(tmp_path: Path, tiny_models_dir: Path, analysis_corpus: dict[str, Path]) -> None:
+    with pytest.raises(ValueError, match="has no attention to analyse"):
+        run(tmp_path, tiny_models_dir / "en-de-rnn-none", analysis_corpus)
+    assert not (tmp_path / "out").exists()
+
+
 def test_bad_alignment_line_names_file_and_line(tmp_path: Path, tiny_models_dir: Path, analysis_corpus: dict[str, Path]) -> None:
     links = tmp_path / "bad.txt"
     lines = analysis_corpus["alignments"].read_text().splitlines()
