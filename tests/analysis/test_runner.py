@@ -116,3 +116,20 @@ def test_bad_alignment_line_names_file_and_line(tmp_path: Path, tiny_models_dir:
     with pytest.raises(ValueError, match=rf"{links.name}:3: not a Pharaoh link"):
         run(tmp_path, tiny_models_dir / "en-de-transformer", analysis_corpus,
             references=analysis_corpus["references"], alignments=links)  # fmt: skip
+
+
+def test_align_corpus_lines_are_read_with_their_spans(tmp_path: Path, tiny_models_dir: Path) -> None:
+    """A file from ``attnscope align-corpus`` (links, source spans, target spans) works as
+    --alignments: its spans, not a re-tokenisation, name the words."""
+    from app.alignment.corpus import write_references
+    from app.analysis.corpus import read_items
+    from app.text.tokenizer import Tokenizer
+
+    spans = ([(0, 5), (6, 11)], [(0, 8), (9, 15)])  # deliberately not Moses words
+    (tmp_path / "s.txt").write_text("A man runs.\n")
+    (tmp_path / "r.txt").write_text("Ein Mann rennt.\n")
+    write_references(tmp_path / "links.tsv.gz", [AlignedPair({(0, 0), (1, 1)}, *spans)])
+    tokenizer = Tokenizer.load(tiny_models_dir / "en-de-transformer" / "tokenizer.model")
+    (item,) = read_items(tokenizer, tmp_path / "s.txt", references=tmp_path / "r.txt", alignments=tmp_path / "links.tsv.gz")
+    assert item.links == [(0, 0), (1, 1)] and (item.source_words, item.target_words) == spans
+    assert item.reference == "Ein Mann rennt." and item.line == 0
