@@ -170,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     from app.vision.cli import add_commands as add_vision_commands
 
     add_vision_commands(sub)
+    from app.analysis.cli import add_command as add_analyze_command
+
+    add_analyze_command(sub)
     return parser
 
 
@@ -486,6 +489,10 @@ def main(argv: list[str] | None = None) -> int:
             from app.vision.cli import run as run_vision
 
             return run_vision(args)
+        if args.command == "analyze":
+            from app.analysis.cli import run as run_analyze
+
+            return run_analyze(args)
         if args.command == "download":
             from app.training.data import download
 
