@@ -2,13 +2,17 @@
 thread pool): one log line and the metrics per request, the Host allow-list, the body-size limit
 and the security headers.
 
-    request -> RequestLog -> HostCheck -> BodyLimit -> SecurityHeaders -> GZip -> the app"""
+    request -> SecurityHeaders -> RequestLog -> HostCheck -> BodyLimit -> GZip -> the app
+
+SecurityHeaders is outermost and RequestLog answers unexpected errors itself, so every answer
+(the Host check's 400, the body limit's 413, a 500) has the headers and an ``X-Request-ID``."""
 
 from __future__ import annotations
 
 import itertools
 import json
 import logging
+import re
 import secrets
 import time
 from typing import Any
@@ -17,6 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.serving import metrics
+from app.serving.errors import unexpected_body, unexpected_start
 
 logger = logging.getLogger("app.serving.requests")
 
@@ -87,11 +92,12 @@ class RequestLog:
         fields: dict[str, Any] = {}
         scope["attnscope.log"] = fields
         status = 500
+        status_started: int | None = None
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, status_started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status = status_started = message["status"]
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
                 route = _route_of(scope)
                 metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
@@ -99,6 +105,14 @@ class RequestLog:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception as exc:
+            # Answered here, not by Starlette's outermost error layer: so the 500 carries the
+            # request id and the security headers (that layer sits outside every middleware)
+            if status_started is not None:
+                raise  # the answer has begun: nothing to do but drop the connection
+            status = 500
+            await send_with_id(unexpected_start(scope, exc))
+            await send({"type": "http.response.body", "body": unexpected_body(exc)})
         finally:
             ms = (time.perf_counter() - started) * 1000.0
             route = _route_of(scope)
@@ -151,12 +165,20 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9_.-]+)|(?P<bare6>[0-9a-f:.]*:[0-9a-f:.]*))(?::\d{1,5})?")
+
+
 def host_name(host: str) -> str:
-    """A Host header without its port: ``localhost:8000`` -> ``localhost``, ``[::1]:8000`` -> ``::1``."""
+    """A Host header without its port: ``localhost:8000`` -> ``localhost``, ``[::1]:8000`` -> ``::1``.
+    Anything else than a name, an IPv4 or IPv6 address and a numeric port (``localhost:8300@evil.example``,
+    userinfo, paths, spaces) gives "", which no allow-list entry matches."""
     host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.split(":")[0] if host.count(":") == 1 else host
+    match = _HOST.fullmatch(host)
+    if match is None:
+        return ""
+    if match["bare6"] is not None:  # ::1 without brackets: the whole is the address
+        return host if ":" in host and _HOST.fullmatch(f"[{host}]") else ""
+    return str(match["v6"] or match["name"])
 
 
 class BodyLimit:
