@@ -156,6 +156,10 @@ class Settings(BaseSettings):
         default=10.0, ge=0, description="On shutdown, how long running requests may take to finish."
     )
     workers: int = Field(default=1, ge=1, le=64, description="Server processes (each loads every model).")
+    metrics_token: str | None = Field(
+        default=None,
+        description="If set, /metrics answers only requests with 'Authorization: Bearer <token>' (else 401).",
+    )
 
 
     @field_validator("allowed_hosts", mode="before")

@@ -116,7 +116,7 @@ class RequestLog:
         finally:
             ms = (time.perf_counter() - started) * 1000.0
             route = _route_of(scope)
-            metrics.REQUESTS.labels(route, scope["method"], str(status)).inc()
+            metrics.REQUESTS.labels(route, known_method(scope["method"]), str(status)).inc()
             logger.info(
                 "request id=%s %s %s model=%s tokens=%s beams=%s ms=%.1f status=%d outcome=%s",
                 request_id, scope["method"], scope["path"], fields.get("model", "-"), fields.get("tokens", "-"),
@@ -129,6 +129,15 @@ def _route_of(scope: Scope) -> str:
     metrics keep one series per route."""
     route = scope.get("route")
     return str(getattr(route, "path", None) or "unmatched")
+
+
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"})
+
+
+def known_method(method: str) -> str:
+    """The HTTP method as a metrics label: any other (a client can send ``FOO123``) is "other",
+    so invented methods cannot grow ``/metrics`` without bound."""
+    return method if method in KNOWN_METHODS else "other"
 
 
 def _outcome(status: int) -> str:
