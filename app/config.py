@@ -156,6 +156,18 @@ class Settings(BaseSettings):
         default=10.0, ge=0, description="On shutdown, how long running requests may take to finish."
     )
     workers: int = Field(default=1, ge=1, le=64, description="Server processes (each loads every model).")
+    client_header_timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="A request's headers must arrive within this of its first byte (else 408)."
+    )
+    client_body_timeout_s: float = Field(
+        default=30.0, gt=0, le=600, description="A request's body must arrive within this of its headers (else 408)."
+    )
+    client_send_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="A client that reads nothing of its answer for this long is disconnected (its buffer freed).",
+    )
     metrics_token: str | None = Field(
         default=None,
         description="If set, /metrics answers only requests with 'Authorization: Bearer <token>' (else 401).",

@@ -52,6 +52,12 @@ CANCELLED = Counter(
     ["reason"],
 )
 
+SLOW_CLIENTS = Counter(
+    "attnscope_slow_clients",
+    "Connections closed for slowness: headers or body not in time (408), an answer not read (aborted).",
+    ["phase"],
+)
+
 router = APIRouter(include_in_schema=False)
 
 

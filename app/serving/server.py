@@ -11,6 +11,7 @@ import uvicorn
 
 from app.config import Settings
 from app.device import resolve_device
+from app.serving import protocol
 from app.serving.main import create_app
 
 logger = logging.getLogger(__name__)
@@ -54,8 +55,10 @@ def run(
         "log_level": "info",
         "access_log": False,  # RequestLog writes one line per request
         "timeout_graceful_shutdown": settings.shutdown_timeout_s,
+        "http": "app.serving.protocol:TimedH11Protocol",  # header, body and send timeouts
     }
     if settings.workers == 1:
+        protocol.configure(settings)
         uvicorn.run(create_app(settings), **common)
         return
     for name, value in flags.items():  # the workers read their settings from the environment
