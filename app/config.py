@@ -119,6 +119,23 @@ class Settings(BaseSettings):
             "tokens × the model's attention floats per token). 32 M floats is 128 MB in float32."
         ),
     )
+    max_decode_work: int = Field(
+        default=512_000_000,
+        ge=1,
+        description=(
+            "Admission budget of one decode (a request, or a micro-batch of them): the attention weights it "
+            "computes, kept or not (beams × output tokens × the model's attention per token), so "
+            '"attention": [] is cheaper but not free.'
+        ),
+    )
+    max_answer_bytes: int = Field(
+        default=64_000_000,
+        ge=1,
+        description=(
+            "Admission budget of one decode's JSON answers (a request, or a micro-batch of them), estimated "
+            "before decoding from the output budget, the attention kinds, precision and extras."
+        ),
+    )
     max_attribution_cost: int = Field(
         default=100_000,
         ge=1,
