@@ -9,6 +9,7 @@ SecurityHeaders is outermost and RequestLog answers unexpected errors itself, so
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -64,6 +65,16 @@ async def _send_json(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+SHUTTING_DOWN = json.dumps(
+    {"detail": "the server is shutting down and stopped this request (ATTNSCOPE_SHUTDOWN_TIMEOUT_S); retry"}
+).encode()
+
+
+def _json_start(status: int, body: bytes, extra: tuple[tuple[bytes, bytes], ...] = ()) -> Message:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    return {"type": "http.response.start", "status": status, "headers": headers}
+
+
 _ID_PREFIX = secrets.token_hex(4)  # this process's; with a counter: unique across replicas
 _ID_COUNTER = itertools.count(1)
 
@@ -105,6 +116,16 @@ class RequestLog:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except asyncio.CancelledError:
+            # uvicorn cancels what still runs when the shutdown grace period ends: a 503 with
+            # Retry-After (retry elsewhere or after the restart), not the 500 it would send
+            if status_started is not None:
+                raise  # the answer has begun: uvicorn drops the connection
+            status = 503
+            await send_with_id(_json_start(503, SHUTTING_DOWN, ((b"retry-after", b"5"),)))
+            await send({"type": "http.response.body", "body": SHUTTING_DOWN})
+            metrics.CANCELLED.labels("shutdown").inc()
+            # answered: the request's task ends here (re-raising would only log a traceback)
         except Exception as exc:
             # Answered here, not by Starlette's outermost error layer: so the 500 carries the
             # request id and the security headers (that layer sits outside every middleware)
