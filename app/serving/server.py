@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +65,17 @@ def run(
         return
     for name, value in flags.items():  # the workers read their settings from the environment
         os.environ[f"ATTNSCOPE_{name.upper()}"] = str(value)
-    uvicorn.run("app.serving.main:create_app", factory=True, workers=settings.workers, **common)
+    # Prometheus multiprocess mode: /metrics adds up every worker's counts (each worker would
+    # otherwise answer with its own), in a fresh folder unless one is set
+    metrics_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        metrics_dir = tempfile.mkdtemp(prefix="attnscope-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    try:
+        uvicorn.run("app.serving.main:create_app", factory=True, workers=settings.workers, **common)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _local(host: str) -> bool:

@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from app.testing import running_server
+
 
 def test_invented_methods_and_paths_add_no_series(http: httpx.Client) -> None:
     http.get("/api/health")
@@ -31,3 +33,18 @@ def test_metrics_token(client_for: Any, tiny_models_dir: Path) -> None:
         ok = client.get("/metrics", headers={"authorization": "Bearer s3cret"})
         assert ok.status_code == 200 and "attnscope_requests_total" in ok.text
         assert client.get("/api/health").status_code == 200  # only /metrics is closed
+
+
+def test_two_workers_export_every_workers_counts(tiny_models_dir: Path, tmp_path: Path) -> None:
+    """With ``--workers 2`` each worker counted its own requests and /metrics showed whichever
+    answered; in multiprocess mode it adds both up."""
+    with running_server(tiny_models_dir, tmp_path / "server.log", args=("--workers", "2")) as url:
+        for _ in range(12):
+            assert httpx.get(f"{url}/api/health", headers={"connection": "close"}).status_code == 200
+        text = httpx.get(f"{url}/metrics", headers={"connection": "close"}).text
+    counted = sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("attnscope_requests_total{") and 'route="/api/health"' in line and 'status="200"' in line
+    )
+    assert counted >= 12, text[:2000]
