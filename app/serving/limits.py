@@ -7,7 +7,6 @@ micro-batch as a whole (the scheduler never puts more into one decode)."""
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -35,18 +34,11 @@ def check_text(settings: Settings, served: ServedModel, text: str, loc: Loc, *, 
     if len(text) > settings.max_chars:
         raise InvalidInput(loc, f"has {len(text)} characters; the limit is {settings.max_chars}")
     n = len(served.loaded.tokenizer.encode(text))
-    if (n == 0 or not visible(text)) and not empty_ok:
-        # a byte-fallback model spells U+200B in byte pieces: tokens, but nothing to translate
+    if n == 0 and not empty_ok:
         raise InvalidInput(loc, "has no tokens (only whitespace, control or zero-width characters)")
     if n > served.max_source_tokens:
         raise InvalidInput(loc, f"has {n} tokens; the limit is {served.max_source_tokens}")
     return n + 1
-
-
-def visible(text: str) -> bool:
-    """Whether ``text`` has a character other than whitespace, control (Cc) and format (Cf:
-    zero-width spaces and joiners, bidi marks) characters."""
-    return any(not ch.isspace() and unicodedata.category(ch) not in ("Cc", "Cf") for ch in text)
 
 
 def check_coverage(served: ServedModel, coverage_penalty: float | None) -> None:
