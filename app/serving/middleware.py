@@ -79,7 +79,7 @@ _ID_PREFIX = secrets.token_hex(4)  # this process's; with a counter: unique acro
 _ID_COUNTER = itertools.count(1)
 
 
-def _new_request_id() -> str:
+def new_request_id() -> str:
     """16 hex digits: the process's random prefix and a counter. ``uuid4`` read the kernel's random
     source for every request, ~0.3 ms each under load on this machine."""
     return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFF:08x}"
@@ -99,7 +99,7 @@ class RequestLog:
             return
         started = time.perf_counter()
         headers = dict(scope.get("headers") or [])
-        request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or _new_request_id()
+        request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or new_request_id()
         fields: dict[str, Any] = {}
         scope["attnscope.log"] = fields
         status = 500

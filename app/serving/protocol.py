@@ -23,7 +23,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.config import Settings, get_settings
 from app.serving import metrics
-from app.serving.middleware import SECURITY_HEADERS
+from app.serving.middleware import SECURITY_HEADERS, new_request_id
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,7 @@ def _timeout_response(phase: Phase, seconds: float) -> bytes:
     head = [b"HTTP/1.1 408 Request Timeout", b"content-type: application/json", b"connection: close",
             b"content-length: " + str(len(body)).encode()]  # fmt: skip
     head += [name + b": " + value for name, value in SECURITY_HEADERS]
+    head.append(b"x-request-id: " + new_request_id().encode())
     return b"\r\n".join(head) + b"\r\n\r\n" + body
 
 

@@ -67,6 +67,7 @@ def test_slow_headers_get_408_and_the_connection_closes(strict_server: str) -> N
         answer = _read_until_closed(sock)  # raises socket.timeout if the server kept it open
         assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
         assert b"ATTNSCOPE_CLIENT_HEADER_TIMEOUT_S" in answer
+        assert b"x-request-id: " in answer and b"content-security-policy: " in answer
         sock.close()
     assert _slow_clients(strict_server).get("header", 0) >= 4
     assert httpx.get(f"{strict_server}/api/health").status_code == 200
