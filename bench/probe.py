@@ -27,10 +27,10 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from app.config import REPO_ROOT
 from app.testing import server_process
 
 MODEL = "en-de-transformer"
+HERE = Path(__file__).resolve().parent.parent  # this checkout (``app`` may be installed from another)
 
 
 def digits(n: int) -> str:
@@ -140,7 +140,7 @@ def probe(checkout: Path, models: list[str], clients: int, tokens: int, slow: in
         root = Path(tmp) / "models"
         root.mkdir()
         for name in models:
-            (root / name).symlink_to(REPO_ROOT / "models" / name)
+            (root / name).symlink_to(checkout / "models" / name)
         with server_process(root, Path(tmp) / "server.log", checkout=checkout, start_timeout_s=600) as (url, process):
             statuses: Counter[int] = Counter()
             dropped: Counter[str] = Counter()
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--slow", type=int, default=20, help="slow (slowloris) connections")
     parser.add_argument("--slow-s", type=float, default=15.0, help="how long they are held")
     args = parser.parse_args()
-    for checkout in args.checkout or [REPO_ROOT]:
+    for checkout in args.checkout or [HERE]:
         row = probe(checkout, args.models, args.clients, args.tokens, args.slow, args.slow_s)
         print(" | ".join(f"{k}={v}" for k, v in row.items()), flush=True)
 
