@@ -17,7 +17,7 @@ the rank correlation with each attention head is Spearman's ρ per target row, a
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from app.decoding.output import DecodeStopped
 from app.nn.base import Seq2Seq
 
 
@@ -72,17 +73,28 @@ def _log_probs(model: Seq2Seq, src: Tensor, tgt: Tensor) -> Tensor:
     return torch.log_softmax(logits, -1).gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
 
 
-def attribute(model: Seq2Seq, source_ids: list[int], target_ids: list[int], *, steps: int = 32) -> Attribution:
+def attribute(
+    model: Seq2Seq,
+    source_ids: list[int],
+    target_ids: list[int],
+    *,
+    steps: int = 32,
+    should_stop: Callable[[], bool] | None = None,
+) -> Attribution:
     """Attributions of one sentence pair (ids with their final EOS). ``steps`` trapezoid
-    intervals for integrated gradients (``steps + 1`` points, evaluated as one batch)."""
+    intervals for integrated gradients (``steps + 1`` points, evaluated as one batch).
+    ``should_stop`` is asked before each target token's backward pass: True raises
+    :class:`~app.decoding.DecodeStopped` (a deadline passed, the client left)."""
     if steps < 1:
         raise ValueError("integrated gradients need at least one step")
     # Decoding runs under torch.inference_mode(); gradients need every tensor made outside it.
     with torch.inference_mode(False), torch.enable_grad():
-        return _attribute(model, source_ids, target_ids, steps)
+        return _attribute(model, source_ids, target_ids, steps, should_stop or (lambda: False))
 
 
-def _attribute(model: Seq2Seq, source_ids: list[int], target_ids: list[int], steps: int) -> Attribution:
+def _attribute(
+    model: Seq2Seq, source_ids: list[int], target_ids: list[int], steps: int, should_stop: Callable[[], bool]
+) -> Attribution:
     device = model.device
     alphas = torch.linspace(0.0, 1.0, steps + 1, device=device)  # (m+1,)
     src = torch.tensor([source_ids], device=device).expand(steps + 1, -1).contiguous()  # (m+1, S)
@@ -97,6 +109,9 @@ def _attribute(model: Seq2Seq, source_ids: list[int], target_ids: list[int], ste
         x, z = store["x"], store["z"]  # (m+1, S, D): the embeddings and the path points
         rows_ig, rows_ixg = [], []
         for t in range(f.size(1)):
+            if should_stop():
+                model.train(was_training)
+                raise DecodeStopped
             (grad,) = torch.autograd.grad(f[:, t].sum(), z, retain_graph=t + 1 < f.size(1))  # ∇f(αx)
             integrand = (grad * x).sum(-1)  # (m+1, S) x · ∇f(αx)
             rows_ig.append((weights[:, None] * integrand).sum(0))  # trapezoid over α

@@ -119,6 +119,23 @@ class Settings(BaseSettings):
             "tokens × the model's attention floats per token). 32 M floats is 128 MB in float32."
         ),
     )
+    max_decode_work: int = Field(
+        default=512_000_000,
+        ge=1,
+        description=(
+            "Admission budget of one decode (a request, or a micro-batch of them): the attention weights it "
+            "computes, kept or not (beams × output tokens × the model's attention per token), so "
+            '"attention": [] is cheaper but not free.'
+        ),
+    )
+    max_answer_bytes: int = Field(
+        default=64_000_000,
+        ge=1,
+        description=(
+            "Admission budget of one decode's JSON answers (a request, or a micro-batch of them), estimated "
+            "before decoding from the output budget, the attention kinds, precision and extras."
+        ),
+    )
     max_attribution_cost: int = Field(
         default=100_000,
         ge=1,
@@ -166,6 +183,22 @@ class Settings(BaseSettings):
         "next step: with the default the server is gone within 5 s of SIGTERM or Ctrl+C).",
     )
     workers: int = Field(default=1, ge=1, le=64, description="Server processes (each loads every model).")
+    client_header_timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="A request's headers must arrive within this of its first byte (else 408)."
+    )
+    client_body_timeout_s: float = Field(
+        default=30.0, gt=0, le=600, description="A request's body must arrive within this of its headers (else 408)."
+    )
+    client_send_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="A client that reads nothing of its answer for this long is disconnected (its buffer freed).",
+    )
+    metrics_token: str | None = Field(
+        default=None,
+        description="If set, /metrics answers only requests with 'Authorization: Bearer <token>' (else 401).",
+    )
 
 
     @field_validator("allowed_hosts", mode="before")

@@ -4,9 +4,10 @@ each head's attention with the attribution (see ``app.attribution``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.attribution import attribute, normalise_rows, summary
@@ -15,6 +16,7 @@ from app.repository import LoadedModel
 from app.serving import limits
 from app.serving.answers import matrix
 from app.serving.errors import InvalidInput
+from app.serving.execution import watch_disconnect
 from app.serving.schemas import BeamSize, ErrorResponse, ModelId, Target, Text
 from app.serving.service import ServiceDep
 from app.translator import Translation
@@ -102,7 +104,7 @@ class AttributionResponse(BaseModel):
     responses={404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
     summary="Gradient attribution of each target token to the source tokens, beside attention",
 )
-async def attribution(body: AttributionRequest, service: ServiceDep) -> AttributionResponse:
+async def attribution(body: AttributionRequest, service: ServiceDep, request: Request) -> AttributionResponse:
     """Which source tokens the output depends on by gradients, and how well each attention head's
     ranking of the source agrees (Jain & Wallace 2019)."""
     served = service.get(body.model)
@@ -114,16 +116,18 @@ async def attribution(body: AttributionRequest, service: ServiceDep) -> Attribut
     (budget,) = limits.output_budgets(served, [source_length], None)
     translator, model = served.translator, served.loaded.model
 
-    def job() -> AttributionResponse:
+    def job(should_stop: Callable[[], bool]) -> AttributionResponse:
         if body.target is None:
-            (result,) = translator.translate([body.text], beam_size=body.beam_size, max_length=budget)
+            (result,) = translator.translate(
+                [body.text], beam_size=body.beam_size, max_length=budget, should_stop=should_stop
+            )
         else:
             (result,) = translator.align([body.text], [body.target])
         if not result.target_ids:
             raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
         if body.target is None:  # its length is known now; the translation was cheap beside this
             limits.admit_attribution(settings, len(result.source_ids), len(result.target_ids), body.steps)
-        attr = attribute(model, result.source_ids, result.target_ids, steps=body.steps)
+        attr = attribute(model, result.source_ids, result.target_ids, steps=body.steps, should_stop=should_stop)
         contrasted = None if body.contrast is None else _contrast(served.loaded, result, body.contrast, body.steps)
         cross = result.hypothesis.cross
         s = summary(attr, cross)
@@ -141,7 +145,9 @@ async def attribution(body: AttributionRequest, service: ServiceDep) -> Attribut
             contrastive=contrasted,
         )
 
-    return await service.run_alone(job)
+    # The deadline and a disconnect stop the backward passes within one target token
+    async with watch_disconnect(request) as gone:
+        return await service.run_stoppable(job, gone=gone)
 
 
 def _contrast(loaded: LoadedModel, result: Translation, asked: ContrastRequest, steps: int) -> ContrastiveAttribution:

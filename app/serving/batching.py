@@ -24,7 +24,15 @@ Each request is a :class:`Ticket`: it carries its own output budget (the decoder
 text, so a batch answers each request exactly as decoding it alone would), its deadline and a
 flag its route sets when the client disconnects. A decode asks before every step whether anyone
 still wants it and stops when no one does. The queue is bounded: past ``max_queue`` waiting
-requests, :class:`~app.serving.errors.Unavailable` (503 with ``Retry-After``)."""
+requests, :class:`~app.serving.errors.Unavailable` (503 with ``Retry-After``).
+
+Admission covers the batch as a whole: each ticket carries its :class:`~app.serving.limits.Cost`
+(weights kept, attention computed, answer bytes) and a batch takes tickets only while their sum
+stays within ``batch_limit``, so 32 concurrent copies of a request at the limit decode one
+after another instead of all at once (issue 35: 15 of 32 ran past the deadline, 4.4 GB). A
+request the queue could not reach before its deadline (its work and the work ahead of it, at
+the seconds per unit of work recent decodes took) gets 503 at once, with a ``Retry-After`` of
+that estimate, instead of a 504 after waiting."""
 
 from __future__ import annotations
 
@@ -41,8 +49,14 @@ from typing import Any
 from app.decoding import DecodeStopped
 from app.serving import metrics
 from app.serving.errors import ClientGone, DeadlineExceeded, Unavailable
+from app.serving.limits import Cost
 
 logger = logging.getLogger(__name__)
+
+# Seconds per unit of work (attention weights computed) before any large decode has been timed:
+# the issue's worst batch computed ~3.5 G in more than 60 s on one core of the reference machine.
+PRIOR_S_PER_WORK = 2e-8
+RATE_MIN_WORK = 8_000_000  # smaller decodes are mostly fixed overhead: they do not set the rate
 
 # run(key, tickets, should_stop) -> one result per ticket; runs in a decode slot's thread.
 BatchRunner = Callable[[Hashable, list["Ticket"], Callable[[], bool]], list[Any]]
@@ -62,6 +76,7 @@ class Ticket:
     arrived: float = field(default_factory=time.monotonic)
     future: asyncio.Future[Any] | None = None
     runner: BatchRunner | None = None
+    cost: Cost = field(default_factory=Cost)
 
     def abandoned(self, now: float | None = None) -> str | None:
         """Why nobody wants this answer any more ("client_gone", "deadline"), or None."""
@@ -82,6 +97,7 @@ class Scheduler:
         window_s: float,
         max_texts: int,
         parallel_texts: int | None = None,
+        batch_limit: Cost | None = None,
     ) -> None:
         self.executor = executor
         self.slots, self.max_queue, self.window_s, self.max_texts = slots, max_queue, window_s, max_texts
@@ -92,7 +108,10 @@ class Scheduler:
         self._running: dict[Hashable, int] = {}  # batches decoding now, per group key
         self._queued = 0
         self._timer: asyncio.TimerHandle | None = None
+        self.batch_limit = batch_limit or Cost(2**62, 2**62, 2**62)
         self._decode_s = 0.5  # running mean of one decode's duration, for Retry-After
+        self._work_s = PRIOR_S_PER_WORK  # seconds per unit of work, from large decodes
+        self._in_flight: dict[int, tuple[float, float]] = {}  # running batch -> (started, estimated s)
         self._closed = threading.Event()
 
     def close(self) -> None:
@@ -107,9 +126,22 @@ class Scheduler:
     def running(self) -> int:
         return self.slots - self._free
 
+    def estimate_s(self, ticket: Ticket) -> float:
+        """About how long ``ticket``'s share of a decode takes: its work at the recent rate."""
+        return ticket.cost.work * self._work_s
+
+    def wait_s(self) -> float:
+        """About how long until the work queued and running now is done (all slots busy)."""
+        now = time.monotonic()
+        queued = sum(self.estimate_s(t) for group in self._groups.values() for t in group)
+        running = sum(max(0.0, est - (now - started)) for started, est in self._in_flight.values())
+        batches = math.ceil(self._queued / self.max_texts)
+        return (queued + running) / self.slots + self._decode_s * batches / self.slots
+
     def retry_after_s(self) -> int:
-        """About when a slot frees up for a new request."""
-        return max(1, math.ceil(self._decode_s * (1 + self._queued / (self.slots * self.max_texts))))
+        """About when the queue ahead has drained: its work at the recent rate, and a decode's
+        time per batch of waiting requests (issue 35: 1 s was sent while it took 32 s)."""
+        return max(1, math.ceil(self.wait_s() + self._decode_s))
 
     async def submit(self, key: Hashable, ticket: Ticket, runner: BatchRunner) -> Any:
         """Queue ``ticket`` with the requests of ``key`` and wait for its result. Raises
@@ -122,6 +154,14 @@ class Scheduler:
                 f"the server is busy: {self.running} decodes running and {self._queued} requests "
                 f"waiting (ATTNSCOPE_MAX_QUEUE={self.max_queue}); retry later",
                 retry_after_s=self.retry_after_s(),
+            )
+        ahead, own = self.wait_s(), self.estimate_s(ticket)
+        if ahead > 0 and ahead + own > ticket.timeout_s:
+            metrics.REJECTED.labels("queue_time").inc()
+            raise Unavailable(
+                f"the server is busy: the decodes queued and running need about {ahead:.0f} s, this one about "
+                f"{own:.0f} s more, past the {ticket.timeout_s:g} s deadline (ATTNSCOPE_REQUEST_TIMEOUT_S); retry later",
+                retry_after_s=max(1, math.ceil(ahead)),
             )
         loop = asyncio.get_running_loop()
         ticket.future = loop.create_future()
@@ -167,7 +207,7 @@ class Scheduler:
         for key in sorted(self._groups, key=lambda k: self._groups[k][0].arrived):
             group = self._groups[key]
             texts = sum(len(t.texts) for t in group)
-            if texts >= self.max_texts:
+            if texts >= self.max_texts or not _total(group).within(self.batch_limit):
                 return key  # full: nothing gains by waiting
             if self._running.get(key):
                 # Behind a batch of its own settings: only a large enough batch goes beside it.
@@ -179,12 +219,16 @@ class Scheduler:
 
     def _take(self, key: Hashable) -> list[Ticket]:
         """Tickets of ``key`` in arrival order up to ``max_texts`` texts (at least one)."""
-        group, texts = self._groups[key], 0
+        group, texts, cost = self._groups[key], 0, Cost()
         batch: list[Ticket] = []
-        while group and (not batch or texts + len(group[0].texts) <= self.max_texts):
+        while group and (
+            not batch
+            or (texts + len(group[0].texts) <= self.max_texts and (cost + group[0].cost).within(self.batch_limit))
+        ):
             ticket = group.pop(0)
             batch.append(ticket)
             texts += len(ticket.texts)
+            cost += ticket.cost
         if not group:
             del self._groups[key]
         self._queued -= len(batch)
@@ -216,10 +260,15 @@ class Scheduler:
         runner = batch[0].runner
         assert runner is not None
         loop = asyncio.get_running_loop()
+        work = _total(batch).work
         job = loop.run_in_executor(self.executor, _run_batch, loop, key, batch, runner, self._closed)
-        job.add_done_callback(lambda f: self._finished(key, f))
+        self._in_flight[id(job)] = (time.monotonic(), work * self._work_s)
+        job.add_done_callback(lambda f: self._finished(key, f, work))
 
-    def _finished(self, key: Hashable, job: asyncio.Future[float]) -> None:
+    def _finished(self, key: Hashable, job: asyncio.Future[float], work: int = 0) -> None:
+        self._in_flight.pop(id(job), None)
+        if not job.cancelled() and job.exception() is None and work >= RATE_MIN_WORK:
+            self._work_s = 0.7 * self._work_s + 0.3 * job.result() / work  # large decodes: overhead aside
         self._free += 1
         self._running[key] -= 1
         if not self._running[key]:
@@ -266,6 +315,13 @@ def _run_batch(
     for ticket, result in zip(batch, results, strict=True):
         loop.call_soon_threadsafe(_settle, ticket, result, None)
     return time.monotonic() - started
+
+
+def _total(tickets: list[Ticket]) -> Cost:
+    total = Cost()
+    for ticket in tickets:
+        total += ticket.cost
+    return total
 
 
 def _stopped(ticket: Ticket, reason: str) -> Exception:

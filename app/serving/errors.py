@@ -5,6 +5,7 @@ field), 404 for a model adds ``available``; anything unexpected is a logged 500,
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -130,19 +131,43 @@ async def _on_client_gone(request: Request, exc: Exception) -> JSONResponse:
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and exc.detail == _UNPARSEABLE_BODY:
-        # FastAPI's 400 for a body it cannot even decode (bytes that are not UTF-8): malformed JSON
-        entry = {"field": "body", "loc": ["body"], "msg": "malformed JSON: the body is not valid UTF-8", "type": "json_invalid"}
+        # FastAPI's 400 for a body it cannot even decode: bytes that are not UTF-8, or JSON nested
+        # deeper than the parser's recursion limit
+        entry = {"field": "body", "loc": ["body"], "msg": f"malformed JSON: {_unparseable(exc.__cause__)}", "type": "json_invalid"}
         return _unprocessable([entry])
     return JSONResponse(
         status_code=exc.status_code, content={"detail": str(exc.detail)}, headers=getattr(exc, "headers", None)
     )
 
 
+def _unparseable(cause: BaseException | None) -> str:
+    if isinstance(cause, RecursionError):
+        return "the body is nested too deeply (arrays and objects within each other); no request needs more than a few levels"
+    if isinstance(cause, UnicodeDecodeError):
+        return "the body is not valid UTF-8"
+    return "the body cannot be read as JSON"
+
+
+def _unexpected_detail(exc: BaseException) -> dict[str, str]:
+    return {"detail": f"internal server error ({type(exc).__name__}); see the server log"}
+
+
+def unexpected_start(scope: Any, exc: BaseException) -> dict[str, Any]:
+    """Log an unexpected failure of the request of ``scope`` (with its traceback) and return the
+    ASGI start of its JSON 500; :func:`unexpected_body` is the body."""
+    logger.error("%s %s failed: %r", scope.get("method"), scope.get("path"), exc, exc_info=exc)
+    length = str(len(unexpected_body(exc))).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", length)]
+    return {"type": "http.response.start", "status": 500, "headers": headers}
+
+
+def unexpected_body(exc: BaseException) -> bytes:
+    return json.dumps(_unexpected_detail(exc)).encode()
+
+
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     logger.error("%s %s failed: %r", request.method, request.url.path, exc, exc_info=exc)
-    return JSONResponse(
-        status_code=500, content={"detail": f"internal server error ({type(exc).__name__}); see the server log"}
-    )
+    return JSONResponse(status_code=500, content=_unexpected_detail(exc))
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -1,8 +1,14 @@
 """The limits a request must keep before any decoding starts: text length in characters and
-tokens (the model's positional range included), batch size, the output budget, and the cost
-budget (attention weights the decode would keep) that admission control enforces."""
+tokens (the model's positional range included), batch size, the output budget, and the costs
+admission control enforces (:class:`Cost`): the attention weights the decode keeps, the
+attention it computes whether kept or not (its work: ``"attention": []`` is cheaper, not free)
+and the size of its JSON answer, extras included. Each applies to a request alone and to a
+micro-batch as a whole (the scheduler never puts more into one decode)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from app.config import Settings
 from app.decoding.output import target_budgets
@@ -10,6 +16,9 @@ from app.nn.config import ModelConfig, TransformerConfig
 from app.serving import metrics
 from app.serving.errors import InvalidInput, Loc
 from app.serving.registry import ServedModel
+
+if TYPE_CHECKING:
+    from app.serving.explain import Extras
 
 # The decoders' default output budget: ratio × the text's source tokens (with EOS) + offset.
 BUDGET_RATIO, BUDGET_OFFSET = 1.5, 10
@@ -163,4 +172,131 @@ def admit_explain(
         f"would cost {cost:,} token-layer passes for this text; the limit is {limit:,} (ATTNSCOPE_MAX_EXPLAIN_COST). "
         "To get under it, leave out value_zeroing or alti, or ask for a shorter text or max_length",
         kind="cost_limit",
+    )
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a decode costs: attention weights kept (``floats``), attention computed (``work``,
+    kept or not: the decode's compute) and its answer's JSON size (``answer_bytes``)."""
+
+    floats: int = 0
+    work: int = 0
+    answer_bytes: int = 0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.floats + other.floats, self.work + other.work, self.answer_bytes + other.answer_bytes)
+
+    def within(self, limit: Cost) -> bool:
+        return self.floats <= limit.floats and self.work <= limit.work and self.answer_bytes <= limit.answer_bytes
+
+
+def batch_limit(settings: Settings) -> Cost:
+    """The most one decode (a request alone, or a micro-batch of them) may cost."""
+    return Cost(settings.max_attention_floats, settings.max_decode_work, settings.max_answer_bytes)
+
+
+# Bytes of the JSON answer: a weight with d decimals ("0.123456,") at most d + 3; a raw score or
+# a context value ("-12.345678," or null) 12; per token of the lists and words ~100; an
+# alternative ~60; a beam tree node ~130.
+SCORE_BYTES, TOKEN_BYTES, ALTERNATIVE_BYTES, NODE_BYTES = 12, 100, 60, 130
+
+
+def _shapes(config: ModelConfig, s: int, t: int) -> dict[str, int]:
+    """The floats of each attention kind in one answer: source ``s`` and output ``t`` tokens."""
+    per_head = config.layers * config.num_heads
+    encoder_layers = config.encoder_layers if isinstance(config, TransformerConfig) else 1
+    sizes = {"cross": per_head * t * s, "decoder_self": per_head * t * t, "encoder_self": encoder_layers * config.num_heads * s * s}
+    return {kind: sizes[kind] for kind in config.attention_kinds}
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What each answer holds: the attention ``kinds`` (None: all), ``decimals``, the extras
+    (raw scores and context vectors, alternatives, the beam tree of ``beams``)."""
+
+    kinds: tuple[str, ...] | None = None
+    decimals: int = 6
+    extras: Extras | None = None
+    beams: int = 1
+
+
+def answer_bytes(config: ModelConfig, source_lengths: list[int], budgets: list[int], asked: Asked) -> int:
+    """An upper bound of the answers' JSON size: each text answers its best hypothesis (as long
+    as its budget at most) with what was ``asked``."""
+    width = config.d_model if isinstance(config, TransformerConfig) else getattr(config, "hidden_dim", 256)
+    extras = asked.extras
+    total = 0
+    for s, t in zip(source_lengths, budgets, strict=True):
+        shapes = _shapes(config, s, t)
+        total += sum(n for kind, n in shapes.items() if asked.kinds is None or kind in asked.kinds) * max(asked.decimals + 3, 4)
+        total += TOKEN_BYTES * (s + 2 * t)
+        if extras is not None and extras.return_scores:
+            total += (sum(shapes.values()) + config.layers * t * width) * SCORE_BYTES
+        if extras is not None:
+            total += t * extras.alternatives * ALTERNATIVE_BYTES + (asked.beams * t * NODE_BYTES if extras.return_beam else 0)
+    return total
+
+
+def admission(settings: Settings, served: ServedModel, source_lengths: list[int], budgets: list[int], asked: Asked) -> Cost:
+    """Every cost check of a translation (or of a teacher-forced align: 1 beam): the weights
+    kept (:func:`admit`), the work and the answer's size; 422 naming the limit and ways under it."""
+    weights = asked.kinds is None or len(asked.kinds) > 0
+    floats = admit(settings, served, source_lengths, budgets, beams=asked.beams, weights=weights)
+    config = served.loaded.config
+    work = attention_floats(config, source_lengths, budgets, asked.beams)
+    if work > settings.max_decode_work:
+        _refuse_work(settings, config, source_lengths, budgets, asked.beams, work)
+    size = answer_bytes(config, source_lengths, budgets, asked)
+    if size > settings.max_answer_bytes:
+        _refuse_size(settings, config, source_lengths, budgets, asked, size)
+    return Cost(floats, work, size)
+
+
+def _refuse_work(
+    settings: Settings, config: ModelConfig, lengths: list[int], budgets: list[int], beams: int, work: int
+) -> None:
+    metrics.REJECTED.labels("cost").inc()
+    limit = settings.max_decode_work
+    ways = [f"beam_size ≤ {b}" for b in range(beams - 1, 0, -1) if attention_floats(config, lengths, budgets, b) <= limit][:1]
+    n = max(budgets)
+    ways += [f"max_length ≤ {m}" for m in range(n - 1, 0, -1) if attention_floats(config, lengths, [m] * len(budgets), beams) <= limit][:1]
+    ways += ["fewer texts"] if len(lengths) > 1 else []
+    raise InvalidInput(
+        ("body",),
+        f"this decode would compute about {work / 1e6:.1f} M attention weights ({beams} beams × up to {n} output "
+        f"tokens), kept or not; the limit is {limit / 1e6:g} M (ATTNSCOPE_MAX_DECODE_WORK). To get under it, ask for "
+        f"{', or '.join(ways or ['a shorter text'])}",
+        kind="cost_limit",
+    )
+
+
+def _refuse_size(
+    settings: Settings, config: ModelConfig, lengths: list[int], budgets: list[int], asked: Asked, size: int
+) -> None:
+    metrics.REJECTED.labels("answer_size").inc()
+    limit = settings.max_answer_bytes
+
+    def fits(new_budgets: list[int] = budgets, **change: object) -> bool:
+        return answer_bytes(config, lengths, new_budgets, replace(asked, **change)) <= limit  # type: ignore[arg-type]
+
+    extras = asked.extras
+    ways = [f"precision ≤ {d}" for d in range(asked.decimals - 1, -1, -1) if fits(decimals=d)][:1]
+    if asked.kinds is None or len(asked.kinds) > 1:
+        ways += [f'"attention": ["{k}"]' for k in config.attention_kinds if fits(kinds=(k,))][:1]
+    if extras is not None and extras.return_scores and fits(extras=replace(extras, return_scores=False)):
+        ways.append("return_scores false")
+    if extras is not None and (extras.alternatives or extras.return_beam):
+        if fits(extras=replace(extras, alternatives=0, return_beam=False)):
+            ways.append("no alternatives and no beam tree")
+    n = max(budgets)
+    ways += [f"max_length ≤ {m}" for m in range(n - 1, 0, -1) if fits([m] * len(budgets))][:1]
+    ways += ["fewer texts"] if len(lengths) > 1 else []
+    ways.append('"attention": [] without extras')
+    raise InvalidInput(
+        ("body",),
+        f"the answer would be up to {size / 1e6:.1f} MB of JSON ({len(lengths)} text(s) × up to {n} output tokens, "
+        f"with the attention, decimals and extras asked for); the limit is {limit / 1e6:g} MB "
+        f"(ATTNSCOPE_MAX_ANSWER_BYTES). To get under it, ask for {', or '.join(ways)}",
+        kind="answer_size_limit",
     )

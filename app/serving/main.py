@@ -78,11 +78,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics.router)
     if STATIC_DIR.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-    # Outermost last: RequestLog -> HostCheck -> BodyLimit -> SecurityHeaders -> GZip -> routes.
+    # Outermost last: SecurityHeaders -> RequestLog -> HostCheck -> BodyLimit -> GZip -> routes,
+    # so the Host check's 400, the 413 and a 500 have the headers and an X-Request-ID too.
     # GZip leaves alone what is already compressed (API answers, vendor files).
     app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)
-    app.add_middleware(SecurityHeaders)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
     app.add_middleware(RequestLog)
+    app.add_middleware(SecurityHeaders)
     return app

@@ -7,9 +7,10 @@ its own requests; set ``PROMETHEUS_MULTIPROC_DIR`` to an empty folder before sta
 from __future__ import annotations
 
 import os
+import secrets
 
-from fastapi import APIRouter
-from fastapi.responses import Response
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -51,12 +52,28 @@ CANCELLED = Counter(
     ["reason"],
 )
 
+SLOW_CLIENTS = Counter(
+    "attnscope_slow_clients",
+    "Connections closed for slowness: headers or body not in time (408), an answer not read (aborted).",
+    ["phase"],
+)
+
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/metrics")
-def metrics() -> Response:
-    """The Prometheus text format (every worker's when in multiprocess mode)."""
+def metrics(request: Request) -> Response:
+    """The Prometheus text format (every worker's when in multiprocess mode). With
+    ``ATTNSCOPE_METRICS_TOKEN`` set, only for ``Authorization: Bearer <token>`` (else 401)."""
+    token: str | None = request.app.state.settings.metrics_token
+    if token:
+        sent = request.headers.get("authorization", "")
+        if not secrets.compare_digest(sent.encode(), f"Bearer {token}".encode()):
+            return JSONResponse(
+                {"detail": "/metrics needs Authorization: Bearer <ATTNSCOPE_METRICS_TOKEN>"},
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()

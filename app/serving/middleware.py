@@ -2,13 +2,18 @@
 thread pool): one log line and the metrics per request, the Host allow-list, the body-size limit
 and the security headers.
 
-    request -> RequestLog -> HostCheck -> BodyLimit -> SecurityHeaders -> GZip -> the app"""
+    request -> SecurityHeaders -> RequestLog -> HostCheck -> BodyLimit -> GZip -> the app
+
+SecurityHeaders is outermost and RequestLog answers unexpected errors itself, so every answer
+(the Host check's 400, the body limit's 413, a 500) has the headers and an ``X-Request-ID``."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
+import re
 import secrets
 import time
 from typing import Any
@@ -17,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.serving import metrics
+from app.serving.errors import unexpected_body, unexpected_start
 
 logger = logging.getLogger("app.serving.requests")
 
@@ -59,11 +65,21 @@ async def _send_json(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+SHUTTING_DOWN = json.dumps(
+    {"detail": "the server is shutting down and stopped this request (ATTNSCOPE_SHUTDOWN_TIMEOUT_S); retry"}
+).encode()
+
+
+def _json_start(status: int, body: bytes, extra: tuple[tuple[bytes, bytes], ...] = ()) -> Message:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
+    return {"type": "http.response.start", "status": status, "headers": headers}
+
+
 _ID_PREFIX = secrets.token_hex(4)  # this process's; with a counter: unique across replicas
 _ID_COUNTER = itertools.count(1)
 
 
-def _new_request_id() -> str:
+def new_request_id() -> str:
     """16 hex digits: the process's random prefix and a counter. ``uuid4`` read the kernel's random
     source for every request, ~0.3 ms each under load on this machine."""
     return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFF:08x}"
@@ -83,15 +99,16 @@ class RequestLog:
             return
         started = time.perf_counter()
         headers = dict(scope.get("headers") or [])
-        request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or _new_request_id()
+        request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or new_request_id()
         fields: dict[str, Any] = {}
         scope["attnscope.log"] = fields
         status = 500
+        status_started: int | None = None
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, status_started
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status = status_started = message["status"]
                 message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
                 route = _route_of(scope)
                 metrics.LATENCY.labels(route).observe(time.perf_counter() - started)
@@ -99,10 +116,28 @@ class RequestLog:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except asyncio.CancelledError:
+            # uvicorn cancels what still runs when the shutdown grace period ends: a 503 with
+            # Retry-After (retry elsewhere or after the restart), not the 500 it would send
+            if status_started is not None:
+                raise  # the answer has begun: uvicorn drops the connection
+            status = 503
+            await send_with_id(_json_start(503, SHUTTING_DOWN, ((b"retry-after", b"5"),)))
+            await send({"type": "http.response.body", "body": SHUTTING_DOWN})
+            metrics.CANCELLED.labels("shutdown").inc()
+            # answered: the request's task ends here (re-raising would only log a traceback)
+        except Exception as exc:
+            # Answered here, not by Starlette's outermost error layer: so the 500 carries the
+            # request id and the security headers (that layer sits outside every middleware)
+            if status_started is not None:
+                raise  # the answer has begun: nothing to do but drop the connection
+            status = 500
+            await send_with_id(unexpected_start(scope, exc))
+            await send({"type": "http.response.body", "body": unexpected_body(exc)})
         finally:
             ms = (time.perf_counter() - started) * 1000.0
             route = _route_of(scope)
-            metrics.REQUESTS.labels(route, scope["method"], str(status)).inc()
+            metrics.REQUESTS.labels(route, known_method(scope["method"]), str(status)).inc()
             logger.info(
                 "request id=%s %s %s model=%s tokens=%s beams=%s ms=%.1f status=%d outcome=%s",
                 request_id, scope["method"], scope["path"], fields.get("model", "-"), fields.get("tokens", "-"),
@@ -115,6 +150,15 @@ def _route_of(scope: Scope) -> str:
     metrics keep one series per route."""
     route = scope.get("route")
     return str(getattr(route, "path", None) or "unmatched")
+
+
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"})
+
+
+def known_method(method: str) -> str:
+    """The HTTP method as a metrics label: any other (a client can send ``FOO123``) is "other",
+    so invented methods cannot grow ``/metrics`` without bound."""
+    return method if method in KNOWN_METHODS else "other"
 
 
 def _outcome(status: int) -> str:
@@ -151,12 +195,20 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9_.-]+)|(?P<bare6>[0-9a-f:.]*:[0-9a-f:.]*))(?::\d{1,5})?")
+
+
 def host_name(host: str) -> str:
-    """A Host header without its port: ``localhost:8000`` -> ``localhost``, ``[::1]:8000`` -> ``::1``."""
+    """A Host header without its port: ``localhost:8000`` -> ``localhost``, ``[::1]:8000`` -> ``::1``.
+    Anything else than a name, an IPv4 or IPv6 address and a numeric port (``localhost:8300@evil.example``,
+    userinfo, paths, spaces) gives "", which no allow-list entry matches."""
     host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.split(":")[0] if host.count(":") == 1 else host
+    match = _HOST.fullmatch(host)
+    if match is None:
+        return ""
+    if match["bare6"] is not None:  # ::1 without brackets: the whole is the address
+        return host if ":" in host and _HOST.fullmatch(f"[{host}]") else ""
+    return str(match["v6"] or match["name"])
 
 
 class BodyLimit:

@@ -102,10 +102,11 @@ ReturnBeam = Annotated[
     bool, Field(description="Add `beam`: every node beam search kept, the chosen path and the finished hypotheses.")
 ]
 Prefix = Annotated[
-    str | None,
+    # The length bound on the str alone, where pydantic checks it natively: on ``str | None``
+    # beside a validator it sometimes ran as a Python check on null too (a TypeError, a 500)
+    Annotated[str, Field(max_length=2000)] | None,
     AfterValidator(lambda v: None if v is None else check_unicode(v)),
     Field(
-        max_length=2000,
         description=(
             "Force the translation to begin with this target text (tokenised like a target), then decode on: "
             "a what-if. `forced_tokens` in the answer says how many tokens were forced."

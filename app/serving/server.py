@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import uvicorn
 
 from app.config import Settings
 from app.device import resolve_device
+from app.serving import protocol
 from app.serving.main import create_app
 
 logger = logging.getLogger(__name__)
@@ -54,13 +57,25 @@ def run(
         "log_level": "info",
         "access_log": False,  # RequestLog writes one line per request
         "timeout_graceful_shutdown": settings.shutdown_timeout_s,
+        "http": "app.serving.protocol:TimedH11Protocol",  # header, body and send timeouts
     }
     if settings.workers == 1:
+        protocol.configure(settings)
         uvicorn.run(create_app(settings), **common)
         return
     for name, value in flags.items():  # the workers read their settings from the environment
         os.environ[f"ATTNSCOPE_{name.upper()}"] = str(value)
-    uvicorn.run("app.serving.main:create_app", factory=True, workers=settings.workers, **common)
+    # Prometheus multiprocess mode: /metrics adds up every worker's counts (each worker would
+    # otherwise answer with its own), in a fresh folder unless one is set
+    metrics_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        metrics_dir = tempfile.mkdtemp(prefix="attnscope-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    try:
+        uvicorn.run("app.serving.main:create_app", factory=True, workers=settings.workers, **common)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
 
 
 def _local(host: str) -> bool:

@@ -89,6 +89,7 @@ class ModelService:
             window_s=settings.batch_window_ms / 1000.0,
             max_texts=settings.max_batch_texts,
             parallel_texts=settings.parallel_batch_texts,
+            batch_limit=limits.batch_limit(settings),
         )
         self.stopping = False
 
@@ -177,12 +178,14 @@ class ModelService:
         )
         if log is not None:
             log.update(model=model_id, tokens=sum(lengths), beams=beam_size)
-        limits.admit(self.settings, served, lengths, budgets, beams=beam_size, weights=options.weights)
+        asked = limits.Asked(options.kinds, options.decimals, extras, beam_size)
+        cost = limits.admission(self.settings, served, lengths, budgets, asked)
         limits.admit_explain(self.settings, served, lengths, budgets, methods=extras.explain)
         ticket = self._ticket(
             texts, budgets, options, gone, extras=extras, choice=choice, prefixes=prefixes or [[] for _ in texts],
             on_step=on_step,
         )
+        ticket.cost = cost
         weights = options.weights or protect  # placing the spans reads the attention
         stream = 0 if on_step is None else id(ticket)
         key = TranslateKey(
@@ -212,7 +215,10 @@ class ModelService:
         choice = ablation.check_alignment(served, alignment)
         if log is not None:
             log.update(model=model_id, tokens=n, beams=0)
+        # Teacher-forced: one beam, the target (with EOS) as the output, under the same costs
+        cost = limits.admission(self.settings, served, [n], [m], limits.Asked(options.kinds, options.decimals, extras))
         ticket = self._ticket([text], [0], options, gone, targets=[target], extras=extras, choice=choice)
+        ticket.cost = cost
         key = AlignKey(model_id, tuple(heads))
         answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_align)
         return answers[0]
@@ -220,11 +226,17 @@ class ModelService:
     async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:
         """Run ``job`` in a decode slot of its own (under inference mode): the queue bound, the
         deadline and shutdown apply as to a translation, but it is never batched with others."""
+        return await self.run_stoppable(lambda should_stop: job(), gone=gone)
+
+    async def run_stoppable(self, job: Callable[[Callable[[], bool]], T], *, gone: threading.Event | None = None) -> T:
+        """:meth:`run_alone` for a ``job`` that takes ``should_stop`` (True once the deadline has
+        passed, the client has left or the server shuts down) and raises
+        :class:`~app.decoding.DecodeStopped` when it says so: the slot frees up at once."""
         ticket = self._ticket([], [], AnswerOptions(), gone)
 
         def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[T]:
             with torch.inference_mode():
-                return [job()]
+                return [job(should_stop)]
 
         result: T = await self.scheduler.submit(("alone", id(ticket)), ticket, runner)
         return result

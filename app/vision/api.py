@@ -95,7 +95,8 @@ async def caption(body: CaptionRequest, service: ServiceDep, request: Request) -
 
 
 @router.get("/samples", response_model=SamplesResponse,
-            responses={503: {"model": ErrorResponse, "description": "Fashion-MNIST is not installed."}},
+            responses={422: {"model": ErrorResponse, "description": "An invalid query parameter, named in `errors`."},
+                       503: {"model": ErrorResponse, "description": "Fashion-MNIST is not installed."}},
             summary="Test-split images to try, with their labels")
 async def samples(
     service: ServiceDep,

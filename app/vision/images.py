@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import re
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +29,8 @@ MAX_BYTES = 4 * 1024 * 1024
 MAX_SIDE = 2048
 MIN_SIDE = 8
 Image.MAX_IMAGE_PIXELS = MAX_SIDE * MAX_SIDE  # decompression bombs fail before decoding
+_OBJECT_REPR = re.compile(r"<[^<>]* at 0x[0-9a-fA-F]+>")
+_ADDRESS = re.compile(r"\s*\(?\bat 0x[0-9a-fA-F]+\)?|0x[0-9a-fA-F]{6,}")
 
 
 class ImageError(ValueError):
@@ -61,10 +65,22 @@ def decode_png(value: str, *, max_bytes: int = MAX_BYTES, max_side: int = MAX_SI
                 raise ImageError(f"image is {img.width}×{img.height} pixels; it needs at least {MIN_SIDE} a side")
             img.load()
             return _gray(img)
+    except ImageError:
+        raise
     except Image.DecompressionBombError:
         raise ImageError(f"image has too many pixels (limit {max_side}×{max_side})", status=413) from None
-    except (UnidentifiedImageError, OSError, SyntaxError) as err:
-        raise ImageError(f"image is not a readable {kind}: {err}") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, TypeError, IndexError, KeyError,
+            EOFError, struct.error, ZeroDivisionError, OverflowError, MemoryError) as err:  # fmt: skip
+        # Malformed chunks (IHDR, cHRM, pHYs, sRGB, gAMA, palettes, APNG acTL) raise any of these
+        # deep inside Pillow: each is the client's broken file, a 422, never a 500.
+        raise ImageError(f"image is not a readable {kind}: {_reason(err)}") from None
+
+
+def _reason(err: BaseException) -> str:
+    """The error's message without object reprs and heap addresses (``<... at 0x7f...>``)."""
+    text = _OBJECT_REPR.sub("an object", str(err))
+    text = _ADDRESS.sub("", text).strip()
+    return text[:200] or type(err).__name__
 
 
 def _gray(img: Image.Image) -> np.ndarray:

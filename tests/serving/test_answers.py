@@ -85,3 +85,18 @@ def test_api_answers_are_the_bytes_pydantic_writes(client: TestClient, path: str
 
 
 EXAMPLE: dict[str, Any] = TranslationResponse.model_config["json_schema_extra"]["examples"][0]  # type: ignore[index]
+
+
+def test_large_matrices_written_slab_by_slab_are_the_same_bytes(tiny_models_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large attention is written one (layer, head) slab at a time (so no one orjson call holds
+    the interpreter for a whole answer); the bytes are pydantic's all the same."""
+    import app.serving.answers as answers_module
+
+    monkeypatch.setattr(answers_module, "_SLAB_FLOATS", 0)  # every matrix counts as large
+    for folder in sorted(tiny_models_dir.iterdir()):
+        loaded = load_model_folder(folder)
+        results = Translator(loaded).translate([SOURCE, TINY_PAIRS[0][0]], beam_size=2)
+        answers = [to_response(loaded, result) for result in results]
+        for answer in answers:
+            assert answer_json(answer) == ONE.dump_json(answer)
+        assert answer_json(answers) == MANY.dump_json(answers)

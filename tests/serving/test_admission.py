@@ -1,0 +1,179 @@
+"""Admission covers everything a request costs (issue 35): the micro-batch as a whole, the work
+of a decode whose attention is not kept, the extras, /api/align and the answer's size in bytes,
+and a queue that could not reach a request before its deadline answers 503 with an honest
+Retry-After instead of a 504 later."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.serving.batching import Scheduler, Ticket
+from app.serving.errors import Unavailable
+from app.serving.explain import Extras
+from app.serving.limits import Asked, Cost, answer_bytes
+
+TRANSFORMER = "en-de-transformer"
+LONG = " ".join(["a", "play", "in"] * 40)
+
+
+def _ticket(text: str, cost: Cost) -> Ticket:
+    return Ticket(texts=[text], budgets=[1], deadline=time.monotonic() + 60, timeout_s=60, cost=cost)
+
+
+def _in_loop(test: Callable[[], Any]) -> None:
+    with ThreadPoolExecutor(1) as main:  # a loop of its own (see test_scheduler.py)
+        main.submit(asyncio.run, test()).result()
+
+
+def test_a_micro_batch_is_held_to_the_limit_as_a_whole() -> None:
+    """Eight requests each at half the limit, submitted together: no decode takes more than two
+    (before, each was checked alone and all eight decoded as one)."""
+    batches: list[list[str]] = []
+    lock = threading.Lock()
+
+    def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[str]:
+        with lock:
+            batches.append([t.texts[0] for t in tickets])
+        time.sleep(0.01)
+        return [t.texts[0] for t in tickets]
+
+    limit = Cost(floats=100, work=100, answer_bytes=100)
+    half = Cost(floats=50, work=10, answer_bytes=10)
+
+    async def test() -> None:
+        with ThreadPoolExecutor(1) as pool:
+            scheduler = Scheduler(pool, slots=1, max_queue=16, window_s=0.05, max_texts=32, batch_limit=limit)
+            results = await asyncio.gather(*(scheduler.submit("k", _ticket(str(i), half), runner) for i in range(8)))
+        assert results == [str(i) for i in range(8)]
+
+    _in_loop(test)
+    assert sorted(t for batch in batches for t in batch) == [str(i) for i in range(8)]
+    assert max(len(batch) for batch in batches) == 2
+
+
+def test_a_queue_past_the_deadline_is_a_503_with_its_wait_as_retry_after() -> None:
+    release = threading.Event()
+
+    def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[str]:
+        assert release.wait(30)
+        return [t.texts[0] for t in tickets]
+
+    heavy = Cost(work=10_000_000)  # 40 s at the rate below
+
+    async def test() -> None:
+        with ThreadPoolExecutor(1) as pool:
+            scheduler = Scheduler(pool, slots=1, max_queue=16, window_s=0.0, max_texts=1)
+            scheduler._work_s = 4e-6  # as if recent decodes took 4 s per million units
+            first = asyncio.ensure_future(scheduler.submit("k", _ticket("a", heavy), runner))
+            await asyncio.sleep(0.05)
+            with pytest.raises(Unavailable) as refused:  # 40 s running + 40 s of its own > 60 s
+                await scheduler.submit("k", _ticket("b", heavy), runner)
+            assert 30 <= refused.value.retry_after_s <= 41
+            assert "ATTNSCOPE_REQUEST_TIMEOUT_S" in str(refused.value)
+            release.set()
+            assert await first == "a"
+
+    _in_loop(test)
+
+
+def test_attention_none_is_cheaper_not_free(tiny_models_dir: Path, client_for: Any) -> None:
+    """``"attention": []`` skipped every cost check (a 32-text beam-16 batch held a slot 60 s);
+    now the decode's work is checked too, naming ATTNSCOPE_MAX_DECODE_WORK and ways under it."""
+    with client_for(tiny_models_dir, max_decode_work=400_000) as c:
+        body = {"model": TRANSFORMER, "texts": [LONG, LONG], "beam_size": 8, "max_length": 100, "attention": []}
+        r = c.post("/api/translate/batch", json=body)
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert "ATTNSCOPE_MAX_DECODE_WORK" in detail and r.json()["errors"][0]["type"] == "cost_limit"
+        beams = int(re.search(r"beam_size ≤ (\d+)", detail).group(1))  # type: ignore[union-attr]
+        length = int(re.search(r"max_length ≤ (\d+)", detail).group(1))  # type: ignore[union-attr]
+        for fix in ({"beam_size": beams}, {"max_length": length}, {"texts": [LONG]}):
+            r = c.post("/api/translate/batch", json={**body, **fix})
+            assert r.status_code in (200, 422), fix
+            assert r.status_code == 200 or "fewer texts" not in str(fix), fix
+        assert c.post("/api/translate/batch", json={**body, "beam_size": beams}).status_code == 200
+
+
+def ways_under(detail: str) -> list[dict[str, Any]]:
+    """The changes a 422 offers, as request fields."""
+    ways: list[dict[str, Any]] = []
+    if m := re.search(r"precision ≤ (\d+)", detail):
+        ways.append({"precision": int(m.group(1))})
+    if m := re.search(r'"attention": \["(\w+)"\]', detail):
+        ways.append({"attention": [m.group(1)]})
+    if "return_scores false" in detail:
+        ways.append({"return_scores": False})
+    if "no alternatives and no beam tree" in detail:
+        ways.append({"alternatives": 0, "return_beam": False})
+    if m := re.search(r"max_length ≤ (\d+)", detail):
+        ways.append({"max_length": int(m.group(1))})
+    return ways
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"return_scores": True}, {"alternatives": 20}, {"return_beam": True}, {"precision": 8}],
+)
+def test_extras_count_toward_the_answer_size(
+    client: Any, tiny_models_dir: Path, client_for: Any, extra: dict[str, Any]
+) -> None:
+    """A request that fits without an extra is refused with it, naming the answer-size limit
+    and ways under it, each of which works."""
+    body = {"model": TRANSFORMER, "text": LONG, "beam_size": 4, "max_length": 60, "precision": 3}
+    config = client.app.state.service.get(TRANSFORMER).loaded.config
+    source = len(client.post("/api/translate", json={**body, "attention": []}).json()["source_tokens"])
+    limit = answer_bytes(config, [source], [60], Asked(None, 3, Extras(), 4))  # the plain request's estimate
+    with client_for(tiny_models_dir, max_answer_bytes=limit) as c:
+        assert c.post("/api/translate", json=body).status_code == 200
+        r = c.post("/api/translate", json={**body, **extra})
+        assert r.status_code == 422, (extra, r.text[:200])
+        detail = r.json()["detail"]
+        assert "ATTNSCOPE_MAX_ANSWER_BYTES" in detail and "MB of JSON" in detail
+        assert r.json()["errors"][0]["type"] == "answer_size_limit"
+        ways = ways_under(detail)
+        assert ways, detail
+        for fix in ways:
+            assert c.post("/api/translate", json={**body, **extra, **fix}).status_code == 200, (fix, detail)
+
+
+def test_align_is_inside_the_limits(tiny_models_dir: Path, client_for: Any) -> None:
+    body = {"model": TRANSFORMER, "text": LONG, "target": LONG, "return_scores": True}
+    with client_for(tiny_models_dir, max_answer_bytes=2_000_000) as c:
+        r = c.post("/api/align", json=body)
+        assert r.status_code == 422 and "ATTNSCOPE_MAX_ANSWER_BYTES" in r.json()["detail"]
+        assert c.post("/api/align", json={**body, "return_scores": False, "attention": ["cross"]}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"precision": 8, "return_scores": True, "alternatives": 5, "return_beam": True},
+        {"attention": ["cross"], "precision": 0},
+        {"attention": []},
+    ],
+)
+def test_the_size_estimate_is_an_upper_bound(client: Any, options: dict[str, Any]) -> None:
+    """The estimate admission uses is never below the real answer's size."""
+    service = client.app.state.service
+    for model in service.ids:
+        served = service.get(model)
+        body = {"model": model, "text": LONG, "beam_size": 3, "max_length": 40, **options}
+        r = client.post("/api/translate", json=body, headers={"accept-encoding": "identity"})
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        extras = Extras(options.get("return_beam", False), options.get("return_scores", False), options.get("alternatives", 0))
+        kinds = None if "attention" not in options else tuple(options["attention"])
+        source = len(answer["source_tokens"])
+        estimate = answer_bytes(served.loaded.config, [source], [40], Asked(kinds, options.get("precision", 6), extras, 3))
+        assert len(json.dumps(answer, separators=(",", ":")).encode()) <= estimate, model
