@@ -142,8 +142,10 @@ def import_model(
         "license": _license(folder),
         "parameters": model.num_parameters,
         "dtype": dtype,
-        # beam search ranks by the plain log-probability, as generate(length_penalty=0) does
-        "decoding": {"length_penalty": 0.0},
+        # beam search ranks by the plain log-probability, as generate(length_penalty=0) does; no
+        # placeholders by default: a general MT model copies numbers and names itself, and its
+        # output should be the original's (protect exists for the caption-trained shipped models)
+        "decoding": {"length_penalty": 0.0, "protect": False},
         "conversion_checks": checked,
     }
     save_model_folder(
