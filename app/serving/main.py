@@ -22,7 +22,13 @@ from app.config import Settings, get_settings
 from app.serving import api, assets, metrics, pages, stream
 from app.serving import attribution as attribution_api
 from app.serving.errors import install_error_handlers
-from app.serving.middleware import BodyLimit, HostCheck, RequestLog, SecurityHeaders
+from app.serving.middleware import (
+    BodyLimit,
+    HostCheck,
+    RequestLog,
+    SecurityHeaders,
+    answer_cancelled,
+)
 from app.serving.service import ModelService
 from app.vision import api as vision_api
 
@@ -52,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # still running now stop at their next step, loading before its next model, so the
             # process exits promptly.
             service.stop()
+            await answer_cancelled()  # the requests uvicorn cancelled answer 503, not silence
             for _ in range(60):  # at most 3 s for the model being loaded
                 if not loading.is_alive():
                     break

@@ -88,7 +88,11 @@ def new_request_id() -> str:
 class RequestLog:
     """One log line per request (id, method, path, status, ms, and for inference the model,
     tokens, beams and outcome) and the request metrics. The id is the client's ``X-Request-ID``
-    when it sends one, else a new one; it comes back in the answer's ``X-Request-ID``."""
+    when it sends one, else a new one; it comes back in the answer's ``X-Request-ID``.
+    ``running`` holds the tasks of the requests in progress, so that shutdown can wait for the
+    ones uvicorn cancelled to send their 503 (:func:`answer_cancelled`)."""
+
+    running: set[asyncio.Task[Any]] = set()
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -98,6 +102,9 @@ class RequestLog:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        task = asyncio.current_task()
+        if task is not None:
+            RequestLog.running.add(task)
         headers = dict(scope.get("headers") or [])
         request_id = headers.get(b"x-request-id", b"").decode("latin-1")[:64] or new_request_id()
         fields: dict[str, Any] = {}
@@ -135,6 +142,8 @@ class RequestLog:
             await send_with_id(unexpected_start(scope, exc))
             await send({"type": "http.response.body", "body": unexpected_body(exc)})
         finally:
+            if task is not None:
+                RequestLog.running.discard(task)
             ms = (time.perf_counter() - started) * 1000.0
             route = _route_of(scope)
             metrics.REQUESTS.labels(route, known_method(scope["method"]), str(status)).inc()
@@ -143,6 +152,15 @@ class RequestLog:
                 request_id, scope["method"], scope["path"], fields.get("model", "-"), fields.get("tokens", "-"),
                 fields.get("beams", "-"), ms, status, _outcome(status),
             )  # fmt: skip
+
+
+async def answer_cancelled(timeout_s: float = 1.0) -> None:
+    """Give the requests still in progress (at shutdown: those uvicorn cancelled when the grace
+    period ended) up to ``timeout_s`` to send their 503: without a wait the lifespan's shutdown
+    can end, and the loop close, before their handlers ever run, dropping the connections."""
+    pending = [task for task in RequestLog.running if not task.done() and task is not asyncio.current_task()]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout_s)
 
 
 def _route_of(scope: Scope) -> str:
