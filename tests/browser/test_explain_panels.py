@@ -1,0 +1,93 @@
+"""Issue 32's panels in real Chromium: the anatomy panel's value norms ‖f(x_j)‖ (static/js/anatomy.js),
+the ALTI+ source | prefix view (static/js/explain-view.js), the Models page's method × model table
+(static/js/explain-table.js) and contrastive attribution from the Heads card's alternatives."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from app.testing import running_server
+
+pytestmark = pytest.mark.browser
+
+TEXT = "A man is riding a bicycle."
+# what `attnscope evaluate --explain` writes (0-based [layer][head] grids; per-layer methods have one column)
+CARD_EXPLANATIONS = {
+    "en-de-transformer": {
+        "attention": {"per": "head", "alignment": {"f1": [[0.1, 0.2], [0.3, 0.25]]}, "spearman_ig": [[0.1, 0.0], [0.2, 0.3]]},
+        "norm": {"per": "head", "alignment": {"f1": [[0.15, 0.35], [0.3, 0.2]]}, "spearman_ig": [[0.2, 0.1], [0.4, 0.3]]},
+        "alti": {"per": "layer", "alignment": {"f1": [[0.4], [0.75]]}, "spearman_ig": [[0.1], [0.2]]},
+    },
+    "en-de-rnn-additive": {
+        "attention": {"per": "head", "alignment": {"f1": [[0.45]]}, "spearman_ig": [[0.5]]},
+        "norm": {"per": "head", "alignment": {"f1": [[0.5]]}, "spearman_ig": [[0.55]]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def server_url(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The browser tests' models; two cards carry an `explanations` section."""
+    root = tmp_path_factory.mktemp("panels") / "models"
+    shutil.copytree(browser_models_dir, root)
+    for name, methods in CARD_EXPLANATIONS.items():
+        path = root / name / "card.json"
+        card = json.loads(path.read_text())
+        card["explanations"] = {"split": "test2016", "sentences": 6, "ig_steps": 4, "methods": methods}
+        path.write_text(json.dumps(card))
+    with running_server(root, tmp_path_factory.mktemp("panels-server") / "server.log") as url:
+        yield url
+
+
+def translate(page: Page, server_url: str, model: str) -> None:
+    page.goto(f"{server_url}/?text=")
+    page.wait_for_selector("body[data-ready=true]")
+    page.select_option("#model", model)
+    page.fill("#beam", "1")
+    page.fill("#text", TEXT)
+    with page.expect_response("**/api/translate"):
+        page.press("#text", "Enter")
+    expect(page.locator("#explorer [data-role=caption-main]")).not_to_be_empty()
+
+
+def click_row(page: Page, row: int) -> dict:
+    """Click heatmap row ``row``; the answer the anatomy panel fetched."""
+    gd = page.locator("#explorer [data-role=plot-main] .nsewdrag").first
+    gd.scroll_into_view_if_needed()
+    box = gd.bounding_box()
+    rows = len(page.eval_on_selector("#explorer [data-role=plot-main]", "gd => gd.data[0].z"))
+    with page.expect_response("**/api/translate") as answer:
+        page.mouse.click(box["x"] + 5, box["y"] + box["height"] * (row + 0.5) / rows)
+    body: dict = answer.value.json()
+    return body
+
+
+@pytest.mark.parametrize("model", ["en-de-transformer", "en-de-rnn-additive"])
+def test_anatomy_shows_value_norms_and_what_each_key_moves(page: Page, server_url: str, model: str, shoot) -> None:  # type: ignore[no-untyped-def]
+    translate(page, server_url, model)
+    answer = click_row(page, 1)
+    rows = page.locator("#anatomy-card .anatomy-table tbody tr")
+    expect(rows).to_have_count(len(answer["source_tokens"]))
+    layer, head = (0, 0)
+    if model == "en-de-transformer":
+        layer = int(page.locator("#explorer [data-role=layer]").input_value())
+        head = int(page.locator("#explorer [data-role=head]").input_value())
+    sizes = answer["explanations"]["norm_values"]["cross"][layer][head]
+    query = int(page.locator("#anatomy-card").get_attribute("data-query") or "-1")
+    norms = answer["explanations"]["norm"]["cross"][layer][head][query]
+    shown = rows.locator("[data-size]").evaluate_all("cs => cs.map(c => Number(c.dataset.size))")
+    moved = rows.locator("[data-moved]").evaluate_all("cs => cs.map(c => Number(c.dataset.moved))")
+    assert shown == pytest.approx(sizes, abs=1e-6)
+    assert moved == pytest.approx(norms, abs=1e-5)  # α‖f(x)‖ is the norm explanation's entry
+    expect(page.locator("#anatomy-card thead")).to_contain_text("value norm ‖f(x)‖")
+    expect(page.locator("#anatomy-card")).to_contain_text("A high weight on a short vector moves little")
+    shoot(page, f"anatomy-norms-{model}")
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(page.locator("#anatomy-card [data-size]").first).to_be_visible()
+    shoot(page, f"anatomy-norms-{model}-390")
