@@ -91,3 +91,30 @@ def test_anatomy_shows_value_norms_and_what_each_key_moves(page: Page, server_ur
     page.set_viewport_size({"width": 390, "height": 844})
     expect(page.locator("#anatomy-card [data-size]").first).to_be_visible()
     shoot(page, f"anatomy-norms-{model}-390")
+
+
+def test_alti_shows_source_and_prefix_side_by_side(page: Page, server_url: str, shoot) -> None:  # type: ignore[no-untyped-def]
+    translate(page, server_url, "en-de-transformer")
+    page.select_option("#explorer [data-role=layer]", "0")
+    with page.expect_response("**/api/translate") as answer:
+        page.click("#explorer [data-role=explain-switch] [data-method=alti]")
+    alti = answer.value.json()["explanations"]["alti"]
+    plot = page.locator("#explorer [data-role=alti-split] [data-role=alti-plot]")
+    expect(plot).to_have_attribute("data-layer", "0")
+    z = plot.evaluate("gd => gd.data.map(t => t.z)")
+    assert z == [alti["source"][0], alti["target"][0]]
+    for src, tgt in zip(*z, strict=True):  # a row over source and prefix sums to 1
+        assert sum(src) + sum(tgt) == pytest.approx(1, abs=1e-3)
+    expect(page.locator("#explorer [data-role=source-share] [data-share]")).to_have_count(len(z[0]))  # the bar row stays
+    page.select_option("#explorer [data-role=layer]", "1")
+    expect(plot).to_have_attribute("data-layer", "1")
+    assert plot.evaluate("gd => gd.data[0].z") == alti["source"][1]
+    shoot(page, "alti-split")
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(plot).to_be_visible()
+    box = page.locator("#explorer [data-role=alti-split]")
+    expect(box).to_have_js_property("scrollWidth", box.evaluate("b => b.clientWidth"))  # fits, no sideways scroll
+    assert box.evaluate("b => b.getBoundingClientRect().right") <= 390
+    shoot(page, "alti-split-390")
+    page.click("#explorer [data-role=explain-switch] [data-method=weights]")
+    expect(page.locator("#explorer [data-role=alti-split]")).to_be_hidden()
