@@ -20,12 +20,12 @@ TEXT = "A man is riding a bicycle."
 # what `attnscope evaluate --explain` writes (0-based [layer][head] grids; per-layer methods have one column)
 CARD_EXPLANATIONS = {
     "en-de-transformer": {
-        "attention": {"per": "head", "alignment": {"f1": [[0.1, 0.2], [0.3, 0.25]]}, "spearman_ig": [[0.1, 0.0], [0.2, 0.3]]},
+        "weights": {"per": "head", "alignment": {"f1": [[0.1, 0.2], [0.3, 0.25]]}, "spearman_ig": [[0.1, 0.0], [0.2, 0.3]]},
         "norm": {"per": "head", "alignment": {"f1": [[0.15, 0.35], [0.3, 0.2]]}, "spearman_ig": [[0.2, 0.1], [0.4, 0.3]]},
         "alti": {"per": "layer", "alignment": {"f1": [[0.4], [0.75]]}, "spearman_ig": [[0.1], [0.2]]},
     },
     "en-de-rnn-additive": {
-        "attention": {"per": "head", "alignment": {"f1": [[0.45]]}, "spearman_ig": [[0.5]]},
+        "weights": {"per": "head", "alignment": {"f1": [[0.45]]}, "spearman_ig": [[0.5]]},
         "norm": {"per": "head", "alignment": {"f1": [[0.5]]}, "spearman_ig": [[0.55]]},
     },
 }
@@ -118,3 +118,29 @@ def test_alti_shows_source_and_prefix_side_by_side(page: Page, server_url: str, 
     shoot(page, "alti-split-390")
     page.click("#explorer [data-role=explain-switch] [data-method=weights]")
     expect(page.locator("#explorer [data-role=alti-split]")).to_be_hidden()
+
+
+def test_models_page_draws_the_method_by_model_table(page: Page, server_url: str, shoot) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{server_url}/models")
+    page.wait_for_selector("body[data-ready=true]")
+    table = page.locator("[data-role=explain-table]")
+    expect(table).to_have_count(1)  # one language pair has cards with explanations
+    expect(table.locator("thead th")).to_have_text(["method", "en-de-transformer", "en-de-rnn-additive"])  # the page's model order
+
+    def cell(model: str, method: str) -> tuple[float, str]:
+        td = table.locator(f"td[data-model='{model}'][data-method='{method}']")
+        return float(td.get_attribute("data-f1") or "nan"), td.get_attribute("data-where") or ""
+
+    # the cards' 0-based [layer][head] grids, shown counted from 1
+    assert cell("en-de-transformer", "weights") == (0.3, "L2 H1")
+    assert cell("en-de-transformer", "norm") == (0.35, "L1 H2")
+    assert cell("en-de-transformer", "alti") == (0.75, "L2")
+    assert cell("en-de-rnn-additive", "norm") == (0.5, "")
+    expect(table.locator("td[data-model='en-de-rnn-additive'][data-method='alti']")).to_have_text("–")
+    expect(table.locator("td[data-model='en-de-transformer'][data-method='alti'] strong")).to_have_text("F1 0.750 (L2)")
+    expect(table.locator("td[data-model='en-de-transformer'][data-method='norm'] strong")).to_have_text("ρ 0.400 (L2 H1)")
+    table.scroll_into_view_if_needed()
+    shoot(page, "models-explain-table")
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert table.evaluate("t => t.getBoundingClientRect().right") <= 390
+    shoot(page, "models-explain-table-390")
