@@ -144,3 +144,32 @@ def test_models_page_draws_the_method_by_model_table(page: Page, server_url: str
     page.set_viewport_size({"width": 390, "height": 844})
     assert table.evaluate("t => t.getBoundingClientRect().right") <= 390
     shoot(page, "models-explain-table-390")
+
+
+def test_heads_card_explains_why_not_an_alternative(page: Page, server_url: str, shoot) -> None:  # type: ignore[no-untyped-def]
+    translate(page, server_url, "en-de-transformer")
+    with page.expect_response("**/api/translate") as details:
+        page.locator("#insight [data-role=confidence] .prob").nth(1).click()  # what-if at token 2
+    written = details.value.json()["target_tokens"][1]
+    why = page.locator("#whatif button.why-not").first
+    foil = why.get_attribute("data-foil")
+    assert foil and foil != written
+    with page.expect_response("**/api/attribution") as answer:
+        why.click()
+    asked = answer.value.request.post_data_json
+    assert asked["contrast"] == {"position": 1, "token": foil}
+    body = answer.value.json()
+    c = body["contrastive"]
+    assert (c["token"], c["foil"]) == (written, foil)
+    out = page.locator("#heads-card [data-role=heads-out]")
+    expect(out.locator("[data-role=contrast-title]")).to_have_text(f"Why «{written}» rather than «{foil}» (token 2)?")
+    rows = out.locator("[data-role=contrast-bars] tbody tr")
+    expect(rows).to_have_count(len(body["source_tokens"]))
+    shares = rows.evaluate_all("rs => rs.map(r => Number(r.dataset.share))")
+    assert shares == pytest.approx(c["integrated_gradients"], abs=1e-9)
+    assert sum(shares) == pytest.approx(1, abs=1e-3)
+    expect(out).to_contain_text("log p(")
+    shoot(page, "contrast")
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert out.evaluate("o => o.getBoundingClientRect().right") <= 390
+    shoot(page, "contrast-390")
