@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from app.explain.alti import Alti, alti
-from app.explain.norm import rnn_norms, transformer_norms
+from app.explain.norm import rnn_norms, rnn_value_norms, transformer_norms, transformer_value_norms
 from app.explain.rollout import transformer_rollout
 from app.explain.trace import Trace, trace
 from app.explain.value_zeroing import transformer_value_zeroing
@@ -46,10 +46,11 @@ NO_ATTENTION = "this model has no attention (score 'none'): there are no weights
 
 @dataclass
 class Explanations:
-    """norm: kind -> (L, H, Q, K); rollout, value_zeroing: kind -> (L, Q, K); alti: :class:`Alti`;
+    """norm: kind -> (L, H, Q, K); norm_values (with norm): kind -> (L, H, K) ‖f_h(x_j)‖; rollout, value_zeroing: kind -> (L, Q, K); alti: :class:`Alti`;
     unavailable: method -> why this model has none. Only the methods asked for are filled."""
 
     norm: dict[str, Tensor] | None = None
+    norm_values: dict[str, Tensor] | None = None
     rollout: dict[str, Tensor] | None = None
     value_zeroing: dict[str, Tensor] | None = None
     alti: Alti | None = None
@@ -71,6 +72,7 @@ def explain(model: Seq2Seq, source_ids: list[int], target_ids: list[int], *, met
         traced: Trace = trace(model, source_ids, target_ids)
         if "norm" in methods:
             found.norm = transformer_norms(traced)
+            found.norm_values = transformer_value_norms(traced)
         if "rollout" in methods:
             found.rollout = transformer_rollout(traced)
         if "alti" in methods:
@@ -86,6 +88,7 @@ def explain(model: Seq2Seq, source_ids: list[int], target_ids: list[int], *, met
                 found.unavailable["norm"] = NO_ATTENTION
             else:
                 found.norm = rnn_norms(model, source_ids, target_ids)
+                found.norm_values = rnn_value_norms(model, source_ids)
         else:
             found.unavailable[method] = RNN_REASONS[method]
     return found

@@ -45,6 +45,7 @@ def explanations(
         )
     return Explanations.model_construct(
         norm=_kinds(found.norm, decimals),
+        norm_values=_kinds(found.norm_values, decimals),
         rollout=_kinds(found.rollout, decimals),
         value_zeroing=_kinds(found.value_zeroing, decimals),
         alti=alti,

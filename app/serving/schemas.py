@@ -317,6 +317,10 @@ class Explanations(BaseModel):
     norm: dict[AttentionKind, Matrix] | None = Field(
         default=None, description="[layer][head][query][key] ‖α_ij f_h(x_j)‖, the shape of `attention`."
     )
+    norm_values: dict[AttentionKind, LayerMatrix] | None = Field(
+        default=None,
+        description="With `norm`: [layer][head][key] ‖f_h(x_j)‖, the size of the vector each key moves (the same for every query).",
+    )
     rollout: dict[AttentionKind, LayerMatrix] | None = Field(
         default=None, description="[layer][query][key] attention rollout after each layer; rows sum to 1."
     )

@@ -44,6 +44,11 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
   const transformer = details.score === null || details.score === undefined;
   const dk = details.key_dim || 1;
   const root2 = Math.sqrt(dk);
+  // ‖f(x_j)‖ per key (the `norm` explanation's norm_values): the size of what each key moves
+  const sizes = details.explanations?.norm_values?.[kind]?.[layer]?.[head] || null;
+  const maxSize = sizes ? Math.max(...sizes, 1e-9) : 1;
+  const moved = sizes ? weights.map((w, i) => w * sizes[i]) : null;
+  const maxMoved = moved ? Math.max(...moved, 1e-9) : 1;
   const real = scores.map((s, i) => ({ key: axes.cols[i], s, w: weights[i], i })).filter((r) => r.s !== null);
   const maxAbs = Math.max(...real.map((r) => Math.abs(r.s)), 1e-9);
   const maxExp = Math.max(...real.map((r) => r.s));
@@ -64,6 +69,10 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
       el("td", { class: "bar-cell signed" }, el("span", { class: "axis" }), scoreBar),
       el("td", { class: "num" }, masked ? "–" : (Math.exp(s - maxExp) / total).toFixed(4)),
       el("td", { class: "bar-cell" }, el("span", { class: "bar weight", style: { width: `${100 * w}%` } })),
+      sizes ? el("td", { class: "num", dataset: { size: String(sizes[i]) } }, masked ? "–" : sizes[i].toFixed(2)) : null,
+      sizes ? el("td", { class: "bar-cell" }, el("span", { class: "bar size", style: { width: `${(100 * sizes[i]) / maxSize}%` } })) : null,
+      moved ? el("td", { class: "num", dataset: { moved: String(moved[i]) } }, masked ? "–" : moved[i].toFixed(3)) : null,
+      moved ? el("td", { class: "bar-cell" }, el("span", { class: "bar moved", style: { width: `${(100 * moved[i]) / maxMoved}%` } })) : null,
     );
   });
   const keyName = kind === "decoder_self" ? "decoder input" : kind === "cross" ? `source${sourceLang ? ` (${sourceLang})` : ""}` : "source key";
@@ -82,6 +91,8 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
         el("th", { scope: "col" }, "① raw score"),
         el("th", { scope: "col" }, "softmax"),
         el("th", { scope: "col" }, "② weight α"),
+        sizes ? el("th", { scope: "col", colspan: 2, title: "‖f(xᵢ)‖: the size of the vector this key would move, the same for every query" }, "③ value norm ‖f(x)‖") : null,
+        sizes ? el("th", { scope: "col", colspan: 2, title: "‖αᵢ f(xᵢ)‖ = αᵢ ‖f(xᵢ)‖: what this key actually moves to the query" }, "④ moved α‖f(x)‖") : null,
       ),
     ),
     el("tbody", {}, rows),
@@ -93,14 +104,20 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
     kind === "cross"
       ? el("li", {}, el("strong", {}, "Weighted sum"), " of the ", transformer ? "values" : "encoder states", ": c = Σᵢ αᵢ ", transformer ? "vᵢ" : "hᵢ", ", the context vector below.")
       : null,
+    sizes
+      ? el("li", {}, el("strong", {}, "Size"), " of what each key moves: ‖f(xᵢ)‖ = ‖(xᵢ W_V + b_V) W_O‖",
+        transformer ? " (this head's value and output projection)" : " (through the output layer)",
+        ". A high weight on a short vector moves little: αᵢ ‖f(xᵢ)‖ is the key's real share (Kobayashi et al. 2020).")
+      : null,
   ];
   const children = [el("ol", { class: "anatomy-steps" }, steps), el("div", { class: "table-scroll" }, table)];
+  const contextStep = sizes ? "⑤" : "③";
   const context = details.context_vectors?.[layer]?.[head]?.[query];
   if (kind === "cross" && context) {
     const maxC = Math.max(...context.map(Math.abs), 1e-9);
     const norm = details.context_norms?.[layer]?.[head]?.[query];
     children.push(
-      el("h4", {}, `③ Context vector c (${context.length} numbers, ‖c‖ = ${fmt(norm, 2)})`),
+      el("h4", {}, `${contextStep} Context vector c (${context.length} numbers, ‖c‖ = ${fmt(norm, 2)})`),
       el(
         "div",
         { class: "context-bars", role: "img", "aria-label": `context vector of ${context.length} numbers, norm ${fmt(norm, 2)}` },

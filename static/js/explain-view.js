@@ -3,6 +3,7 @@
 // same kind, layer and head. While a method is chosen the page's requests carry `explain` (every
 // method of the model's family at once), so each answer comes with the explanations of exactly
 // the tokens it shows; choosing a method on an answer without them asks for it again.
+import { drawAltiSplit } from "./alti-view.js";
 import { el, setChildren } from "./dom.js";
 import { cardOf } from "./head-facts.js";
 
@@ -78,6 +79,8 @@ export class ExplainView {
     this.method = "weights";
     this.note = el("span", { class: "muted", "data-role": "explain-note" });
     this.share = el("div", { "data-role": "source-share", hidden: true });
+    this.split = el("div", { "data-role": "alti-split", hidden: true });
+    Object.assign(this.split.style, { width: "100%", maxWidth: "100%", overflowX: "auto" });
     explorer.transform = (response) => shownResponse(response, this.method, response.explanations);
     const render = explorer.onRender;
     explorer.onRender = (...args) => {
@@ -120,6 +123,10 @@ export class ExplainView {
     segmented.style.flexWrap = "wrap"; // five choices: on a phone they wrap rather than widen the page
     this.box.style.maxWidth = "100%";
     setChildren(this.box, el("span", { class: "control-label" }, "Heatmap shows"), segmented, this.note, this.share);
+    // the side-by-side ALTI+ view goes below the heatmaps, so it never pushes the first one down
+    const plots = this.box.closest("[id]")?.querySelector(".plots");
+    if (plots && this.split.previousElementSibling !== plots) plots.after(this.split);
+    else if (!plots && !this.split.isConnected) this.box.append(this.split);
   }
 
   /** Say in the plots' captions what they show, when it is not the weights. */
@@ -127,6 +134,8 @@ export class ExplainView {
     const why = this.explorer.response?.explanations?.unavailable?.[this.method];
     this.note.textContent = why ? `Not for this model: ${why}.` : "";
     this.renderShare();
+    const layer = this.explorer.state.kind === "encoder_self" ? -1 : this.explorer.state.layer;
+    drawAltiSplit(this.split, this.method === "alti" ? this.explorer.response : null, layer);
     if (this.method === "weights") return;
     const f1 = this.methodF1();
     for (const role of ["caption-main", "caption-aligned"]) {

@@ -4,6 +4,7 @@
 // rank correlation of each head. Works on the sentence the page translated last (translate.js
 // announces it with an "attnscope:translated" event), else on the text box.
 import { postJSON } from "./api.js";
+import { runContrast } from "./contrast-view.js";
 import { el, plotlyReady, role, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";
 import { headFacts } from "./head-facts.js";
@@ -158,6 +159,10 @@ async function init() {
   sortBy.addEventListener("change", render);
   role(card, "heads-run").addEventListener("click", runAblation);
   role(card, "heads-attribution").addEventListener("click", runAttribution);
+  document.addEventListener("attnscope:contrast", (event) => {  // from the what-if alternatives
+    const target = translated && translated.model === model()?.id ? { target: translated.translation } : {};
+    runContrast(out, status, { ...body(), ...target }, event.detail);
+  });
   // The page fills and sets the model select itself: follow it (it may change without an event).
   new MutationObserver(render).observe(document.getElementById("model"), { childList: true, subtree: true });
   document.getElementById("translate-form").addEventListener("submit", () => setTimeout(render, 0));

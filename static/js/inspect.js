@@ -79,7 +79,7 @@ export class Inspector {
   details() {
     if (!this.detailsPromise) {
       const { model, text, beam, prefix } = this.current;
-      const body = { model: model.id, text, beam_size: beam, return_scores: true, alternatives: ALTERNATIVES };
+      const body = { model: model.id, text, beam_size: beam, return_scores: true, alternatives: ALTERNATIVES, explain: ["norm"] };
       if (prefix) body.prefix = prefix;
       this.detailsPromise = postJSON("/api/translate", body).catch((err) => {
         this.detailsPromise = null;

@@ -1,6 +1,7 @@
 // The Models page: each model's card (rendered into the page as JSON by the server), its learning
 // curve, and per language pair the BLEU-by-sentence-length and validation-BLEU plots of all its models.
 import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
+import { explanationTable } from "./explain-table.js";
 import { ablationGrids, alignmentGrid } from "./head-grids.js";
 import { plotlyText } from "./heatmap.js";
 import { BLEU_KIND, describeArchitecture, pageCards, showHealth } from "./models-api.js";
@@ -269,6 +270,7 @@ function pairSection(pair, list) {
         el("h3", {}, "Validation BLEU during training"),
         hasVal ? valDiv : el("p", { class: "hint" }, "No model of this pair has a learning curve in its card yet.")),
     ),
+    explanationTable(list),
     el("div", { class: "model-cards" }, cardsOut.map((c) => c.node)),
   );
   return { section, draws };

@@ -70,7 +70,15 @@ export class WhatIf {
       options.map((option) => {
         const p = Math.exp(option.logprob);
         const same = option.token === token;
-        return el(
+        // contrastive attribution in the Heads card (contrast-view.js): why the model's token, not this one
+        const why = same ? null : el("button", {
+          type: "button",
+          class: "btn small ghost why-not",
+          title: `why «${token}» rather than «${option.token}»? (contrastive attribution, in the Heads card)`,
+          dataset: { foil: option.token },
+          onclick: () => this.root.dispatchEvent(new CustomEvent("attnscope:contrast", { bubbles: true, detail: { position: index, token: option.token } })),
+        }, "why not?");
+        return [el(
           "button",
           {
             type: "button",
@@ -82,8 +90,8 @@ export class WhatIf {
           },
           `${option.token} `,
           el("span", { class: "muted" }, p >= 0.995 ? "1.00" : p >= 0.01 ? p.toFixed(2) : p.toPrecision(1)),
-        );
-      }),
+        ), why];
+      }).flat(),
     );
   }
 }

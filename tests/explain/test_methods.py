@@ -97,6 +97,46 @@ def test_transformer_norm_equals_a_direct_computation_from_the_weights(pre_norm:
     assert found["cross"].shape == out.cross[0].shape
 
 
+@pytest.mark.parametrize("pre_norm", [True, False])
+def test_transformer_value_norms_equal_a_direct_computation(pre_norm: bool) -> None:
+    model = transformer(pre_norm)
+    src, _, out = forward(model)
+    found = explain(model, SRC, TGT, methods=["norm"])
+    assert found.norm_values is not None and found.norm is not None
+    with torch.no_grad():
+        memory = model.encode(src).memory[0]
+        for index, layer in enumerate(model.decoder_layers):
+            attn, dh = layer.cross_attn, layer.cross_attn.head_dim
+            wv, bv, wo = attn.v_proj.weight, attn.v_proj.bias, attn.out_proj.weight
+            for h in range(attn.heads):
+                rows = slice(h * dh, (h + 1) * dh)
+                expected = torch.stack([((memory[j] @ wv[rows].T + bv[rows]) @ wo[:, rows].T).norm() for j in range(len(SRC))])
+                torch.testing.assert_close(found.norm_values["cross"][index, h], expected, atol=1e-5, rtol=1e-5)
+    for kind, norms in found.norm.items():  # the norm is the weight times the value's size
+        weights = getattr(out, kind)[0]
+        torch.testing.assert_close(norms, weights * found.norm_values[kind][:, :, None, :], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("architecture", ["rnn", "self_attentive_rnn"])
+def test_rnn_value_norms_equal_a_direct_computation(architecture: str) -> None:
+    model = rnn(architecture)
+    src, _, _ = forward(model)
+    found = explain(model, SRC, TGT, methods=["norm"]).norm_values
+    assert found is not None
+    h, e = model.config.hidden_dim, model.config.emb_dim
+    with torch.no_grad():
+        memory = model.encode(src).memory[0]
+        w_c = model.pre_output.weight[:, h : 2 * h]
+        expected = torch.stack([(w_c @ memory[j]).norm() for j in range(len(SRC))])
+        torch.testing.assert_close(found["cross"][0, 0], expected, atol=1e-5, rtol=1e-5)
+        if architecture == "self_attentive_rnn":
+            a_c = model.encoder.cell.weight[:, e:]
+            expected = torch.stack([(a_c @ memory[j]).norm() for j in range(len(SRC))])
+            torch.testing.assert_close(found["encoder_self"][0, 0], expected, atol=1e-5, rtol=1e-5)
+        else:
+            assert set(found) == {"cross"}
+
+
 @pytest.mark.parametrize("architecture", ["rnn", "self_attentive_rnn"])
 def test_rnn_norm_equals_a_direct_computation_through_the_output_layer(architecture: str) -> None:
     model = rnn(architecture)

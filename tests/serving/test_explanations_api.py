@@ -30,6 +30,7 @@ def check_explanations(answer: dict[str, Any], info: dict[str, Any]) -> None:
         assert set(found["norm"]) == set(answer["attention"]) == set(keys)
         for kind, matrix in answer["attention"].items():
             assert shape(found["norm"][kind]) == shape(matrix)
+            assert shape(found["norm_values"][kind]) == (*shape(matrix)[:2], shape(matrix)[3])
             layers = shape(matrix)[0]
             for method in ("rollout", "value_zeroing"):
                 assert shape(found[method][kind]) == (layers, *keys[kind])
