@@ -7,6 +7,7 @@ micro-batch as a whole (the scheduler never puts more into one decode)."""
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -29,13 +30,24 @@ def check_batch(settings: Settings, texts: list[str]) -> None:
         raise InvalidInput(("body", "texts"), f"has {len(texts)} texts; the limit is {settings.max_batch}")
 
 
+# Characters that show nothing: controls, format characters (zero-width, bidi marks, BOM), separators
+INVISIBLE = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp"})
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` has a character that shows something (not whitespace, a control or a
+    zero-width/format character)."""
+    return any(not ch.isspace() and unicodedata.category(ch) not in INVISIBLE for ch in text)
+
+
 def check_text(settings: Settings, served: ServedModel, text: str, loc: Loc, *, empty_ok: bool = False) -> int:
-    """Enforce the character and token limits; returns the token count with EOS."""
+    """Enforce the character and token limits; returns the token count with EOS. A text with
+    nothing visible is refused for every model, also where byte fallback would spell it in pieces."""
     if len(text) > settings.max_chars:
         raise InvalidInput(loc, f"has {len(text)} characters; the limit is {settings.max_chars}")
     n = len(served.loaded.tokenizer.encode(text))
-    if n == 0 and not empty_ok:
-        raise InvalidInput(loc, "has no tokens (only whitespace, control or zero-width characters)")
+    if (n == 0 or not visible(text)) and not empty_ok:
+        raise InvalidInput(loc, "has no tokens to translate: nothing visible (only whitespace, control or zero-width characters)")
     if n > served.max_source_tokens:
         raise InvalidInput(loc, f"has {n} tokens; the limit is {served.max_source_tokens}")
     return n + 1

@@ -14,9 +14,10 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.serving.limits import visible
 from app.text.pieces import WORD_START, piece_byte
 
-TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40).filter(str.strip) | st.sampled_from(
+TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40).filter(visible) | st.sampled_from(
     [
         "On 12/03/2024 Dr. Zbigniew Brzęczyszczykiewicz paid $1,234.56 for 3 pizzas 🍕🍕 at Café Müller — wow!!! 😀",
         "A man 👨‍👩‍👧 is riding a bicycle. שלום עולם مرحبا",
@@ -104,3 +105,15 @@ def test_unk_words_show_the_original_text(client: TestClient) -> None:
     assert answer["source_tokens"].count("<unk>") == 2
     texts = [w["text"] for w in answer["source_words"]]
     assert "🍕" in texts and "♥." in texts
+
+
+@pytest.mark.parametrize("text", ["\u200b", "\u200b\u200d\ufeff", "\x01\x02\x7f", "\u202e\u200f", "\x00"])
+@pytest.mark.parametrize("model", ["en-de-transformer", "en-de-rnn-additive"])
+def test_text_with_nothing_visible_is_a_422_also_with_byte_fallback(byte_client: TestClient, text: str, model: str) -> None:
+    """Byte fallback would spell zero-width and control characters in byte pieces and translate
+    them into a hallucination; docs/api.md promises a 422 for text with nothing visible (issue 35)."""
+    r = byte_client.post("/api/translate", json={"model": model, "text": text})
+    assert r.status_code == 422, r.text
+    assert "no tokens" in r.json()["detail"] and r.json()["errors"][0]["field"] == "text"
+    r = byte_client.post("/api/translate", json={"model": model, "text": f"A man{text} rides."})
+    assert r.status_code == 200, r.text  # beside visible text they are welcome
