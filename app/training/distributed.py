@@ -84,7 +84,11 @@ class World:
             dist.barrier()
 
     def close(self) -> None:
+        """Tear the process group down on every rank together: a rank that destroys its gloo pairs
+        while a peer still holds them can abort at exit ("terminate called without an active
+        exception", seen once in a 2-process test run), so all ranks meet at a barrier first."""
         if self.distributed and dist.is_initialized():
+            dist.barrier()
             dist.destroy_process_group()
 
 
