@@ -92,15 +92,23 @@ def attribute(
         return _attribute(model, source_ids, target_ids, steps, should_stop or (lambda: False))
 
 
+def ig_path(source_ids: list[int], steps: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    """Integrated gradients' straight path from the zero baseline in ``steps`` intervals: the
+    points ``alphas`` (m+1,), the source repeated once per point (m+1, S) and the trapezoid
+    rule's weights (m+1,)."""
+    alphas = torch.linspace(0.0, 1.0, steps + 1, device=device)  # (m+1,)
+    src = torch.tensor([source_ids], device=device).expand(steps + 1, -1).contiguous()  # (m+1, S)
+    weights = torch.full_like(alphas, 1.0 / steps)
+    weights[0] = weights[-1] = 0.5 / steps  # trapezoid
+    return alphas, src, weights
+
+
 def _attribute(
     model: Seq2Seq, source_ids: list[int], target_ids: list[int], steps: int, should_stop: Callable[[], bool]
 ) -> Attribution:
     device = model.device
-    alphas = torch.linspace(0.0, 1.0, steps + 1, device=device)  # (m+1,)
-    src = torch.tensor([source_ids], device=device).expand(steps + 1, -1).contiguous()  # (m+1, S)
+    alphas, src, weights = ig_path(source_ids, steps, device)
     tgt = torch.tensor([target_ids], device=device).expand(steps + 1, -1)  # (m+1, T)
-    weights = torch.full_like(alphas, 1.0 / steps)
-    weights[0] = weights[-1] = 0.5 / steps  # trapezoid
     was_training = model.training
     model.eval()
     store: dict[str, Tensor] = {}

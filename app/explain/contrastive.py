@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from app.attribution import _scaled_source
+from app.attribution import _scaled_source, ig_path
 from app.nn.base import Seq2Seq
 
 
@@ -50,12 +50,9 @@ def contrastive(
 
 def _contrast(model: Seq2Seq, source_ids: list[int], target_ids: list[int], position: int, foil: int, steps: int) -> Contrast:
     device = model.device
-    alphas = torch.linspace(0.0, 1.0, steps + 1, device=device)  # (m+1,)
-    src = torch.tensor([source_ids], device=device).expand(steps + 1, -1).contiguous()  # (m+1, S)
+    alphas, src, weights = ig_path(source_ids, steps, device)
     prefix = [model.config.bos_id, *target_ids[:position]]
     tgt_in = torch.tensor([prefix], device=device).expand(steps + 1, -1)  # (m+1, position + 1)
-    weights = torch.full_like(alphas, 1.0 / steps)
-    weights[0] = weights[-1] = 0.5 / steps  # trapezoid
     was_training = model.training
     model.eval()
     store: dict[str, Tensor] = {}
