@@ -4,9 +4,10 @@ folder size) and the median time of ``Translator.translate`` on one sentence, gr
 every attention matrix returned. Both decode a fixed number of tokens (``--tokens``; random
 weights never stop on their own), so the times compare the cost per output token.
 
-    .venv/bin/python bench/hf_import.py [--shipped en-de-transformer] [--tokens 20] [--runs 7]
+    .venv/bin/python bench/hf_import.py [--shipped en-de-transformer] [--tokens 20] [--runs 7] [--device cuda]
 
-Needs the extra attnscope[hf]. Torch runs on one thread, as the server does by default.
+Needs the extra attnscope[hf]. Torch runs on one thread, as the server does by default; on a GPU
+(``--device cuda``) the times are synchronised wall-clock times of the same call.
 """
 
 from __future__ import annotations
@@ -59,13 +60,20 @@ def opus_shaped_marian(folder: Path) -> Path:
     return folder
 
 
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def median_ms(translator: Translator, beam_size: int, tokens: int, runs: int) -> tuple[float, int]:
     """The median ms of one sentence and the tokens it produced."""
     out = translator.translate([SENTENCE], beam_size=beam_size, max_length=tokens)  # warm-up
     times = []
     for _ in range(runs):
+        _sync()
         start = time.perf_counter()
         translator.translate([SENTENCE], beam_size=beam_size, max_length=tokens)
+        _sync()
         times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times), len(out[0].hypothesis.tokens)
 
@@ -75,6 +83,8 @@ def main() -> None:
     parser.add_argument("--shipped", default="en-de-transformer")
     parser.add_argument("--tokens", type=int, default=20)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--shipped-dir", default=str(REPO_ROOT / "models"), help="the folder holding --shipped")
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda on a machine with a GPU")
     args = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,8 +93,9 @@ def main() -> None:
         done = import_model(str(source), Path(tmp) / "en-de-opus-shaped", dtype="float16")
         import_s = time.perf_counter() - start
         size_mb = sum(f.stat().st_size for f in done.folder.iterdir()) / 1e6
-        imported = Translator(load_model_folder(done.folder))
-        shipped = Translator(load_model_folder(REPO_ROOT / "models" / args.shipped))
+        imported = Translator(load_model_folder(done.folder, args.device))
+        shipped = Translator(load_model_folder(Path(args.shipped_dir) / args.shipped, args.device))
+        print(f"device: {args.device}")  # noqa: T201
         print(f"import: {import_s:.1f} s, folder {size_mb:.0f} MB, {done.card['parameters'] / 1e6:.1f} M parameters")  # noqa: T201
         print(f"checks: {json.dumps(done.card['conversion_checks'])}")  # noqa: T201
         for beam in (1, 5):

@@ -8,6 +8,7 @@
 #                                                  # data/multi30k (+ alignments); prints what to carry
 #   there:  scripts/device.sh setup                # installs .whl/ into /tmp/site (once per warm machine)
 #   there:  scripts/device.sh check  "$OUT"        # CUDA parity and latency (CUDA graphs on and off), CT2 if it loads
+#   there:  scripts/device.sh serve-check "$OUT"   # the real server on CUDA vs CPU over HTTP, shipped + imported models
 #   there:  scripts/device.sh distill              # the teachers' translations of train, for the long run
 #   there:  scripts/device.sh train  NAME SECONDS [attnscope train options...]   # detached; log in gpu/NAME.log
 #   there:  scripts/device.sh status               # the runs' last log lines
@@ -104,6 +105,28 @@ check)
     >> "$out/gpu.txt" 2>&1 || echo "ctranslate2 does not load here (its wheel's CUDA)" >> "$out/gpu.txt"
   "$PYTHON" bench/cuda_parity.py --models gpu/models 2>&1 | tee "$out/parity.txt"
   "$PYTHON" bench/cuda_latency.py --model gpu/models/en-de-transformer --out "$out/latency" 2>&1 | tee "$out/latency.txt"
+  ;;
+serve-check)  # the real server on the GPU against the CPU over HTTP, shipped and imported models
+  out=${2:?usage: device.sh serve-check OUT}
+  setup
+  mkdir -p "$out"
+  # two tiny Hugging Face models built with the device's transformers, imported beside the shipped ones
+  "$PYTHON" - "$out" <<'PY' 2>&1 | tee "$out/imported.txt"
+import sys, tempfile
+from pathlib import Path
+sys.path.insert(0, "tests/hf")
+from builders import KINDS
+from app.hf.importer import import_model
+for name, kind in KINDS.items():
+    try:
+        source = kind.build(Path(tempfile.mkdtemp()) / name)
+        done = import_model(str(source), Path("gpu/models") / kind.model_id, pair=kind.pair)
+        print(name, "imported:", done.card.get("conversion_checks"))
+    except Exception as error:  # a failure is a finding to bring back, not a reason to stop
+        print(name, "import failed:", type(error).__name__, error)
+PY
+  "$PYTHON" bench/cuda_served.py --models gpu/models --device "$DEVICE" --out "$out/served.json" 2>&1 | tee "$out/served.txt"
+  "$PYTHON" bench/hf_import.py --device "$DEVICE" --shipped-dir gpu/models 2>&1 | tee "$out/hf_import.txt"
   ;;
 distill)
   setup

@@ -1,0 +1,128 @@
+"""The real server on a GPU against the same server on the CPU, over HTTP on localhost: every
+model in ``--models`` answers the same sentences on both (same text; every attention matrix within
+``--tolerance``), then one client's p50 latency and 32 clients' throughput on the GPU, greedy and
+beam 5, every attention matrix in each answer.
+
+    python bench/cuda_served.py --models gpu/models [--device cuda] [--requests 20]
+
+Run it on a machine with a GPU (docs/gpu.md); ``--device cpu`` only checks the script. Prints a
+Markdown table and writes it as JSON to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.testing import server_process  # noqa: E402
+
+SENTENCES = [
+    "A man is riding a bicycle.",
+    "Two dogs play in the snow.",
+    "A little girl in a pink dress climbs a tree in the park.",
+    "A group of people stand outside a building, waiting for the bus.",
+]
+
+
+def ask(client: httpx.Client, url: str, model: str, text: str, beam: int) -> dict[str, Any]:
+    """One translation with every attention matrix (the default answer)."""
+    body = {"model": model, "text": text, "beam_size": beam, "max_length": 40}
+    answer = client.post(f"{url}/api/translate", json=body, timeout=120)
+    answer.raise_for_status()
+    return answer.json()  # type: ignore[no-any-return]
+
+
+def largest_difference(a: Any, b: Any) -> float:
+    """The largest absolute difference between two nested lists of numbers of the same shape."""
+    if isinstance(a, list):
+        return max((largest_difference(x, y) for x, y in zip(a, b, strict=True)), default=0.0)
+    return abs(float(a) - float(b))
+
+
+def parity(cpu: str, gpu: str, models: list[str]) -> list[dict[str, Any]]:
+    """Each model's answers on both servers: same text, the largest attention difference."""
+    rows = []
+    with httpx.Client() as client:
+        for model in models:
+            same, diff = 0, 0.0
+            for text in SENTENCES:
+                for beam in (1, 5):
+                    a, b = ask(client, cpu, model, text, beam), ask(client, gpu, model, text, beam)
+                    if a["translation"] == b["translation"]:
+                        same += 1
+                        for kind, matrices in a["attention"].items():
+                            diff = max(diff, largest_difference(matrices, b["attention"][kind]))
+            rows.append({"model": model, "same_text": f"{same}/{2 * len(SENTENCES)}", "max_attention_diff": diff})
+            print(f"{model:28s} same text {same}/{2 * len(SENTENCES)}  max |attention cpu-gpu| {diff:.1e}", flush=True)
+    return rows
+
+
+def one_client_ms(url: str, model: str, beam: int, requests: int) -> float:
+    """p50 of one client's sequential requests, ms."""
+    times = []
+    with httpx.Client() as client:
+        ask(client, url, model, SENTENCES[0], beam)  # warm-up
+        for i in range(requests):
+            start = time.perf_counter()
+            ask(client, url, model, SENTENCES[i % len(SENTENCES)], beam)
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def many_clients_rps(url: str, model: str, beam: int, clients: int, each: int) -> float:
+    """Requests per second of ``clients`` concurrent clients, ``each`` requests apiece."""
+
+    def client_loop(i: int) -> None:
+        with httpx.Client() as client:
+            for j in range(each):
+                ask(client, url, model, SENTENCES[(i + j) % len(SENTENCES)], beam)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client_loop, range(clients)))
+    return clients * each / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="gpu/models")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--requests", type=int, default=20)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--out", default="out/cuda-served.json")
+    args = parser.parse_args()
+    logs = Path(args.out).parent
+    logs.mkdir(parents=True, exist_ok=True)
+    with (
+        server_process(args.models, logs / "cpu-server.log") as (cpu, _),
+        server_process(args.models, logs / "gpu-server.log", args=("--device", args.device)) as (gpu, _),
+    ):
+        models = [m["id"] for m in httpx.get(f"{gpu}/api/models", timeout=30).json()["models"]]
+        results: dict[str, Any] = {"parity": parity(cpu, gpu, models), "speed": []}
+        print("\n| model | 1 client greedy p50 (ms) | 1 client beam 5 p50 (ms) | 32 clients greedy (req/s) | 32 clients beam 5 (req/s) |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for model in models:
+            row = {"model": model}
+            for beam in (1, 5):
+                row[f"p50_beam{beam}_ms"] = one_client_ms(gpu, model, beam, args.requests)
+                row[f"rps_beam{beam}"] = many_clients_rps(gpu, model, beam, args.clients, 4)
+            results["speed"].append(row)
+            print(
+                f"| {model} | {row['p50_beam1_ms']:.1f} | {row['p50_beam5_ms']:.1f} | {row['rps_beam1']:.0f} | {row['rps_beam5']:.0f} |",
+                flush=True,
+            )
+    Path(args.out).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
