@@ -17,7 +17,16 @@ from app.anatomy import anatomy
 from app.nn.ablation import disabled_heads
 from app.nn.config import ARCHITECTURES, RNNConfig, config_from_dict, config_to_dict
 from app.nn.factory import build_model
-from app.nn.family import Family, Geometry, families, family, family_of, geometry_of, register, unregister
+from app.nn.family import (
+    Family,
+    Geometry,
+    families,
+    family,
+    family_of,
+    geometry_of,
+    register,
+    unregister,
+)
 from app.nn.recurrent_family import RNNFamily
 from app.repository import discover
 from app.testing import tiny_config
