@@ -61,7 +61,6 @@ export function bleuOf(model) {
 
 export function describeArchitecture(model) {
   const arch = ARCHITECTURES[model.architecture] || model.architecture;
-  if (model.architecture === "transformer") return arch;
   if (model.score === "none") return `${arch}, no attention`;
   return model.score ? `${arch}, ${SCORES[model.score] || model.score} attention` : arch;
 }
