@@ -9,8 +9,8 @@ model's class. It asks the family registered for the model's ``config.architectu
 * :meth:`Family.head_module`: the module whose heads :mod:`app.nn.ablation` switches off;
 * :meth:`Family.read_scores`: the pre-softmax scores (and context vectors) of a teacher-forced
   pass recorded by :mod:`app.nn.recording` (the anatomy of attention);
-* :meth:`Family.fast_paths`: whether the decoding fast paths written for the shipped
-  Transformer layout apply;
+* :meth:`Family.fast_paths`: whether static greedy, written for the shipped Transformer
+  layout, may decode its models;
 * :meth:`Family.tiny_config`: a tiny config for tests and fixtures.
 
 Adding a family is one module implementing :class:`Family` and one :func:`register` call (the
@@ -112,13 +112,15 @@ class Family(ABC):
         """A tiny config of this family for tests (``score``: the alignment score, if it has one)."""
 
     def fast_paths(self, config: Any) -> bool:
-        """Whether the decoding fast paths written for the shipped Transformer's layout
-        (:mod:`app.nn.decoder_step`, :mod:`app.nn.native`, static greedy) apply."""
+        """Whether decoding paths outside the model written for the shipped Transformer's layout
+        (static greedy, :mod:`app.decoding.static_greedy`) may run it. (The Transformer gates its
+        own step paths, :mod:`app.nn.decoder_step` and :mod:`app.nn.native`, inside itself.)"""
         return False
 
 
 _FAMILIES: dict[str, Family] = {}
 _builtins_loaded = False
+BUILTIN_ARCHITECTURES: frozenset[str] = frozenset(CONFIG_CLASSES)  # whose config classes config.py lists
 
 
 def register(family: Family) -> Family:
@@ -139,8 +141,6 @@ def unregister(architecture: str) -> None:
         if architecture not in BUILTIN_ARCHITECTURES:
             del CONFIG_CLASSES[architecture]
 
-
-BUILTIN_ARCHITECTURES: frozenset[str] = frozenset(CONFIG_CLASSES)
 
 
 def _load_builtins() -> None:
