@@ -74,3 +74,14 @@ def test_a_registered_score_function_is_one_an_rnn_can_use(half_dot: ScoreFuncti
     torch.testing.assert_close(out.cross.sum(-1), torch.ones(1, 1, 1, 2))
     with pytest.raises(ValueError, match="already registered"):
         register_score(half_dot)
+
+
+def test_the_readmes_model_table_names_each_score_function_by_its_label() -> None:
+    """Each README row of an RNN named for its score function describes it by the registry's
+    label (the floor: "without attention"), and every registered score function has a row."""
+    readme = (FINDINGS.parents[1] / "README.md").read_text()
+    rows = re.findall(r"^\| `en-\w\w-rnn-(\w+)` \| ([^|]+) \|", readme, flags=re.MULTILINE)
+    assert {name for name, _ in rows} == set(SCORE_FUNCTIONS)
+    for name, description in rows:
+        label = "without attention" if name == "none" else SCORE_FUNCTIONS[name].label
+        assert label in description, (name, description)
