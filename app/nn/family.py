@@ -13,6 +13,11 @@ model's class. It asks the family registered for the model's ``config.architectu
   layout, may decode its models;
 * :meth:`Family.tiny_config`: a tiny config for tests and fixtures.
 
+A family's config class is a frozen dataclass with the ``architecture`` tag and the properties
+every config answers (``attention_kinds``, ``layers``, ``num_heads``, ``source_positions``,
+``target_positions``, ``alignment_score``; the decoders and alignment read those), most simply a
+subclass of :class:`~app.nn.config.SharedConfig`.
+
 Adding a family is one module implementing :class:`Family` and one :func:`register` call (the
 shipped families are registered by the modules named in :data:`BUILTIN_MODULES`, imported on the
 first look-up so that this module imports no model code).
