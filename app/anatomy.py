@@ -26,11 +26,8 @@ from torch import Tensor
 
 from app.decoding.output import never_emit
 from app.nn.base import Seq2Seq
-from app.nn.recording import ScoreRecord, ScoreRecorder, recording
-from app.nn.rnn import RNNSeq2Seq
-from app.nn.scores import NEG_INF
-from app.nn.self_attentive import SelfAttentiveEncoder
-from app.nn.transformer import Transformer
+from app.nn.family import family_of
+from app.nn.recording import recording
 
 
 @dataclass
@@ -66,47 +63,6 @@ def anatomy(model: Seq2Seq, source_ids: list[int], target_ids: list[int], *, top
         log_probs = never_emit(torch.log_softmax(out.logits[0].float(), dim=-1), c.pad_id, c.bos_id)
         values, ids = log_probs.topk(min(top_k, log_probs.size(-1)), dim=-1)  # (T, k)
         alternatives = [list(zip(i, v, strict=True)) for i, v in zip(ids.tolist(), values.tolist(), strict=True)]
-    contexts: Tensor | None
-    if isinstance(model, Transformer):
-        scores, contexts = _transformer(model, recorder)
-    elif isinstance(model, RNNSeq2Seq):
-        scores, contexts = _rnn(model, recorder, len(source_ids))
-    else:  # pragma: no cover - every architecture is one of the two
-        raise TypeError(f"no score anatomy for {type(model).__name__}")
+    scores, contexts = family_of(c).read_scores(model, recorder, len(source_ids))
     return Anatomy(scores=scores, contexts=contexts, alternatives=alternatives)
 
-
-def _one(records: list[ScoreRecord]) -> ScoreRecord:
-    """The single call of a Transformer attention module in a teacher-forced pass."""
-    if len(records) != 1:
-        raise RuntimeError(f"expected one attention call, saw {len(records)}")
-    return records[0]
-
-
-def _transformer(model: Transformer, recorder: ScoreRecorder) -> tuple[dict[str, Tensor], Tensor]:
-    def stack(layers: torch.nn.ModuleList, name: str) -> list[ScoreRecord]:
-        return [_one(recorder.of(getattr(layer, name))) for layer in layers]
-
-    enc = stack(model.encoder_layers, "self_attn")
-    dec = stack(model.decoder_layers, "self_attn")
-    cross = stack(model.decoder_layers, "cross_attn")
-    scores = {
-        "cross": torch.stack([r.scores[0] for r in cross]),  # (L, H, T, S)
-        "encoder_self": torch.stack([r.scores[0] for r in enc]),  # (L, H, S, S)
-        "decoder_self": torch.stack([r.scores[0] for r in dec]),  # (L, H, T, T)
-    }
-    return scores, torch.stack([r.context[0] for r in cross])  # (L, H, T, Dh)
-
-
-def _rnn(model: RNNSeq2Seq, recorder: ScoreRecorder, length: int) -> tuple[dict[str, Tensor], Tensor | None]:
-    scores: dict[str, Tensor] = {}
-    contexts = None
-    if model.score is not None:
-        steps = recorder.of(model.score)  # one call per target position, scores (1, S)
-        scores["cross"] = torch.stack([r.scores[0] for r in steps])[None, None]  # (1, 1, T, S)
-        contexts = torch.stack([r.context[0] for r in steps])[None, None]  # (1, 1, T, H)
-    if isinstance(model.encoder, SelfAttentiveEncoder):
-        rows = [r.scores[0] for r in recorder.of(model.encoder.align)]  # row t: (t+1,)
-        padded = [torch.nn.functional.pad(row, (0, length - row.numel()), value=NEG_INF) for row in rows]
-        scores["encoder_self"] = torch.stack(padded)[None, None]  # (1, 1, S, S)
-    return scores, contexts

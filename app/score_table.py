@@ -10,73 +10,20 @@ Numbers come from the cards: BLEU (test2016, beam 5, lowercased 13a, and on sour
 the mean cross-attention entropy (teacher-forced on test2016), training time, and, where the card
 has one, the word-alignment F1 of the model's one head (card key ``alignment``). The number of
 parameters the score function itself adds is counted on the real score module built from the
-card's hyperparameters, so it needs no weights.
+card's hyperparameters, so it needs no weights. Each score function's formula, parameters and
+reading come from the one registry of them, :data:`app.nn.scores.SCORE_FUNCTIONS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from app.nn.config import SCORES
-from app.nn.scores import build_score
+from app.nn.scores import SCORE_FUNCTIONS, build_score
 
 SPLIT = "test2016"
 LONG_BUCKET = "21+"
-
-
-@dataclass(frozen=True)
-class ScoreFunction:
-    formula: str  # score(s, h_i), s the decoder state (query), h_i an encoder state (key)
-    parameters: str  # what the score function learns
-    reading: str  # what to expect in the numbers and the heatmap, and why
-
-
-SCORE_FUNCTIONS: dict[str, ScoreFunction] = {
-    "additive": ScoreFunction(
-        "vᵀ tanh(W_s s + W_h h_i)", "W_s, W_h ∈ ℝ^{h×h}, v ∈ ℝ^h",
-        "Bahdanau's perceptron of decoder state and word: the most flexible score, the reference row.",
-    ),
-    "dot": ScoreFunction(
-        "sᵀ h_i", "none",
-        "No parameters: the decoder must learn to put its state in the encoder's space for the product to mean anything.",
-    ),
-    "scaled_dot": ScoreFunction(
-        "sᵀ h_i / √h", "none",
-        "dot with a flatter softmax (÷√h): the same ranking of source words, gentler early gradients.",
-    ),
-    "general": ScoreFunction(
-        "sᵀ W h_i", "W ∈ ℝ^{h×h}",
-        "Luong's bilinear map between decoder and encoder spaces: dot with a learned change of basis.",
-    ),
-    "query_key": ScoreFunction(
-        "(W_Q s)ᵀ (W_K h_i)", "W_Q, W_K ∈ ℝ^{h×h}",
-        "The lectures' option 2, as in the Transformer: project to queries and keys, then an inner product "
-        "(a general score factored as W_Qᵀ W_K).",
-    ),
-    "concat": ScoreFunction(
-        "w_sᵀ s + w_hᵀ h_i", "w_s, w_h ∈ ℝ^h",
-        "Linear in [s; h_i]: the decoder-state term is the same for every source word and cancels in the "
-        "softmax, so every target word gets the same attention row (identical heatmap rows, a fixed weighted "
-        "summary of the source).",
-    ),
-    "cosine": ScoreFunction(
-        "β · cos(s, h_i)", "β (one scalar)",
-        "The angle only, sharpened by a learned β: a state's length cannot make a word stand out.",
-    ),
-    "location": ScoreFunction(
-        "[W s + b]_i", "W ∈ ℝ^{P×h}, b ∈ ℝ^P (P source slots)",
-        "Where to look from the decoder state alone, never what is there: the heatmap is a position pattern "
-        "(roughly diagonal) whatever the words.",
-    ),
-    "none": ScoreFunction(
-        "—", "—",
-        "No attention: the decoder sees only the encoder's final state (Cho et al. 2014): the floor, falling "
-        "furthest on long sentences.",
-    ),
-}
-assert set(SCORE_FUNCTIONS) == set(SCORES)
 
 
 def score_parameter_count(card: dict[str, Any]) -> int | None:

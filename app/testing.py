@@ -16,8 +16,9 @@ from typing import Any
 import torch
 
 from app.config import REPO_ROOT
-from app.nn.config import ModelConfig, config_from_dict, score_of
+from app.nn.config import ModelConfig, score_of
 from app.nn.factory import build_model
+from app.nn.family import family
 from app.repository import save_model_folder
 from app.text.tokenizer import Tokenizer
 
@@ -53,12 +54,10 @@ def tiny_tokenizer(vocab_size: int = 120, *, byte_fallback: bool = False) -> Tok
 
 
 def tiny_config(architecture: str, score: str | None, vocab_size: int) -> ModelConfig:
-    """A tiny config of ``architecture``; ``score`` applies to the RNN family only."""
-    shared = {"architecture": architecture, "vocab_size": vocab_size, "dropout": 0.0}
-    if architecture == "transformer":
-        sizes = {"d_model": 16, "heads": 2, "ff_dim": 32, "encoder_layers": 2, "decoder_layers": 2}
-        return config_from_dict({**shared, **sizes})
-    return config_from_dict({**shared, "score": score or "additive", "emb_dim": 16, "hidden_dim": 16})
+    """A tiny config of ``architecture`` (its family's :meth:`~app.nn.family.Family.tiny_config`);
+    ``score`` applies to the families with an alignment score (the RNNs) only."""
+    config: ModelConfig = family(architecture).tiny_config(vocab_size, score)
+    return config
 
 
 def build_tiny_models(

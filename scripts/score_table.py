@@ -34,7 +34,7 @@ def markdown(models_dir: Path) -> str:
         out += [
             f"**{pair.replace('-', '→')}** (test2016, beam 5, lowercased BLEU; in brackets: the difference to no attention)",
             "",
-            "| score | score(s, hᵢ) | params | BLEU | BLEU 21+ words | entropy (nats) | training | align F1 | what the numbers show |",
+            "| score | score(s, h_i) | params | BLEU | BLEU 21+ words | entropy (nats) | training | align F1 | what the numbers show |",
             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         for r in (r for r in rows if r["pair"] == pair):

@@ -47,6 +47,7 @@ from torch import Tensor, nn
 from app.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
 from app.nn import decoder_step
 from app.nn.base import Seq2Seq
+from app.nn.family import family_of
 from app.nn.transformer import Transformer
 
 SOURCE_BUCKET = 16  # source positions are rounded up to a multiple of this
@@ -70,10 +71,9 @@ def applies(model: Seq2Seq, device: torch.device, prefix: Sequence[Sequence[int]
     return (
         device.type == "cuda"
         and prefix is None
-        and isinstance(model, Transformer)
-        and model.config.standard_layout
+        and family_of(model.config).fast_paths(model.config)  # the shipped Transformer layout
         and not model.training
-        and model.quantized_output is None
+        and getattr(model, "quantized_output", None) is None
         and decoder_step.applies()
         and enabled()
     )

@@ -8,9 +8,9 @@ family has no definition for, why (``Explanations.unavailable``). Nothing here k
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from torch import Tensor
@@ -21,6 +21,7 @@ from app.explain.rollout import transformer_rollout
 from app.explain.trace import Trace, trace
 from app.explain.value_zeroing import transformer_value_zeroing
 from app.nn.base import Seq2Seq
+from app.nn.family import family_of, geometry_of
 from app.nn.rnn import RNNSeq2Seq
 from app.nn.transformer import Transformer
 
@@ -68,39 +69,60 @@ def explain(model: Seq2Seq, source_ids: list[int], target_ids: list[int], *, met
     if not target_ids:
         raise ValueError("the target has no tokens")
     found = Explanations()
-    if isinstance(model, Transformer):
-        traced: Trace = trace(model, source_ids, target_ids)
-        if "norm" in methods:
-            found.norm = transformer_norms(traced)
-            found.norm_values = transformer_value_norms(traced)
-        if "rollout" in methods:
-            found.rollout = transformer_rollout(traced)
-        if "alti" in methods:
-            found.alti = alti(traced)
-        if "value_zeroing" in methods:
-            found.value_zeroing = transformer_value_zeroing(model, traced)
+    explainer = EXPLAINERS.get(family_of(model.config).explainer)
+    if explainer is None:
+        why = f"no explanations are defined for the {model.config.architecture} family"
+        found.unavailable.update({m: why for m in methods})
         return found
-    if not isinstance(model, RNNSeq2Seq):  # pragma: no cover - every text model is one of the two
-        raise TypeError(f"no explanations for {type(model).__name__}")
-    for method in methods:
-        if method == "norm":
-            if model.score is None:
-                found.unavailable["norm"] = NO_ATTENTION
-            else:
-                found.norm = rnn_norms(model, source_ids, target_ids)
-                found.norm_values = rnn_value_norms(model, source_ids)
-        else:
-            found.unavailable[method] = RNN_REASONS[method]
+    explainer(model, source_ids, target_ids, methods, found)
     return found
 
 
+def _transformer(
+    model: Seq2Seq, source_ids: list[int], target_ids: list[int], methods: Sequence[str], found: Explanations
+) -> None:
+    """Every method, from one trace of the Transformer's layers."""
+    traced: Trace = trace(cast(Transformer, model), source_ids, target_ids)
+    if "norm" in methods:
+        found.norm = transformer_norms(traced)
+        found.norm_values = transformer_value_norms(traced)
+    if "rollout" in methods:
+        found.rollout = transformer_rollout(traced)
+    if "alti" in methods:
+        found.alti = alti(traced)
+    if "value_zeroing" in methods:
+        found.value_zeroing = transformer_value_zeroing(cast(Transformer, model), traced)
+
+
+def _recurrent(
+    model: Seq2Seq, source_ids: list[int], target_ids: list[int], methods: Sequence[str], found: Explanations
+) -> None:
+    """Norm-based attention where the model attends; the other methods need layers it has not."""
+    rnn = cast(RNNSeq2Seq, model)
+    for method in methods:
+        if method == "norm":
+            if rnn.score is None:
+                found.unavailable["norm"] = NO_ATTENTION
+            else:
+                found.norm = rnn_norms(rnn, source_ids, target_ids)
+                found.norm_values = rnn_value_norms(rnn, source_ids)
+        else:
+            found.unavailable[method] = RNN_REASONS[method]
+
+
+# The families' ``explainer`` (app.nn.family.Family.explainer) -> how to explain their models.
+Explainer = Callable[[Seq2Seq, list[int], list[int], Sequence[str], Explanations], None]
+EXPLAINERS: dict[str, Explainer] = {
+    "transformer": _transformer,
+    "recurrent": _recurrent,
+}
+
+
 def applicable(model: Seq2Seq) -> tuple[Method, ...]:
-    """The methods :func:`explain` computes for ``model`` (the rest come back unavailable)."""
-    if isinstance(model, Transformer):
-        return METHODS
-    if isinstance(model, RNNSeq2Seq) and model.score is not None:
-        return ("norm",)
-    return ()
+    """The methods :func:`explain` computes for ``model`` (the rest come back unavailable): its
+    family's (:attr:`app.nn.family.Geometry.explain_methods`)."""
+    computed = geometry_of(model.config).explain_methods
+    return tuple(m for m in METHODS if m in computed)
 
 
 __all__ = ["METHODS", "Alti", "Explanations", "Method", "applicable", "explain"]

@@ -20,11 +20,14 @@ the same for every query, come as ``{kind: (L, H, K)}`` (:func:`transformer_valu
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor
 
 from app.explain.trace import Block, Trace, transformed, weight_of
 from app.nn.ablation import is_off
+from app.nn.family import geometry_of
 from app.nn.rnn import RNNSeq2Seq
 from app.nn.self_attentive import SelfAttentiveEncoder
 
@@ -68,8 +71,8 @@ def rnn_value_norms(model: RNNSeq2Seq, source_ids: list[int]) -> dict[str, Tenso
         w_c = weight_of(model.pre_output)[:, h : 2 * h]  # (E, H) the context's columns
         sizes = (memory @ w_c.T).norm(dim=-1)  # (S,)
         found["cross"] = torch.zeros_like(sizes) if is_off(model.score) else sizes
-    encoder = model.encoder
-    if isinstance(encoder, SelfAttentiveEncoder):
+    if "encoder_self" in geometry_of(c).kinds:  # the self-attentive encoder
+        encoder = cast(SelfAttentiveEncoder, model.encoder)
         a_c = weight_of(encoder.cell)[:, c.emb_dim :]  # (H, H) the context's columns
         sizes = (memory @ a_c.T).norm(dim=-1)  # (S,)
         found["encoder_self"] = torch.zeros_like(sizes) if is_off(encoder.align) else sizes

@@ -18,6 +18,8 @@ from contextvars import ContextVar
 
 from torch import Tensor, nn
 
+from app.nn.family import family_of, geometry_of
+
 HeadRef = tuple[str, int, int]  # (kind, layer, head)
 
 _ACTIVE: ContextVar[dict[int, frozenset[int]] | None] = ContextVar("attnscope_disabled_heads", default=None)
@@ -53,29 +55,21 @@ def zero_heads(module: nn.Module, out: Tensor, head_dim: int = 1) -> Tensor:
 
 
 def attention_module(model: nn.Module, kind: str, layer: int) -> nn.Module:
-    """The module computing attention ``kind`` in ``layer``; ValueError naming what exists."""
-    kinds = tuple(getattr(getattr(model, "config", None), "attention_kinds", ()))
+    """The module computing attention ``kind`` in ``layer`` (found by the model's family,
+    :mod:`app.nn.family`); ValueError naming what exists."""
+    config = getattr(model, "config", None)
+    kinds = geometry_of(config).kinds if config is not None else ()
     if kind not in kinds:
         raise ValueError(f"this model has no {kind!r} attention; it has {', '.join(kinds) or 'none'}")
-    stacks: dict[str, str] = {"encoder_self": "encoder_layers", "decoder_self": "decoder_layers", "cross": "decoder_layers"}
-    stack = getattr(model, stacks[kind], None)
-    if isinstance(stack, nn.ModuleList):  # the Transformer
-        if not 0 <= layer < len(stack):
-            raise ValueError(f"no layer {layer} of {kind}: the model has {len(stack)} layers")
-        module: nn.Module = getattr(stack[layer], "cross_attn" if kind == "cross" else "self_attn")
-        return module
-    if layer != 0:
-        raise ValueError(f"no layer {layer} of {kind}: an RNN has one attention layer")
-    owner = model if kind == "cross" else model.encoder
-    module = getattr(owner, "score" if kind == "cross" else "align")
-    return module
+    return family_of(config).head_module(model, kind, layer)
 
 
 @contextmanager
 def disabled_heads(model: nn.Module, heads: Iterable[HeadRef]) -> Iterator[None]:
     """Switch ``heads`` of ``model`` off inside the block; ValueError for a head that does not exist."""
     chosen: dict[int, set[int]] = {}
-    num_heads = int(getattr(getattr(model, "config", None), "num_heads", 1))
+    config = getattr(model, "config", None)
+    num_heads = geometry_of(config).heads if config is not None else 1
     for kind, layer, head in heads:
         module = attention_module(model, kind, layer)
         if not 0 <= head < num_heads:

@@ -13,21 +13,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from app.nn.scores import SCORE_FUNCTIONS
+
 Architecture = Literal["rnn", "self_attentive_rnn", "transformer"]
 ARCHITECTURES: tuple[str, ...] = ("rnn", "self_attentive_rnn", "transformer")
 
-# The alignment score functions of the classic table, plus "none" (no attention at all).
-SCORES: tuple[str, ...] = (
-    "additive",
-    "dot",
-    "scaled_dot",
-    "general",
-    "query_key",
-    "concat",
-    "cosine",
-    "location",
-    "none",
-)
+# The alignment score functions of the classic table, plus "none" (no attention at all), in
+# table order: the names of app.nn.scores's registry (where a score function is added).
+SCORES: tuple[str, ...] = tuple(SCORE_FUNCTIONS)
 
 PAD_ID = 0
 UNK_ID = 1
@@ -67,6 +60,11 @@ class SharedConfig:
         """The longest output (EOS included) the decoder has positions for; None: unbounded."""
         return None
 
+    @property
+    def alignment_score(self) -> str | None:
+        """The alignment score function (:mod:`app.nn.scores`), for a family that has one."""
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -82,8 +80,12 @@ class RecurrentConfig(SharedConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.score not in SCORES:
-            raise ValueError(f"unknown score {self.score!r}; choose one of {', '.join(SCORES)}")
+        if self.score not in SCORE_FUNCTIONS:
+            raise ValueError(f"unknown score {self.score!r}; choose one of {', '.join(SCORE_FUNCTIONS)}")
+
+    @property
+    def alignment_score(self) -> str | None:
+        return self.score
 
     @property
     def source_positions(self) -> int | None:
@@ -159,6 +161,16 @@ class TransformerConfig(SharedConfig):
         if self.positions not in ("sinusoidal", "learned"):
             raise ValueError(f"unknown positions {self.positions!r}; choose sinusoidal or learned")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The fields, the layout ones only where an import set them (so a shipped model's
+        ``config.json`` reads as it always did)."""
+        fields = super().to_dict()
+        defaults = TransformerConfig(vocab_size=self.vocab_size)
+        for name in LAYOUT_FIELDS:
+            if fields[name] == getattr(defaults, name):
+                del fields[name]
+        return fields
+
     @property
     def has_final_norm(self) -> bool:
         return self.pre_norm if self.final_norm is None else self.final_norm
@@ -224,7 +236,7 @@ _V1_FIELDS = frozenset(
 def config_class(architecture: str) -> type[ModelConfig]:
     """The config class tagged ``architecture``; ValueError naming the choices otherwise."""
     if architecture not in CONFIG_CLASSES:
-        raise ValueError(f"unknown architecture {architecture!r}; choose one of {', '.join(ARCHITECTURES)}")
+        raise ValueError(f"unknown architecture {architecture!r}; choose one of {', '.join(CONFIG_CLASSES)}")
     return CONFIG_CLASSES[architecture]
 
 
@@ -253,16 +265,10 @@ def config_from_dict(data: dict[str, Any], *, version: int = CONFIG_VERSION) -> 
 def config_to_dict(config: ModelConfig) -> dict[str, Any]:
     """The ``config.json`` form (version :data:`CONFIG_VERSION`), the architecture tag first."""
     fields = config.to_dict()
-    if isinstance(config, TransformerConfig):  # layout fields only where an import set them,
-        # so a shipped model's config.json reads as it always did
-        defaults = TransformerConfig(vocab_size=config.vocab_size)
-        for name in LAYOUT_FIELDS:
-            if fields[name] == getattr(defaults, name):
-                del fields[name]
     return {"architecture": fields.pop("architecture"), **fields}
 
 
 def score_of(config: ModelConfig) -> str | None:
     """The alignment score function, as cards and the API report it: the RNN family's ``score``
     ("none" for the baseline), None for the Transformer, whose config has no such field."""
-    return config.score if isinstance(config, RecurrentConfig) else None
+    return config.alignment_score

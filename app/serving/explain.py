@@ -16,7 +16,7 @@ import torch
 from app.anatomy import anatomy
 from app.decoding.output import Hypothesis
 from app.decoding.tree import BeamTree as Tree
-from app.nn.config import TransformerConfig
+from app.nn.family import geometry_of
 from app.repository import LoadedModel
 from app.serving.errors import InvalidInput
 from app.serving.explanations import explanations
@@ -144,8 +144,7 @@ def add_extras(
         if found.contexts is not None and norms is not None:
             answer.context_norms = norms.to("cpu", torch.float64).round(decimals=6).tolist()
             answer.context_vectors = found.contexts.to("cpu", torch.float64).round(decimals=6).tolist()
-        config = loaded.config
-        answer.key_dim = config.d_model // config.heads if isinstance(config, TransformerConfig) else config.hidden_dim
+        answer.key_dim = geometry_of(loaded.config).key_dim
     if extras.alternatives:
         ids = [i for step in found.alternatives for i, _ in step]
         pieces = iter(loaded.tokenizer.pieces(ids))

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from app.config import Settings
 from app.decoding.output import target_budgets
-from app.nn.config import ModelConfig, TransformerConfig
+from app.nn.config import ModelConfig
+from app.nn.family import geometry_of
 from app.serving import metrics
 from app.serving.errors import InvalidInput, Loc
 from app.serving.registry import ServedModel
@@ -77,9 +78,8 @@ def attention_floats(config: ModelConfig, source_lengths: list[int], budgets: li
     budget of T output tokens) each of the ``beams`` live hypotheses records, per step t, its
     cross row (layers × heads × S) and decoder self-attention row (layers × heads × t); the
     encoder's self-attention (encoder layers × heads × S²) is kept once per text."""
-    kinds = config.attention_kinds
-    per_head = config.layers * config.num_heads
-    encoder_layers = config.encoder_layers if isinstance(config, TransformerConfig) else 1
+    g = geometry_of(config)
+    kinds, per_head = g.kinds, g.decoder_layers * g.heads
     total = 0
     for s, budget in zip(source_lengths, budgets, strict=True):
         if "cross" in kinds:
@@ -87,7 +87,7 @@ def attention_floats(config: ModelConfig, source_lengths: list[int], budgets: li
         if "decoder_self" in kinds:
             total += beams * per_head * budget * (budget + 1) // 2
         if "encoder_self" in kinds:
-            total += encoder_layers * config.num_heads * s * s
+            total += g.encoder_layers * g.heads * s * s
     return total
 
 
@@ -154,17 +154,16 @@ def explain_cost(config: ModelConfig, source_length: int, target_length: int, *,
     position through one layer): the teacher-forced trace, L_e·S + L_d·T, for any method; value
     zeroing reruns each layer once per token, L_e·S·(S+1) + L_d·T·(T+S+2); ALTI+ builds one
     vector per query-key pair of each sublayer, counted as L_e·S² + L_d·T·(T+S+1). An RNN's
-    norm is one pass, S + T."""
+    norm is one pass, S + T (its one layer; the methods its family does not compute cost nothing)."""
     if not methods:
         return 0
     s, t = source_length, target_length
-    if not isinstance(config, TransformerConfig):
-        return s + t
-    enc, dec = config.encoder_layers, config.decoder_layers
+    g = geometry_of(config)
+    enc, dec, computed = g.encoder_layers, g.decoder_layers, set(methods) & set(g.explain_methods)
     cost = enc * s + dec * t
-    if "value_zeroing" in methods:
+    if "value_zeroing" in computed:
         cost += enc * s * (s + 1) + dec * t * (t + s + 2)
-    if "alti" in methods:
+    if "alti" in computed:
         cost += enc * s * s + dec * t * (t + s + 1)
     return cost
 
@@ -216,10 +215,10 @@ SCORE_BYTES, TOKEN_BYTES, ALTERNATIVE_BYTES, NODE_BYTES = 12, 100, 60, 130
 
 def _shapes(config: ModelConfig, s: int, t: int) -> dict[str, int]:
     """The floats of each attention kind in one answer: source ``s`` and output ``t`` tokens."""
-    per_head = config.layers * config.num_heads
-    encoder_layers = config.encoder_layers if isinstance(config, TransformerConfig) else 1
-    sizes = {"cross": per_head * t * s, "decoder_self": per_head * t * t, "encoder_self": encoder_layers * config.num_heads * s * s}
-    return {kind: sizes[kind] for kind in config.attention_kinds}
+    g = geometry_of(config)
+    per_head = g.decoder_layers * g.heads
+    sizes = {"cross": per_head * t * s, "decoder_self": per_head * t * t, "encoder_self": g.encoder_layers * g.heads * s * s}
+    return {kind: sizes[kind] for kind in g.kinds}
 
 
 @dataclass(frozen=True)
@@ -236,7 +235,7 @@ class Asked:
 def answer_bytes(config: ModelConfig, source_lengths: list[int], budgets: list[int], asked: Asked) -> int:
     """An upper bound of the answers' JSON size: each text answers its best hypothesis (as long
     as its budget at most) with what was ``asked``."""
-    width = config.d_model if isinstance(config, TransformerConfig) else getattr(config, "hidden_dim", 256)
+    g = geometry_of(config)
     extras = asked.extras
     total = 0
     for s, t in zip(source_lengths, budgets, strict=True):
@@ -244,7 +243,7 @@ def answer_bytes(config: ModelConfig, source_lengths: list[int], budgets: list[i
         total += sum(n for kind, n in shapes.items() if asked.kinds is None or kind in asked.kinds) * max(asked.decimals + 3, 4)
         total += TOKEN_BYTES * (s + 2 * t)
         if extras is not None and extras.return_scores:
-            total += (sum(shapes.values()) + config.layers * t * width) * SCORE_BYTES
+            total += (sum(shapes.values()) + g.decoder_layers * t * g.context_width) * SCORE_BYTES
         if extras is not None:
             total += t * extras.alternatives * ALTERNATIVE_BYTES + (asked.beams * t * NODE_BYTES if extras.return_beam else 0)
     return total

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from app.nn.config import TransformerConfig, score_of
+from app.nn.config import score_of
+from app.nn.family import geometry_of
 from app.repository import (
     LoadedModel,
     ModelFolderError,
@@ -59,14 +60,11 @@ class ServedModel:
 
     @property
     def encoder_layers(self) -> int:
-        c = self.loaded.config
-        return c.encoder_layers if isinstance(c, TransformerConfig) else 1
+        return geometry_of(self.loaded.config).encoder_layers
 
     def head_scores(self) -> tuple[CardAlignment | None, CardAblation | None, list[str]]:
         """The card's per-head sections that fit this model, and a warning for each that does not."""
-        c = self.loaded.config
-        shapes = {k: (self.encoder_layers if k == "encoder_self" else c.layers, c.num_heads) for k in c.attention_kinds}
-        return card_head_scores(self.loaded.card, shapes)
+        return card_head_scores(self.loaded.card, geometry_of(self.loaded.config).shapes())
 
     def info(self, device: torch.device) -> ModelInfo:
         c, card = self.loaded.config, self.loaded.card

@@ -5,24 +5,17 @@
 // `return_scores` answer (fetched once per translation).
 import { el, role, setChildren } from "./dom.js";
 import { KIND_LABELS, axesOf } from "./matrix.js";
+import { SCORE_FORMULAS } from "./models-api.js";
 
-export const FORMULAS = {
-  additive: "score(s, hᵢ) = vᵀ tanh(W_s s + W_h hᵢ)",
-  dot: "score(s, hᵢ) = sᵀ hᵢ",
-  scaled_dot: "score(s, hᵢ) = sᵀ hᵢ / √n",
-  general: "score(s, hᵢ) = sᵀ W hᵢ",
-  query_key: "score(s, hᵢ) = (W_K hᵢ)ᵀ (W_Q s)",
-  concat: "score(s, hᵢ) = W [s; hᵢ] = w_sᵀ s + w_hᵀ hᵢ",
-  cosine: "score(s, hᵢ) = β · cos(s, hᵢ)",
-  location: "score(s, i) = (W s)ᵢ — the position only, not the token",
-  transformer: "score(q, kᵢ) = q · kᵢ / √d_k",
-};
+// name -> "score(s, h_i) = …", and the Transformer's: from GET /api/score-functions (app/nn/scores.py,
+// app/nn/family.py), filled by models-api.js's loadCatalog() when the models load.
+export const FORMULAS = SCORE_FORMULAS;
 
 const fmt = (x, digits = 3) => (x === null || x === undefined ? "masked" : Number(x).toFixed(digits));
 
 function formulaFor(response, kind) {
   if (response.score === null || response.score === undefined || kind !== "cross") {
-    return kind === "encoder_self" && response.score ? FORMULAS.additive.replace("s,", "hₜ,").replace("W_s s", "W_s hₜ") : FORMULAS.transformer;
+    return kind === "encoder_self" && response.score ? (FORMULAS.additive || "").replace("s,", "h_t,").replace("W_s s", "W_s h_t") : FORMULAS.transformer;
   }
   return FORMULAS[response.score] || `score function: ${response.score}`;
 }

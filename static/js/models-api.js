@@ -3,11 +3,28 @@ import { getJSON } from "./api.js";
 import { el, formatCount, setChildren } from "./dom.js";
 import { whenReady } from "./readiness.js";
 
-export const ARCHITECTURES = { rnn: "RNN", self_attentive_rnn: "Self-attentive RNN", transformer: "Transformer" };
-export const SCORES = {
-  additive: "additive", dot: "dot", scaled_dot: "scaled dot", general: "general", query_key: "query–key",
-  concat: "concat", cosine: "cosine", location: "location", none: "no attention",
-};
+// Labels and formulas come from GET /api/score-functions (the registries of app/nn/scores.py and
+// app/nn/family.py), filled in place by loadCatalog() before anything is labelled; until then (or
+// if it fails) a name stands for its label.
+export const ARCHITECTURES = {};
+export const SCORES = {};
+export const SCORE_FORMULAS = {}; // "score(s, h_i) = …" per score function with a module, and per family that fixes one
+let catalog = null;
+
+/** Fill ARCHITECTURES, SCORES and SCORE_FORMULAS from the server (once; later calls share it). */
+export function loadCatalog() {
+  catalog ??= getJSON("/api/score-functions").then((data) => {
+    for (const f of data.families || []) {
+      ARCHITECTURES[f.architecture] = f.label;
+      if (f.formula) SCORE_FORMULAS[f.architecture] = f.formula;
+    }
+    for (const s of data.score_functions || []) {
+      SCORES[s.name] = s.label;
+      if (s.module) SCORE_FORMULAS[s.name] = `score(${s.arguments}) = ${s.formula}`;
+    }
+  }).catch(() => { catalog = null; });
+  return catalog;
+}
 
 export const pairOf = (m) => `${m.source_lang} → ${m.target_lang}`;
 
@@ -44,7 +61,6 @@ export function bleuOf(model) {
 
 export function describeArchitecture(model) {
   const arch = ARCHITECTURES[model.architecture] || model.architecture;
-  if (model.architecture === "transformer") return arch;
   if (model.score === "none") return `${arch}, no attention`;
   return model.score ? `${arch}, ${SCORES[model.score] || model.score} attention` : arch;
 }
@@ -75,6 +91,7 @@ export function pageCards() {
 /** The models, once the server has loaded them all (a page opened earlier waits: readiness.js). */
 export async function loadModels() {
   await whenReady();
+  await loadCatalog();
   const data = await getJSON("/api/models");
   const cards = new Map(pageCards().map((card) => [card.id, card]));
   return (data.models || []).map((m) => ({ ...m, card_bleu: cards.get(m.id)?.bleu ?? null }));

@@ -4,7 +4,7 @@ import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } 
 import { explanationTable } from "./explain-table.js";
 import { ablationGrids, alignmentGrid } from "./head-grids.js";
 import { plotlyText } from "./heatmap.js";
-import { BLEU_KIND, describeArchitecture, pageCards, showHealth } from "./models-api.js";
+import { BLEU_KIND, describeArchitecture, loadCatalog, pageCards, showHealth } from "./models-api.js";
 import { whenReady } from "./readiness.js";
 
 const PALETTE = ["#1f5ba8", "#e07a1f", "#0f8a6a", "#a3468c", "#c0392b", "#5b6b7f", "#8a6d1f", "#2b8fb8"];
@@ -281,6 +281,7 @@ async function init() {
   // Rendered while the server loaded its models, this page lacks their cards: once they are
   // loaded (the header says "loading N of M models" meanwhile), draw it again with them.
   if ((await whenReady()).waited) return location.reload();
+  await loadCatalog(); // the labels of architectures and score functions
   const pairs = new Map();
   for (const card of cards) {
     if (!pairs.has(pairKey(card))) pairs.set(pairKey(card), []);

@@ -3,7 +3,7 @@
 // BLEU by source length of all of them on one plot, the no-attention baseline as the floor.
 import { el, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";
-import { SCORES } from "./models-api.js";
+import { SCORES, loadCatalog } from "./models-api.js";
 
 // The same colours as the Models page's plots for the scores it fixes (additive, general, none).
 const COLORS = {
@@ -107,6 +107,7 @@ async function drawLengths(div, rows) {
 async function init() {
   const section = document.getElementById("score-functions");
   if (!section) return;
+  await loadCatalog(); // the labels
   const rows = readRows();
   const pairs = new Map();
   for (const row of rows) {
