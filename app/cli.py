@@ -279,7 +279,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ValueError("--align-only-head goes with --align-head (which head to train)")
     if args.align_head:
         from app.alignment.corpus import default_align_dir
-        from app.alignment.supervision import HeadSupervision
+        from app.training.supervision import HeadSupervision
 
         align_dir = str(args.align_dir or default_align_dir(corpus))
         if args.align_head == "auto":

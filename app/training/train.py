@@ -21,13 +21,6 @@ from tqdm import tqdm
 
 from app.alignment.corpus import AlignedPair, default_align_dir, load_references
 from app.alignment.evaluate import score_heads
-from app.alignment.supervision import (
-    HeadSupervision,
-    alignment_targets,
-    encode_aligned,
-    head_alignment_loss,
-    trainable_head_parameters,
-)
 from app.nn.base import Seq2Seq
 from app.nn.config import PAD_ID, ModelConfig, config_to_dict, score_of
 from app.nn.factory import build_model
@@ -39,6 +32,13 @@ from app.training.distributed import join
 from app.training.evaluate import bleu_scores, evaluate, translate_corpus
 from app.training.presets import TrainConfig
 from app.training.recipes import doubled, rdrop_kl, read_distilled
+from app.training.supervision import (
+    HeadSupervision,
+    alignment_targets,
+    encode_aligned,
+    head_alignment_loss,
+    trainable_head_parameters,
+)
 from app.translator import Translator
 
 logger = logging.getLogger(__name__)

@@ -4,4 +4,5 @@ Tell (Xu et al. 2015), trained on Fashion-MNIST canvases and scenes.
 Layers, importing downward only: ``data``/``scenes`` (images, layouts, captions) ->
 ``retina``/``ram``/``baseline``/``captioner`` (networks, no web, no training) -> ``train``/
 ``evaluate`` (loops and metrics) -> ``folders`` (a model folder <-> a loaded model) ->
-``service``/``api`` (the web layer)."""
+``app.serving.vision`` (the web layer, with its service and schemas) reads them; nothing
+here imports the web."""

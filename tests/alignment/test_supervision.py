@@ -13,19 +13,19 @@ from safetensors.torch import load_file
 from app.alignment.corpus import AlignedPair
 from app.alignment.links import parse_pharaoh
 from app.alignment.rows import Rows
-from app.alignment.supervision import (
-    HeadSupervision,
-    alignment_targets,
-    encode_aligned,
-    head_alignment_loss,
-    piece_links,
-)
 from app.alignment.words import word_spans
 from app.nn.factory import build_model
 from app.repository import WEIGHTS_FILE
 from app.testing import TINY_PAIRS, build_tiny_models, tiny_config, tiny_tokenizer
 from app.training.data import collate
 from app.training.presets import TrainConfig
+from app.training.supervision import (
+    HeadSupervision,
+    alignment_targets,
+    encode_aligned,
+    head_alignment_loss,
+    piece_links,
+)
 from app.training.train import train
 
 from .conftest import diagonal_references
