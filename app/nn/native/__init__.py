@@ -35,7 +35,6 @@ cost start-up nothing, and a missing build costs only that speed.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from app import config
 from app.nn.inference import Int8Product, PackedFp16Product, packs
 from app.nn.native import library
 
@@ -57,8 +57,8 @@ _ops: list[Any] = []  # [] until tried, then [torch.ops.attnscope_native or None
 
 
 def enabled() -> bool:
-    """False when ``ATTNSCOPE_NATIVE`` is 0/false/no/off."""
-    return os.environ.get("ATTNSCOPE_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")
+    """False when ``ATTNSCOPE_NATIVE`` is 0/false/no/off (``Settings.native``, read afresh)."""
+    return bool(config.current("native"))
 
 
 def ops() -> Any | None:
