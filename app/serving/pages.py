@@ -19,6 +19,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.config import REPO_ROOT
 from app.score_table import score_rows
+from app.serving.schemas import MAX_BEAM
 from app.serving.service import ModelService
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,8 @@ def _asset_version() -> str:
 
 
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
-templates.env.globals.update(plotly_url=PLOTLY_URL, asset_version=_asset_version())
+# max_beam: the inputs' max, which the pages' JS reads back; the limit is written once, in schemas.
+templates.env.globals.update(plotly_url=PLOTLY_URL, asset_version=_asset_version(), max_beam=MAX_BEAM)
 
 router = APIRouter(include_in_schema=False, tags=["pages"])
 
