@@ -18,7 +18,7 @@ from contextvars import ContextVar
 
 from torch import Tensor, nn
 
-HeadRef = tuple[str, int, int]  # (kind, layer, head)
+HeadTuple = tuple[str, int, int]  # (kind, layer, head); the API names one with serving.heads.HeadRef
 
 _ACTIVE: ContextVar[dict[int, frozenset[int]] | None] = ContextVar("attnscope_disabled_heads", default=None)
 
@@ -72,7 +72,7 @@ def attention_module(model: nn.Module, kind: str, layer: int) -> nn.Module:
 
 
 @contextmanager
-def disabled_heads(model: nn.Module, heads: Iterable[HeadRef]) -> Iterator[None]:
+def disabled_heads(model: nn.Module, heads: Iterable[HeadTuple]) -> Iterator[None]:
     """Switch ``heads`` of ``model`` off inside the block; ValueError for a head that does not exist."""
     chosen: dict[int, set[int]] = {}
     num_heads = int(getattr(getattr(model, "config", None), "num_heads", 1))
