@@ -3,13 +3,13 @@ selection, as one native (C++) operation each, built at install time.
 
 At one row per step the Python step (:mod:`app.nn.decoder_step`) is ~130 small PyTorch operations
 around 19 matrix products, and their dispatch costs as much as the products, or several times
-the int8 ones. ``int8_step.cpp`` has three operations:
+the int8 ones. Three operations run a Transformer:
 
-- ``int8_step`` and ``int8_encode`` (models quantised with ``--quantize int8``): the same FBGEMM
+- ``int8_step`` and ``int8_encode`` (``int8_step.cpp``) (models quantised with ``--quantize int8``): the same FBGEMM
   int8 calls on the same operands as the Python layers (:class:`app.nn.inference.Int8Product`),
   the rest (embedding, layer norms, each head's attention, softmaxes, residuals) as plain loops;
   equal to the Python int8 layers up to float rounding.
-- ``fp32_step`` (float models whose products are on FBGEMM's packed fp16 weights, as the shipped
+- ``fp32_step`` (``fp32_step.cpp``; float models whose products are on FBGEMM's packed fp16 weights, as the shipped
   ones): the Python step's own ATen operations in C++, the same bits; what it saves is Python's
   share of each operation.
 

@@ -34,7 +34,7 @@ from app import config
 
 log = logging.getLogger(__name__)
 NAME = "attnscope_native"
-SOURCES = [Path(__file__).with_name(name) for name in ("int8_step.cpp", "beam.cpp")]
+SOURCES = [Path(__file__).with_name(name) for name in ("fp32_step.cpp", "int8_step.cpp", "beam.cpp")]
 CFLAGS = ["-O3"]
 STALE_BUILD_S = 3600.0  # a temporary build folder this old belongs to a build that died
 
