@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 
 from app.config import Settings
 from app.device import resolve_device
-from app.serving.errors import InvalidInput
+from app.serving.errors import InvalidInput, UnknownModel
 from app.serving.pages import templates
 from app.serving.schemas import ErrorResponse
 from app.serving.vision_schemas import (
@@ -27,7 +27,13 @@ from app.serving.vision_schemas import (
     SamplesResponse,
     VisionModelsResponse,
 )
-from app.serving.vision_service import BadImage, SamplesUnavailable, VisionService
+from app.vision.service import (
+    BadImage,
+    SamplesUnavailable,
+    UnknownVisionModel,
+    VisionService,
+    WrongRequest,
+)
 
 T = TypeVar("T")
 MAX_SAMPLES = 64
@@ -75,6 +81,10 @@ async def _run(request: Request, fn: Callable[[], T]) -> T:
         if err.status == 413:
             raise HTTPException(status_code=413, detail=err.message) from None
         raise InvalidInput(("body", "image"), err.message, "image_invalid") from None
+    except UnknownVisionModel as err:
+        raise UnknownModel(err.model_id, err.available) from None
+    except WrongRequest as err:
+        raise InvalidInput(err.field, err.message) from None
 
 
 @router.get("/models", response_model=VisionModelsResponse, summary="The loaded vision models")
@@ -114,6 +124,8 @@ async def samples(
         return await anyio.to_thread.run_sync(lambda: service.samples(dataset, n, seed))
     except SamplesUnavailable as err:
         raise HTTPException(status_code=503, detail=str(err)) from None
+    except WrongRequest as err:  # the schema lets only the three data sets through
+        raise InvalidInput(err.field, err.message) from None
 
 
 @pages.get("/vision", response_class=HTMLResponse)
