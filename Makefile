@@ -7,7 +7,7 @@ NATIVE := $(VENV)/.native-built
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: serve test install native chromium lint bench clean
+.PHONY: serve test install native chromium lint bench clean wheel
 
 install: $(STAMP) $(NATIVE)
 
@@ -44,5 +44,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) bench/decode.py
 
+# A wheel with the pages and the shipped models inside (setup.py); `pip install dist/attnscope-*.whl`
+# then serves them from any directory.
+wheel: $(STAMP)
+	$(PY) -m pip wheel --no-deps --no-build-isolation -w dist .
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist

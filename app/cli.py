@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 from app.alignment.rows import ROWS
 from app.allocator import keep_freed_memory
-from app.config import REPO_ROOT, data_dir
+from app.config import IN_CHECKOUT, REPO_ROOT, data_dir
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -259,7 +259,7 @@ def _configs(args: argparse.Namespace) -> tuple[ModelConfig, TrainConfig]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from app.training.train import train
+    from app.training.train import TrainRun, train
 
     model_config, train_config = _configs(args)
     out = Path(args.out)
@@ -279,7 +279,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ValueError("--align-only-head goes with --align-head (which head to train)")
     if args.align_head:
         from app.alignment.corpus import default_align_dir
-        from app.alignment.supervision import HeadSupervision
+        from app.training.supervision import HeadSupervision
 
         align_dir = str(args.align_dir or default_align_dir(corpus))
         if args.align_head == "auto":
@@ -298,12 +298,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             int(layer), int(head), args.align_weight, align_dir, args.align_rows, only_head=args.align_only_head
         )
         supervision.check(model_config)
-    card = train(
-        model_config,
-        train_config,
+    run = TrainRun(
         data_dir=corpus,
         out_dir=out,
-        run_dir=args.run_dir or REPO_ROOT / "runs" / out.name,
+        run_dir=args.run_dir or (REPO_ROOT if IN_CHECKOUT else Path.cwd()) / "runs" / out.name,
         source_lang=pair[0],
         target_lang=pair[1],
         tokenizer_path=tokenizer_path,
@@ -315,6 +313,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         supervision=supervision,
         align_dir=args.align_dir,
     )
+    card = train(model_config, train_config, run)
     logging.getLogger("attnscope").info("wrote %s: %s", out, json.dumps(card.get("bleu", {}), indent=None))
     return 0
 

@@ -2,27 +2,50 @@
 
 Every field can be set as ``ATTNSCOPE_<FIELD>`` (e.g. ``ATTNSCOPE_MODELS_DIR=/srv/models``,
 ``ATTNSCOPE_MAX_CHARS=2000``); command-line flags, where a command has them, win over the
-environment. Empty variables count as unset."""
+environment. Empty variables count as unset.
+
+Every ``ATTNSCOPE_*`` variable the code reads is a field here (tests/test_config.py checks that
+nothing else in ``app/`` reads one). Most are read once (:func:`get_settings`); the few switches
+that a benchmark or a test flips while a process runs (``native``, ``cuda_graphs``, ``native_dir``,
+``fashion_mnist_dir``) are read afresh with :func:`current`, parsed by the same field."""
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, TypeAdapter, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-"""The checkout: ``models/``, ``templates/``, ``static/`` and ``runs/`` live here."""
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+"""The checkout (``models/``, ``templates/``, ``static/``, ``runs/``); in an installed wheel, the
+folder that holds the package (site-packages), where none of them is."""
+IN_CHECKOUT = (REPO_ROOT / "pyproject.toml").is_file()
+"""Whether the package runs from a checkout (an editable install or ``python -m``), not a wheel."""
+SHIPPED = ("static", "templates", "models")
+"""What a wheel carries beside the code, under ``app/shipped/`` (setup.py copies them there)."""
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+def shipped(name: str) -> Path:
+    """The folder ``name`` (one of :data:`SHIPPED`): inside the package when installed from a
+    wheel (``app/shipped/<name>``), else the checkout's own ``<name>/``."""
+    if name not in SHIPPED:
+        raise ValueError(f"{name!r} is not shipped; one of {', '.join(SHIPPED)}")
+    inside = PACKAGE_DIR / "shipped" / name
+    return inside if inside.is_dir() else REPO_ROOT / name
 
 
 def default_data_dir() -> Path:
     """Where the Multi30k corpus is read when neither ``--data-dir`` nor ``ATTNSCOPE_DATA_DIR``
-    says: ``../shared/data/multi30k`` beside the checkout when that folder exists, else
+    says: in a checkout, ``../shared/data/multi30k`` beside it when that folder exists (the
+    development machines' and CI's shared copy); else, and always when installed from a wheel,
     ``~/.cache/attnscope/multi30k`` (where ``attnscope download`` puts it)."""
     shared = REPO_ROOT.parent / "shared" / "data" / "multi30k"
-    if shared.is_dir():
+    if IN_CHECKOUT and shared.is_dir():
         return shared
     return Path.home() / ".cache" / "attnscope" / "multi30k"
 
@@ -31,18 +54,39 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ATTNSCOPE_", env_ignore_empty=True, extra="ignore")
 
     models_dir: Path = Field(
-        default=REPO_ROOT / "models",
-        description="The model repository: one folder per model, each loaded at start-up.",
+        default_factory=lambda: shipped("models"),
+        description=(
+            "The model repository: one folder per model, each loaded at start-up. Default: the "
+            "shipped models (the checkout's models/, or the wheel's copy inside the package)."
+        ),
     )
     data_dir: Path = Field(
         default_factory=default_data_dir,
         description="The Multi30k data (training and evaluation); see default_data_dir().",
     )
-    fashion_mnist_dir: Path | None = Field(
-        default=None,
+    fashion_mnist_dir: Path = Field(
+        default=DEBIAN_FASHION_MNIST,
         description=(
-            "Fashion-MNIST IDX files for the vision samples and training; None: "
-            "/usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)."
+            "Fashion-MNIST IDX files for the vision samples and training (default: Debian's "
+            "dataset-fashion-mnist package); commands' --data-dir wins."
+        ),
+    )
+    native: bool = Field(
+        default=True,
+        description=(
+            "Use the native decoder operations built at install time (app/nn/native) where they "
+            "load; false (0/no/off): the Python step everywhere (same results, slower). Read afresh."
+        ),
+    )
+    native_dir: Path | None = Field(
+        default=None,
+        description="Folder of the native libraries; None: <venv>/share/attnscope/native. Read afresh.",
+    )
+    cuda_graphs: bool = Field(
+        default=False,
+        description=(
+            "Greedy decoding on CUDA replays captured CUDA graphs (app/decoding/static_greedy.py); "
+            "off until timed on a GPU (docs/decoding.md). Read afresh."
         ),
     )
     device: str | None = Field(
@@ -208,6 +252,31 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [name.strip() for name in value.split(",") if name.strip()]
         return value
+
+
+@lru_cache(maxsize=256)
+def _parse(name: str, raw: str) -> Any:
+    """``raw`` (stripped) as the field ``name`` parses it; empty: the field's default."""
+    field = Settings.model_fields[name]
+    if not raw:
+        return field.get_default(call_default_factory=True)
+    kind: Any = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+    return TypeAdapter(kind).validate_python(raw)
+
+
+def current(name: str) -> Any:
+    """The setting ``name`` read afresh from ``ATTNSCOPE_<NAME>`` (parsed and validated as its
+    :class:`Settings` field; unset or empty: the field's default), for the switches that may change
+    while a process runs. Cheap (about a microsecond): each raw value is parsed once."""
+    return _parse(name, os.environ.get(_ENV_NAMES.get(name) or _env_name(name), "").strip())
+
+
+_ENV_NAMES: dict[str, str] = {}
+
+
+def _env_name(name: str) -> str:
+    _ENV_NAMES[name] = f"ATTNSCOPE_{name.upper()}"
+    return _ENV_NAMES[name]
 
 
 @lru_cache

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from app.alignment.links import Links, format_pharaoh, grow_diag_final_and, parse_pharaoh
 from app.alignment.words import Span, locate, moses_words
-from app.training.data import DataError, load_parallel
+from app.text.corpus import DataError, load_parallel
 
 logger = logging.getLogger(__name__)
 

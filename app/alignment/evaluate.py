@@ -17,7 +17,7 @@ from app.alignment.rows import Rows
 from app.decoding import score_targets
 from app.nn.config import EOS_ID
 from app.repository import LoadedModel
-from app.training.data import load_parallel
+from app.text.corpus import load_parallel
 
 logger = logging.getLogger(__name__)
 

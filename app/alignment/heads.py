@@ -11,7 +11,7 @@ next row; "Shift-Att", Chen et al. 2020, "Accurate Word Alignment Induction from
 Translation"). The producing step is computed before the model has seen ``t``, so its attention
 points at the source of the word the model *expects*; the reading step has ``t`` in its context.
 Unsupervised heads align by the producing row (on reading rows en-de heads score 0.04-0.27), but a head trained
-to align (:mod:`app.alignment.supervision`) can be trained on either, and a card says which.
+to align (:mod:`app.training.supervision`) can be trained on either, and a card says which.
 """
 
 from __future__ import annotations

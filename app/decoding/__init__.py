@@ -5,11 +5,11 @@ from app.decoding.beam import beam_search
 from app.decoding.greedy import greedy_decode
 from app.decoding.output import DecodeOutput, DecodeStopped, Hypothesis
 from app.decoding.scoring import score_targets
-from app.decoding.tree import BeamNode, BeamTree, FinishedHypothesis
+from app.decoding.tree import BeamNode, FinishedHypothesis, SearchTree
 
 __all__ = [
     "BeamNode",
-    "BeamTree",
+    "SearchTree",
     "DecodeOutput",
     "DecodeStopped",
     "FinishedHypothesis",

@@ -33,7 +33,7 @@ from app.decoding.output import (
     stack_padded,
 )
 from app.decoding.steps import Candidate, DecodeStep, StepCallback
-from app.decoding.tree import BeamTree, FinishedHypothesis
+from app.decoding.tree import FinishedHypothesis, SearchTree
 from app.nn import native
 from app.nn.base import Seq2Seq, reorder_encoder
 from app.nn.outputs import StepOutput
@@ -113,7 +113,7 @@ def beam_search(
 
     prefix: per sentence, target ids forced before the search starts (no pad, ``<s>``, ``</s>``).
     coverage_penalty: GNMT's beta (0 disables it; needs a model with cross-attention).
-    return_tree: also return each sentence's :class:`BeamTree` (``DecodeOutput.trees``).
+    return_tree: also return each sentence's :class:`SearchTree` (``DecodeOutput.trees``).
     max_length: one budget for all sentences or one per sentence (each sentence finishes at its
     own, exactly as if decoded alone with it).
     should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline).
@@ -145,7 +145,7 @@ def beam_search(
     coverage = torch.zeros(batch, src.size(1), device=device) if use_coverage else None
     history, pointers = AttentionHistory(), _BackPointers()
     finished: list[list[_Finished]] = [[] for _ in range(batch)]
-    trees = [BeamTree.rooted(c.bos_id) for _ in range(batch)] if return_tree else None
+    trees = [SearchTree.rooted(c.bos_id) for _ in range(batch)] if return_tree else None
     nodes = [0] * batch  # the tree node each row holds (the root at the start)
 
     for t in range(limit):
@@ -352,7 +352,7 @@ def _step_report(
 
 
 def _close_trees(
-    trees: list[BeamTree],
+    trees: list[SearchTree],
     finished: list[list[_Finished]],
     pointers: _BackPointers,
     best: list[_Finished],

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from app.decoding.tree import BeamTree
+from app.decoding.tree import SearchTree
 from app.nn.config import ModelConfig
 
 
@@ -32,7 +32,7 @@ class Hypothesis:
     decoder_self: Tensor | None
     cross: Tensor | None
     forced_tokens: int = 0
-    tree: BeamTree | None = None
+    tree: SearchTree | None = None
 
 
 @dataclass
@@ -51,7 +51,7 @@ class DecodeOutput:
     decoder_self: Tensor | None = None
     cross: Tensor | None = None
     forced_tokens: list[int] | None = None
-    trees: list[BeamTree] | None = None
+    trees: list[SearchTree] | None = None
 
     def hypotheses(self) -> list[Hypothesis]:
         out = []

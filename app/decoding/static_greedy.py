@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -44,6 +43,7 @@ from weakref import WeakKeyDictionary
 import torch
 from torch import Tensor, nn
 
+from app import config
 from app.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
 from app.nn import decoder_step
 from app.nn.base import Seq2Seq
@@ -62,8 +62,8 @@ Key = tuple[int, int, int]  # (batch, source capacity, length capacity)
 
 def enabled() -> bool:
     """``ATTNSCOPE_CUDA_GRAPHS=1`` switches the graph path on (unset, ``0`` or anything else: off,
-    until it has been timed on a GPU: see docs/decoding.md)."""
-    return os.environ.get("ATTNSCOPE_CUDA_GRAPHS", "").strip().lower() in {"1", "true", "yes", "on"}
+    until it has been timed on a GPU: see docs/decoding.md); ``Settings.cuda_graphs``, read afresh."""
+    return bool(config.current("cuda_graphs"))
 
 
 def applies(model: Seq2Seq, device: torch.device, prefix: Sequence[Sequence[int]] | None) -> bool:

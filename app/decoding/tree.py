@@ -47,7 +47,7 @@ class FinishedHypothesis:
 
 
 @dataclass
-class BeamTree:
+class SearchTree:
     """One sentence's search. ``best``: node ids of the returned hypothesis, root first;
     ``hypotheses``: every finished one, best first."""
 
@@ -81,7 +81,7 @@ class BeamTree:
         return ids[::-1]
 
     @classmethod
-    def rooted(cls, bos_id: int) -> BeamTree:
+    def rooted(cls, bos_id: int) -> SearchTree:
         return cls(
             nodes=[BeamNode(id=0, parent=None, step=0, token=bos_id, logprob=0.0, score=0.0)]
         )

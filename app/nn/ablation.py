@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from app.nn.family import family_of, geometry_of
 
-HeadRef = tuple[str, int, int]  # (kind, layer, head)
+HeadTuple = tuple[str, int, int]  # (kind, layer, head); the API names one with serving.heads.HeadRef
 
 _ACTIVE: ContextVar[dict[int, frozenset[int]] | None] = ContextVar("attnscope_disabled_heads", default=None)
 
@@ -65,7 +65,7 @@ def attention_module(model: nn.Module, kind: str, layer: int) -> nn.Module:
 
 
 @contextmanager
-def disabled_heads(model: nn.Module, heads: Iterable[HeadRef]) -> Iterator[None]:
+def disabled_heads(model: nn.Module, heads: Iterable[HeadTuple]) -> Iterator[None]:
     """Switch ``heads`` of ``model`` off inside the block; ValueError for a head that does not exist."""
     chosen: dict[int, set[int]] = {}
     config = getattr(model, "config", None)

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 from app.alignment.hard import Choice, hard_alignment, trained_rows, word_level_attention
 from app.alignment.rows import Rows
-from app.nn.ablation import HeadRef as HeadTuple
-from app.nn.ablation import attention_module
+from app.nn.ablation import HeadTuple, attention_module
 from app.serving.errors import InvalidInput
 from app.serving.heads import AlignmentChoice, CrossHead, HeadRef, WordAlignment
 from app.serving.registry import ServedModel

@@ -15,7 +15,7 @@ import torch
 
 from app.anatomy import anatomy
 from app.decoding.output import Hypothesis
-from app.decoding.tree import BeamTree as Tree
+from app.decoding.tree import SearchTree
 from app.nn.family import geometry_of
 from app.repository import LoadedModel
 from app.serving.errors import InvalidInput
@@ -91,7 +91,7 @@ def score_matrix(scores: torch.Tensor, decimals: int = 6) -> ScoreMatrix:
     return [[[[v if v != -math.inf else None for v in row] for row in head] for head in layer] for layer in rounded]
 
 
-def beam_tree(tokenizer: Tokenizer, tree: Tree) -> BeamTree:
+def beam_tree(tokenizer: Tokenizer, tree: SearchTree) -> BeamTree:
     pieces = tokenizer.pieces([node.token for node in tree.nodes])
     return BeamTree(
         nodes=[

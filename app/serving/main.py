@@ -21,6 +21,7 @@ from app.allocator import keep_freed_memory
 from app.config import Settings, get_settings
 from app.serving import api, assets, catalog, metrics, pages, stream
 from app.serving import attribution as attribution_api
+from app.serving import vision as vision_api
 from app.serving.errors import install_error_handlers
 from app.serving.middleware import (
     BodyLimit,
@@ -30,7 +31,6 @@ from app.serving.middleware import (
     answer_cancelled,
 )
 from app.serving.service import ModelService
-from app.vision import api as vision_api
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ STATIC_DIR = pages.STATIC_DIR
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     service = ModelService(settings)  # cheap: the models load in the lifespan
+    vision = vision_api.make_service(settings)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -52,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         loading = threading.Thread(target=service.load_all, name="attnscope-load", daemon=True)
         loading.start()
         try:
+            await vision_api.load(app, vision)  # the small vision models, before the first request
             yield
         finally:
             # uvicorn has given running requests ATTNSCOPE_SHUTDOWN_TIMEOUT_S to finish; decodes
@@ -80,7 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(attribution_api.router)
     app.include_router(catalog.router)  # GET /api/score-functions
     app.include_router(pages.router)
-    app.include_router(vision_api.router)  # its own lifespan loads the vision models
+    app.include_router(vision_api.router)
     app.include_router(vision_api.pages)
     app.include_router(assets.router)
     app.include_router(metrics.router)

@@ -17,14 +17,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from app.config import REPO_ROOT
+from app.config import shipped
 from app.score_table import score_rows
+from app.serving.schemas import MAX_BEAM
 from app.serving.service import ModelService
 
 logger = logging.getLogger(__name__)
 
-TEMPLATES_DIR = REPO_ROOT / "templates"
-STATIC_DIR = REPO_ROOT / "static"
+TEMPLATES_DIR = shipped("templates")  # the checkout's, or the installed wheel's copy
+STATIC_DIR = shipped("static")
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 PLOTLY_URL = f"/vendor/plotly.min.js?v={plotly.__version__}"
 
@@ -58,7 +59,8 @@ def _asset_version() -> str:
 
 
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
-templates.env.globals.update(plotly_url=PLOTLY_URL, asset_version=_asset_version())
+# max_beam: the inputs' max, which the pages' JS reads back; the limit is written once, in schemas.
+templates.env.globals.update(plotly_url=PLOTLY_URL, asset_version=_asset_version(), max_beam=MAX_BEAM)
 
 router = APIRouter(include_in_schema=False, tags=["pages"])
 

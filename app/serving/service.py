@@ -23,8 +23,7 @@ from app.alignment.rows import Rows
 from app.config import Settings
 from app.decoding.steps import StepCallback
 from app.device import resolve_device
-from app.nn.ablation import HeadRef as HeadTuple
-from app.nn.ablation import disabled_heads
+from app.nn.ablation import HeadTuple, disabled_heads
 from app.serving import ablation, limits
 from app.serving.answers import to_response
 from app.serving.batching import Scheduler, Ticket

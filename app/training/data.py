@@ -1,12 +1,11 @@
-"""Multi30k task 1 on disk: finding it, downloading it, reading parallel splits, batching by tokens.
+"""Multi30k for training: downloading it, encoding pairs, batching by tokens.
 
-Files are ``<split>.<lang>.gz`` (or uncompressed ``<split>.<lang>``), one caption per line, line i
-of each language the same caption, as in the dataset's public repository.
+Reading the corpus (splits, languages, ``load_parallel``, ``DataError``) lives in
+:mod:`app.text.corpus`, below alignment and training both; its names are re-exported here.
 """
 
 from __future__ import annotations
 
-import gzip
 import http.client
 import logging
 import random
@@ -19,69 +18,23 @@ import torch
 from torch import Tensor
 
 from app.nn.config import BOS_ID, EOS_ID, PAD_ID
+from app.text.corpus import (  # re-exported: the corpus reader used to live here
+    LANGUAGES,
+    SPLITS,
+    TEST_SPLITS,
+    DataError,
+    load_parallel,
+    read_lines,
+    split_path,
+)
 
 logger = logging.getLogger(__name__)
 
-# Our split names -> the dataset's file stems.
-SPLITS: dict[str, str] = {
-    "train": "train",
-    "val": "val",
-    "test2016": "test_2016_flickr",
-    "test2017": "test_2017_flickr",
-    "mscoco2017": "test_2017_mscoco",
-}
-TEST_SPLITS = ("test2016", "test2017", "mscoco2017")
-LANGUAGES = ("en", "de", "fr")
 DOWNLOAD_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{file}"
-
-
-class DataError(ValueError):
-    """The corpus is missing or malformed; the message names the file and the problem."""
-
-
-def split_path(data_dir: Path, split: str, lang: str) -> Path:
-    if split not in SPLITS:
-        raise DataError(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
-    stem = f"{SPLITS[split]}.{lang}"
-    for candidate in (data_dir / f"{stem}.gz", data_dir / stem):
-        if candidate.is_file():
-            return candidate
-    raise DataError(
-        f"missing {data_dir / (stem + '.gz')}: point --data-dir (or ATTNSCOPE_DATA_DIR) at the "
-        "Multi30k task 1 raw files, or fetch them with `attnscope download`"
-    )
-
-
-def read_lines(path: Path) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            lines = f.read().split("\n")
-    except (OSError, UnicodeDecodeError, EOFError) as err:
-        raise DataError(f"cannot read {path}: {err}") from err
-    if lines and lines[-1] == "":
-        lines.pop()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            raise DataError(f"{path}: line {number} is empty")
-    return [line.strip() for line in lines]
-
-
-def load_parallel(data_dir: str | Path, split: str, src: str, tgt: str) -> list[tuple[str, str]]:
-    """The ``split`` of the ``src``-``tgt`` pair as (source, target) caption pairs."""
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise DataError(
-            f"data folder {data_dir} does not exist: pass --data-dir, set ATTNSCOPE_DATA_DIR, "
-            "or run `attnscope download`"
-        )
-    src_path, tgt_path = split_path(data_dir, split, src), split_path(data_dir, split, tgt)
-    sources, targets = read_lines(src_path), read_lines(tgt_path)
-    if len(sources) != len(targets):
-        raise DataError(f"{src_path} has {len(sources)} lines but {tgt_path} has {len(targets)}")
-    if not sources:
-        raise DataError(f"{src_path} is empty")
-    return list(zip(sources, targets, strict=True))
+__all__ = [
+    "DOWNLOAD_URL", "LANGUAGES", "SPLITS", "TEST_SPLITS", "DataError", "Example", "collate", "download",
+    "encode_pairs", "iterate", "load_parallel", "read_lines", "split_path", "token_batches",
+]
 
 
 def download(data_dir: str | Path, langs: Sequence[str] = LANGUAGES, timeout: float = 60.0) -> Path:

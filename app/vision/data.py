@@ -8,7 +8,6 @@ on a GPU never waits for the CPU to draw images."""
 from __future__ import annotations
 
 import gzip
-import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +17,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-DEFAULT_DIR = Path("/usr/share/datasets/fashion-mnist")
-ENV_VAR = "ATTNSCOPE_FASHION_MNIST_DIR"
+from app import config
+
+DEFAULT_DIR = config.DEBIAN_FASHION_MNIST
+ENV_VAR = "ATTNSCOPE_FASHION_MNIST_DIR"  # Settings.fashion_mnist_dir, named in messages
 CLASSES: tuple[str, ...] = (
     "t-shirt", "trouser", "pullover", "dress", "coat",
     "sandal", "shirt", "sneaker", "bag", "ankle boot",
@@ -38,9 +39,9 @@ class DataMissing(FileNotFoundError):
 
 
 def data_dir(path: str | Path | None = None) -> Path:
-    """``path``, else ``$ATTNSCOPE_FASHION_MNIST_DIR``, else the Debian package's folder."""
-    chosen = path or os.environ.get(ENV_VAR) or DEFAULT_DIR
-    return Path(chosen)
+    """``path``, else ``$ATTNSCOPE_FASHION_MNIST_DIR``, else the Debian package's folder
+    (``Settings.fashion_mnist_dir``, read afresh)."""
+    return Path(path) if path else Path(config.current("fashion_mnist_dir"))
 
 
 def read_idx(path: str | Path) -> np.ndarray:

@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 
-from app.serving.errors import InvalidInput, UnknownModel
 from app.vision import folders
 from app.vision.captioner import Captioner, beam_search, greedy
 from app.vision.data import CANVAS_KINDS, CLASSES, Items, fixed_canvases, load_items
@@ -30,6 +29,23 @@ class BadImage(Exception):
 
     def __init__(self, message: str, status: int) -> None:
         self.message, self.status = message, status
+        super().__init__(message)
+
+
+class UnknownVisionModel(LookupError):
+    """No vision model of that id; ``available`` lists the loaded ones (the API answers 404)."""
+
+    def __init__(self, model_id: str, available: list[str]) -> None:
+        self.model_id, self.available = model_id, available
+        super().__init__(f"unknown vision model {model_id!r}")
+
+
+class WrongRequest(ValueError):
+    """A request this service cannot answer (the other task's model, an unknown data set):
+    ``field`` is where it lies as the API names it (("body", "model")), ``message`` says why."""
+
+    def __init__(self, field: tuple[str, str], message: str) -> None:
+        self.field, self.message = field, message
         super().__init__(message)
 
 
@@ -82,12 +98,12 @@ class VisionService:
     def get(self, model_id: str, task: str) -> VisionModel:
         loaded = self.models.get(model_id)
         if loaded is None:
-            raise UnknownModel(model_id, list(self.models))
+            raise UnknownVisionModel(model_id, list(self.models))
         wanted = "caption" if task == "caption" else "classify"
         if (loaded.kind == "captioner") != (wanted == "caption"):
             doing = "captions scenes" if loaded.kind == "captioner" else "classifies canvases"
             others = [m.id for m in self.models.values() if (m.kind == "captioner") == (wanted == "caption")]
-            raise InvalidInput(("body", "model"), f"{model_id} {doing}; for this endpoint use one of: {', '.join(others) or 'none'}")
+            raise WrongRequest(("body", "model"), f"{model_id} {doing}; for this endpoint use one of: {', '.join(others) or 'none'}")
         return loaded
 
     @staticmethod
@@ -193,6 +209,6 @@ class VisionService:
                     "item": {"x": x, "y": y, "size": 28},
                 })
         else:  # the schema only lets the three through
-            raise InvalidInput(("query", "dataset"), f"choose one of {', '.join(DATASETS)}")
+            raise WrongRequest(("query", "dataset"), f"choose one of {', '.join(DATASETS)}")
         size = 84 if dataset == "scenes" else 60
         return {"dataset": dataset, "seed": seed, "width": size, "height": size, "samples": out}

@@ -68,7 +68,7 @@ const modelById = (id) => models.find((m) => m.id === id) || null;
 
 function beamSize() {
   const beam = Math.round(Number(beamInput.value));
-  return Number.isFinite(beam) ? Math.min(16, Math.max(1, beam)) : 5;
+  return Number.isFinite(beam) ? Math.min(Number(beamInput.max), Math.max(1, beam)) : 5;
 }
 
 function writeUrl() {

@@ -191,7 +191,7 @@ export class Inspector {
   async compareBeams() {
     if (!this.current) return;
     const input = role(this.beamCard, "beam-other");
-    const size = Math.min(16, Math.max(1, Math.round(Number(input.value)) || 1));
+    const size = Math.min(Number(input.max), Math.max(1, Math.round(Number(input.value)) || 1));
     input.value = String(size);
     const button = role(this.beamCard, "beam-compare");
     setBusy(button, true);

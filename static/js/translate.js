@@ -83,7 +83,7 @@ function modelById(id) {
 
 function beamSize() {
   const beam = Math.round(Number(beamInput.value));
-  return Number.isFinite(beam) ? Math.min(16, Math.max(1, beam)) : 5;
+  return Number.isFinite(beam) ? Math.min(Number(beamInput.max), Math.max(1, beam)) : 5;
 }
 
 function writeUrl() {

@@ -28,7 +28,7 @@ from app.training.copies import (
 )
 from app.training.data import DataError
 from app.training.presets import TrainConfig
-from app.training.train import train
+from app.training.train import TrainRun, train
 
 from .conftest import diagonal_references
 
@@ -116,14 +116,14 @@ def test_training_adds_the_augmented_pairs(aligned_corpus: Path, tmp_path: Path)
     common = dict(data_dir=aligned_corpus, tokenizer_path=init / "tokenizer.model", init_from=init,
                   evaluate_test=False, progress=False)
     config = dataclasses.replace(FAST, copy_augment=1.0)
-    card = train(read_config(init)[0], config, out_dir=tmp_path / "copies", run_dir=tmp_path / "run", **common)  # type: ignore[arg-type]
+    card = train(read_config(init)[0], config, TrainRun(out_dir=tmp_path / "copies", run_dir=tmp_path / "run", **common))  # type: ignore[arg-type]
     expected = len(augment_corpus(TINY_PAIRS, diagonal_references(TINY_PAIRS), 1.0, seed=config.seed))
     assert expected > 0
     assert card["training"]["copy_augmented_pairs"] == expected
     assert card["training"]["train_pairs"] == len(TINY_PAIRS) + expected
     with pytest.raises(DataError, match="align-corpus"):
-        train(read_config(init)[0], config, out_dir=tmp_path / "none", run_dir=tmp_path / "run2",
-              align_dir=tmp_path / "no-alignments", **common)  # type: ignore[arg-type]
+        train(read_config(init)[0], config, TrainRun(out_dir=tmp_path / "none", run_dir=tmp_path / "run2",
+              align_dir=tmp_path / "no-alignments", **common))  # type: ignore[arg-type]
 
 
 def test_evaluate_copies_reports_and_updates_the_card(

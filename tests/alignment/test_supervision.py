@@ -13,20 +13,20 @@ from safetensors.torch import load_file
 from app.alignment.corpus import AlignedPair
 from app.alignment.links import parse_pharaoh
 from app.alignment.rows import Rows
-from app.alignment.supervision import (
-    HeadSupervision,
-    alignment_targets,
-    encode_aligned,
-    head_alignment_loss,
-    piece_links,
-)
 from app.alignment.words import word_spans
 from app.nn.factory import build_model
 from app.repository import WEIGHTS_FILE
 from app.testing import TINY_PAIRS, build_tiny_models, tiny_config, tiny_tokenizer
 from app.training.data import collate
 from app.training.presets import TrainConfig
-from app.training.train import train
+from app.training.supervision import (
+    HeadSupervision,
+    alignment_targets,
+    encode_aligned,
+    head_alignment_loss,
+    piece_links,
+)
+from app.training.train import TrainRun, train
 
 from .conftest import diagonal_references
 
@@ -124,7 +124,7 @@ def test_train_fine_tunes_a_folder_with_a_supervised_head(aligned_corpus: Path, 
     supervision = HeadSupervision(1, 0, weight=1.0, align_dir=str(aligned_corpus / "alignments"))
     common = dict(data_dir=aligned_corpus, tokenizer_path=init / "tokenizer.model", init_from=init,
                   supervision=supervision, evaluate_test=False, progress=False)
-    card = train(config, FAST, out_dir=tmp_path / "aligned", run_dir=tmp_path / "run", **common)  # type: ignore[arg-type]
+    card = train(config, FAST, TrainRun(out_dir=tmp_path / "aligned", run_dir=tmp_path / "run", **common))  # type: ignore[arg-type]
     curve = card["curve"]
     assert [c["epoch"] for c in curve] == [1, 2, 3]
     assert curve[-1]["train_align_loss"] < curve[0]["train_align_loss"]
@@ -133,7 +133,7 @@ def test_train_fine_tunes_a_folder_with_a_supervised_head(aligned_corpus: Path, 
     assert card["training"]["alignment_supervision"]["layer"] == 1
     # With a zero learning rate the written weights are the folder's own: the run started from them.
     frozen = dataclasses.replace(FAST, lr=0.0, max_epochs=1)
-    train(config, frozen, out_dir=tmp_path / "same", run_dir=tmp_path / "run0", **common)  # type: ignore[arg-type]
+    train(config, frozen, TrainRun(out_dir=tmp_path / "same", run_dir=tmp_path / "run0", **common))  # type: ignore[arg-type]
     before, after = load_file(str(init / WEIGHTS_FILE)), load_file(str(tmp_path / "same" / WEIGHTS_FILE))
     assert all(torch.equal(before[k].half(), after[k]) for k in before)
 
@@ -149,9 +149,9 @@ def test_only_head_training_changes_that_heads_query_and_key_rows_and_nothing_el
     # AdamW's decoupled weight decay shrinks every parameter it holds, gradient or not: the
     # other heads' rows must not be in it
     fast = dataclasses.replace(FAST, max_epochs=2, weight_decay=weight_decay)
-    card = train(read_config(init)[0], fast, out_dir=tmp_path / "aligned",
+    card = train(read_config(init)[0], fast, TrainRun(out_dir=tmp_path / "aligned",
                  run_dir=tmp_path / "run", data_dir=aligned_corpus, tokenizer_path=init / "tokenizer.model",
-                 init_from=init, supervision=supervision, evaluate_test=False, progress=False)
+                 init_from=init, supervision=supervision, evaluate_test=False, progress=False))
     assert card["training"]["alignment_supervision"]["only_head"] is True
     before = {k: v.half() for k, v in load_file(str(init / WEIGHTS_FILE)).items()}  # the folder keeps fp16
     after = load_file(str(tmp_path / "aligned" / WEIGHTS_FILE))
@@ -177,9 +177,9 @@ def test_supervised_head_trains_with_rdrop(aligned_corpus: Path, tmp_path: Path)
     from app.repository import read_config
 
     supervision = HeadSupervision(1, 0, weight=1.0, align_dir=str(aligned_corpus / "alignments"), rows="reads")
-    card = train(read_config(init)[0], dataclasses.replace(FAST, rdrop_alpha=2.0), out_dir=tmp_path / "aligned",
+    card = train(read_config(init)[0], dataclasses.replace(FAST, rdrop_alpha=2.0), TrainRun(out_dir=tmp_path / "aligned",
                  run_dir=tmp_path / "run", data_dir=aligned_corpus, tokenizer_path=init / "tokenizer.model",
-                 init_from=init, supervision=supervision, evaluate_test=False, progress=False)
+                 init_from=init, supervision=supervision, evaluate_test=False, progress=False))
     curve = card["curve"]
     assert curve[-1]["train_align_loss"] < curve[0]["train_align_loss"]
     assert card["training"]["alignment_supervision"]["rows"] == "reads"

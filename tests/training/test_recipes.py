@@ -13,7 +13,7 @@ from app.cli import main
 from app.nn.config import PAD_ID
 from app.training.data import DataError
 from app.training.recipes import doubled, rdrop_kl, read_distilled, write_distilled
-from app.training.train import train
+from app.training.train import TrainRun, train
 from tests.training.test_train import FAST, model_config
 
 
@@ -63,8 +63,8 @@ def test_training_with_rdrop_and_distilled_pairs_writes_a_model(tiny_corpus: Pat
     distilled = tmp_path / "kd.tsv"
     write_distilled(distilled, ["A dog runs.", "A cat sleeps."], ["Ein Hund rennt.", "Eine Katze schläft."])
     config = dataclasses.replace(FAST, max_epochs=1, rdrop_alpha=5.0, distill_file=str(distilled))
-    card = train(model_config("transformer", "additive"), config, data_dir=tiny_corpus, out_dir=tmp_path / "model",
-                 run_dir=tmp_path / "run", evaluate_test=False, progress=False)
+    card = train(model_config("transformer", "additive"), config, TrainRun(data_dir=tiny_corpus, out_dir=tmp_path / "model",
+                 run_dir=tmp_path / "run", evaluate_test=False, progress=False))
     assert card["training"]["distilled_pairs"] == 2
     assert card["training"]["train_pairs"] == 10 + 2
     assert card["hyperparameters"]["training"]["rdrop_alpha"] == 5.0
@@ -76,8 +76,8 @@ def test_rdrop_changes_the_gradient_only_through_the_kl_term(tiny_corpus: Path, 
     """Without dropout both passes agree, so R-Drop's KL is 0 and training equals plain training."""
     plain = dataclasses.replace(FAST, max_epochs=1, seed=3)
     cards = [
-        train(model_config("transformer", "additive"), dataclasses.replace(plain, rdrop_alpha=alpha), data_dir=tiny_corpus,
-              out_dir=tmp_path / f"m{alpha}", run_dir=tmp_path / f"r{alpha}", evaluate_test=False, progress=False)
+        train(model_config("transformer", "additive"), dataclasses.replace(plain, rdrop_alpha=alpha), TrainRun(data_dir=tiny_corpus,
+              out_dir=tmp_path / f"m{alpha}", run_dir=tmp_path / f"r{alpha}", evaluate_test=False, progress=False))
         for alpha in (0.0, 4.0)
     ]
     assert cards[0]["curve"][0]["train_loss"] == pytest.approx(cards[1]["curve"][0]["train_loss"], rel=1e-4)
@@ -85,8 +85,8 @@ def test_rdrop_changes_the_gradient_only_through_the_kl_term(tiny_corpus: Path, 
 
 def test_distill_command_writes_the_teachers_translations(tiny_corpus: Path, tmp_path: Path) -> None:
     teacher = tmp_path / "teacher"
-    train(model_config("transformer", "additive"), dataclasses.replace(FAST, max_epochs=1), data_dir=tiny_corpus,
-          out_dir=teacher, run_dir=tmp_path / "run", evaluate_test=False, progress=False)
+    train(model_config("transformer", "additive"), dataclasses.replace(FAST, max_epochs=1), TrainRun(data_dir=tiny_corpus,
+          out_dir=teacher, run_dir=tmp_path / "run", evaluate_test=False, progress=False))
     out = tmp_path / "kd.tsv.gz"
     assert main(["distill", str(teacher), "--out", str(out), "--split", "val", "--data-dir", str(tiny_corpus),
                  "--beam", "2", "--device", "cpu"]) == 0

@@ -18,7 +18,7 @@ from app.testing import tiny_config
 from app.training.data import TEST_SPLITS
 from app.training.evaluate import LENGTH_BUCKETS, bucket_name
 from app.training.presets import TrainConfig
-from app.training.train import train
+from app.training.train import TrainRun, train
 from app.translator import Translator
 
 RUNS = [
@@ -56,12 +56,14 @@ def run(
     return train(
         model_config(architecture, score),
         config,
-        data_dir=corpus,
-        out_dir=root / "model",
-        run_dir=root / "run",
-        resume=resume,
-        evaluate_test=evaluate_test,
-        progress=False,
+        TrainRun(
+            data_dir=corpus,
+            out_dir=root / "model",
+            run_dir=root / "run",
+            resume=resume,
+            evaluate_test=evaluate_test,
+            progress=False,
+        ),
     )
 
 

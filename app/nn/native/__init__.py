@@ -3,13 +3,13 @@ selection, as one native (C++) operation each, built at install time.
 
 At one row per step the Python step (:mod:`app.nn.decoder_step`) is ~130 small PyTorch operations
 around 19 matrix products, and their dispatch costs as much as the products, or several times
-the int8 ones. ``int8_step.cpp`` has three operations:
+the int8 ones. Three operations run a Transformer:
 
-- ``int8_step`` and ``int8_encode`` (models quantised with ``--quantize int8``): the same FBGEMM
+- ``int8_step`` and ``int8_encode`` (``int8_step.cpp``) (models quantised with ``--quantize int8``): the same FBGEMM
   int8 calls on the same operands as the Python layers (:class:`app.nn.inference.Int8Product`),
   the rest (embedding, layer norms, each head's attention, softmaxes, residuals) as plain loops;
   equal to the Python int8 layers up to float rounding.
-- ``fp32_step`` (float models whose products are on FBGEMM's packed fp16 weights, as the shipped
+- ``fp32_step`` (``fp32_step.cpp``; float models whose products are on FBGEMM's packed fp16 weights, as the shipped
   ones): the Python step's own ATen operations in C++, the same bits; what it saves is Python's
   share of each operation.
 
@@ -35,7 +35,6 @@ cost start-up nothing, and a missing build costs only that speed.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from app import config
 from app.nn.inference import Int8Product, PackedFp16Product, packs
 from app.nn.native import library
 
@@ -57,8 +57,8 @@ _ops: list[Any] = []  # [] until tried, then [torch.ops.attnscope_native or None
 
 
 def enabled() -> bool:
-    """False when ``ATTNSCOPE_NATIVE`` is 0/false/no/off."""
-    return os.environ.get("ATTNSCOPE_NATIVE", "1").strip().lower() not in ("0", "false", "no", "off")
+    """False when ``ATTNSCOPE_NATIVE`` is 0/false/no/off (``Settings.native``, read afresh)."""
+    return bool(config.current("native"))
 
 
 def ops() -> Any | None:

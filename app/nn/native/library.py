@@ -30,9 +30,11 @@ from typing import Any
 
 import torch
 
+from app import config
+
 log = logging.getLogger(__name__)
 NAME = "attnscope_native"
-SOURCES = [Path(__file__).with_name(name) for name in ("int8_step.cpp", "beam.cpp")]
+SOURCES = [Path(__file__).with_name(name) for name in ("fp32_step.cpp", "int8_step.cpp", "beam.cpp")]
 CFLAGS = ["-O3"]
 STALE_BUILD_S = 3600.0  # a temporary build folder this old belongs to a build that died
 
@@ -54,8 +56,8 @@ def key() -> str:
 
 def library_dir() -> Path:
     """The folder of this install's native libraries (``ATTNSCOPE_NATIVE_DIR`` or in the venv)."""
-    configured = os.environ.get("ATTNSCOPE_NATIVE_DIR", "").strip()
-    return Path(configured) if configured else Path(sys.prefix) / "share" / "attnscope" / "native"
+    configured: Path | None = config.current("native_dir")
+    return configured or Path(sys.prefix) / "share" / "attnscope" / "native"
 
 
 def library_path() -> Path:

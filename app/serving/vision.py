@@ -1,25 +1,25 @@
 """The vision API under ``/api/vision`` and the Vision page (``/vision``).
 
 Thin: each route validates its body, asks the :class:`VisionService` (in a worker thread) and
-returns its answer. The service is built and its models loaded by this router's own lifespan,
-which FastAPI merges into the app's, so the app needs only ``include_router``."""
+returns its answer. The service is built by ``create_app`` and its models loaded by the app's one
+lifespan (:func:`load`), beside the translation models; the networks, data and model folders
+live in :mod:`app.vision`, which knows nothing of the web."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse
 
-from app.config import Settings, get_settings
+from app.config import Settings
 from app.device import resolve_device
-from app.serving.errors import InvalidInput
+from app.serving.errors import InvalidInput, UnknownModel
 from app.serving.pages import templates
 from app.serving.schemas import ErrorResponse
-from app.vision.schemas import (
+from app.serving.vision_schemas import (
     CaptionRequest,
     CaptionResponse,
     GlimpsesRequest,
@@ -27,22 +27,31 @@ from app.vision.schemas import (
     SamplesResponse,
     VisionModelsResponse,
 )
-from app.vision.service import BadImage, SamplesUnavailable, VisionService
+from app.vision.service import (
+    BadImage,
+    SamplesUnavailable,
+    UnknownVisionModel,
+    VisionService,
+    WrongRequest,
+)
 
 T = TypeVar("T")
 MAX_SAMPLES = 64
 
 
-@asynccontextmanager
-async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    settings: Settings = getattr(app.state, "settings", None) or get_settings()
-    service = VisionService(settings.models_dir, resolve_device(settings.device), settings.fashion_mnist_dir)
+def make_service(settings: Settings) -> VisionService:
+    """The vision service of ``settings`` (cheap: its models load in :func:`load`)."""
+    return VisionService(settings.models_dir, resolve_device(settings.device), settings.fashion_mnist_dir)
+
+
+async def load(app: FastAPI, service: VisionService) -> None:
+    """Load the vision models (in a worker thread), then serve them: until this returns the
+    vision routes answer 503."""
     await anyio.to_thread.run_sync(service.load_all)
     app.state.vision = service
-    yield
 
 
-router = APIRouter(prefix="/api/vision", tags=["vision"], lifespan=lifespan)
+router = APIRouter(prefix="/api/vision", tags=["vision"])
 pages = APIRouter(include_in_schema=False, tags=["pages"])
 
 
@@ -72,6 +81,10 @@ async def _run(request: Request, fn: Callable[[], T]) -> T:
         if err.status == 413:
             raise HTTPException(status_code=413, detail=err.message) from None
         raise InvalidInput(("body", "image"), err.message, "image_invalid") from None
+    except UnknownVisionModel as err:
+        raise UnknownModel(err.model_id, err.available) from None
+    except WrongRequest as err:
+        raise InvalidInput(err.field, err.message) from None
 
 
 @router.get("/models", response_model=VisionModelsResponse, summary="The loaded vision models")
@@ -111,6 +124,8 @@ async def samples(
         return await anyio.to_thread.run_sync(lambda: service.samples(dataset, n, seed))
     except SamplesUnavailable as err:
         raise HTTPException(status_code=503, detail=str(err)) from None
+    except WrongRequest as err:  # the schema lets only the three data sets through
+        raise InvalidInput(err.field, err.message) from None
 
 
 @pages.get("/vision", response_class=HTMLResponse)

@@ -1,0 +1,100 @@
+"""A wheel install (``pip install .``, not editable) carries the pages and the models and serves
+them from any directory.
+
+The wheel is built from a copy of the checkout whose ``models/`` holds one tiny model (the
+shipped ones are ~200 MB), with the real pyproject.toml and setup.py, then unpacked as pip
+would install it and served from another directory: the installed package must find its
+templates, static files and models inside itself (``app/shipped/``), not beside a checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from app.config import REPO_ROOT
+
+COPIED = ("pyproject.toml", "setup.py", "README.md", "app", "static", "templates")
+SERVE = """
+import sys, time
+from fastapi.testclient import TestClient
+import app
+from app.config import IN_CHECKOUT, Settings, shipped
+from app.serving.main import create_app
+
+assert app.__file__.startswith(sys.argv[1]), app.__file__
+assert not IN_CHECKOUT
+settings = Settings(device="cpu")
+assert settings.models_dir == shipped("models"), settings.models_dir
+assert str(settings.data_dir).startswith(str(__import__("pathlib").Path.home())), settings.data_dir
+with TestClient(create_app(settings), base_url="http://localhost") as client:
+    deadline = time.monotonic() + 60
+    while client.get("/api/ready").status_code != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert [m["id"] for m in client.get("/api/models").json()["models"]] == [sys.argv[2]]
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="beam"' in page.text, page.status_code
+    script = client.get("/static/js/translate.js")
+    assert script.status_code == 200 and "beamSize" in script.text
+    assert client.get("/vision").status_code == 200
+print("served")
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory, tiny_models_dir: Path) -> tuple[Path, str]:
+    """The built wheel and the id of the one model it ships."""
+    source = tmp_path_factory.mktemp("checkout")
+    for name in COPIED:
+        origin = REPO_ROOT / name
+        if origin.is_dir():
+            shutil.copytree(origin, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
+        else:
+            shutil.copy2(origin, source / name)
+    model = "en-de-transformer"
+    shutil.copytree(tiny_models_dir / model, source / "models" / model)
+    dist = tmp_path_factory.mktemp("dist")
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w", str(dist), str(source)],
+        capture_output=True, text=True, timeout=300, cwd=dist,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr[-3000:]
+    (path,) = dist.glob("attnscope-*.whl")
+    return path, model
+
+
+def test_the_wheel_carries_pages_models_and_native_sources(wheel: tuple[Path, str]) -> None:
+    path, model = wheel
+    names = set(zipfile.ZipFile(path).namelist())
+    for wanted in (
+        "app/shipped/templates/translate.html",
+        "app/shipped/templates/vision.html",
+        "app/shipped/static/js/translate.js",
+        f"app/shipped/models/{model}/config.json",
+        f"app/shipped/models/{model}/card.json",
+        "app/nn/native/beam.cpp",
+        "app/config.py",
+    ):
+        assert wanted in names, wanted
+    assert not any(name.startswith(("tests/", "bench/", "app/shipped/models/en-de-rnn")) for name in names)
+
+
+def test_the_installed_package_serves_from_elsewhere(wheel: tuple[Path, str], tmp_path: Path) -> None:
+    path, model = wheel
+    site = tmp_path / "site-packages"
+    zipfile.ZipFile(path).extractall(site)  # what pip puts in site-packages
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_")}
+    env["PYTHONPATH"] = str(site)  # ahead of the checkout's editable install
+    served = subprocess.run(
+        [sys.executable, "-c", SERVE, str(site), model], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert served.returncode == 0, served.stderr[-3000:]
+    assert served.stdout.strip().endswith("served")
