@@ -290,7 +290,7 @@ class ModelService:
                 max_length=budgets,
                 need_weights=key.weights,
                 coverage_penalty=key.coverage_penalty,
-                prefixes=prefixes if any(prefixes) else None,
+                prefix=prefixes if any(prefixes) else None,
                 return_tree=key.return_tree,
                 should_stop=should_stop,
                 on_step=tickets[0].payload["on_step"] if key.stream else None,
