@@ -9,9 +9,9 @@ the model resolved (budgets, the forced prefix, the alignment head, protect).
 
 Adding a request field: a field of the body's schema (``app.serving.schemas``) and one of the
 same name here (:meth:`ServiceRequest.of` copies fields whose names match), read where it is
-used; when it changes what is decoded (not only the answer), a field of ``DecodeOptions``
-(``app.decoding.plan``) set in :meth:`ServiceRequest.decode_options`, so that the key and the
-decoder see it."""
+used. When it changes what is decoded (not only the answer), also a field of the same name in
+``DecodeOptions`` (``app.decoding.plan``): :meth:`ServiceRequest.decode_options` copies it, so
+the batch key, the translator and the decoder all see it; no signature changes on the way."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from app.alignment.hard import Choice
 from app.alignment.rows import Rows
-from app.decoding.plan import DecodeOptions
+from app.decoding.plan import OPTION_NAMES, DecodeOptions
 from app.decoding.steps import StepCallback
 from app.nn.ablation import HeadRef as HeadTuple
 from app.serving.explain import NO_EXTRAS, Extras
@@ -84,14 +84,17 @@ class ServiceRequest:
         return cls(**{**values, **changes})
 
     def decode_options(self, *, weights: bool) -> DecodeOptions:
-        """The options every text of this request decodes with (its budgets and forced prefix
-        are per text: the batch's runner adds them); ``weights``: record the attention."""
-        return DecodeOptions(
-            beam_size=self.beam_size,
-            coverage_penalty=self.coverage_penalty,
-            need_weights=weights,
-            return_tree=self.extras.return_beam,
-        )
+        """The options every text of this request decodes with: the request's fields named as
+        options (``beam_size``, ``coverage_penalty``...), the beam tree when asked for, and
+        ``weights``: record the attention. The budgets and forced prefix are per text: the
+        batch's runner adds them."""
+        shared = {name: getattr(self, name) for name in _SHARED}
+        return DecodeOptions(**shared, need_weights=weights, return_tree=self.extras.return_beam)
+
+
+# Request fields that are decoding options of the same name and meaning (max_length and prefix
+# are not: the request's are a number and a text, the decoder's per-text budgets and ids).
+_SHARED = sorted(({f.name for f in fields(ServiceRequest)} & OPTION_NAMES) - {"max_length", "prefix"})
 
 
 @dataclass(frozen=True)
