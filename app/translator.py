@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Unpack
 
 import torch
 from torch import Tensor
 
 from app.alignment.hard import Choice, WordAttention, word_level_attention
 from app.decoding import DecodeOutput, Hypothesis, beam_search, greedy_decode, score_targets
+from app.decoding.plan import DecodeKw, DecodeOptions, make_plan, options_of
 from app.decoding.steps import StepCallback
 from app.nn.config import EOS_ID
 from app.repository import LoadedModel
@@ -43,6 +45,14 @@ class ProtectedTranslation:
 
     translation: Translation
     placements: list[protect.Placement]
+
+
+def _budgets(options: DecodeOptions, keep: list[int]) -> DecodeOptions:
+    """``options`` for the texts at ``keep`` of a batch: their own budgets where each had one."""
+    budget = options.max_length
+    if budget is None or isinstance(budget, int):
+        return options
+    return replace(options, max_length=[budget[i] for i in keep])
 
 
 def _sentences_with(results: list[Translation]) -> Counter[str]:
@@ -115,56 +125,40 @@ class Translator:
     def translate(
         self,
         texts: list[str],
+        options: DecodeOptions | None = None,
         *,
-        beam_size: int = 5,
-        max_length: int | Sequence[int] | None = None,
-        need_weights: bool = True,
-        alpha: float | None = None,
-        prefixes: list[list[int]] | None = None,
-        coverage_penalty: float | None = None,
-        return_tree: bool = False,
         should_stop: Callable[[], bool] | None = None,
         on_step: StepCallback | None = None,
+        **keywords: Unpack[DecodeKw],
     ) -> list[Translation]:
-        """Translate a batch; ``beam_size == 1`` is greedy decoding (beam search of size 1 when
-        the tree is asked for: the same result). ``alpha`` is the length penalty and
-        ``coverage_penalty`` GNMT's beta (defaults: this model's tuned ones, from its card);
-        ``prefixes`` are target ids each translation is forced to begin with (see
-        :meth:`target_ids`); ``return_tree`` adds the beam tree to each hypothesis. ``max_length``
-        may give each text its own budget; ``should_stop`` is asked before every decoder step
+        """Translate a batch with ``options`` (or the same by keyword,
+        :class:`~app.decoding.plan.DecodeOptions`): ``beam_size == 1`` is greedy decoding (beam
+        search of size 1 when the tree is asked for: the same result); ``alpha`` (the length
+        penalty) and ``coverage_penalty`` (GNMT's beta) default to this model's tuned ones, from
+        its card; ``prefix`` gives target ids each translation is forced to begin with (see
+        :meth:`target_ids`); ``return_tree`` adds the beam tree to each hypothesis; ``max_length``
+        may give each text its own budget. ``should_stop`` is asked before every decoder step
         (True raises DecodeStopped); ``on_step`` hears what each step did
-        (:mod:`app.decoding.steps`)."""
+        (:mod:`app.decoding.steps`). Which decoder runs is the plan's choice
+        (:func:`~app.decoding.plan.make_plan`)."""
         sources = [self.source_ids(t) for t in texts]
         src = self._pad(sources)
+        opts = self.resolve(options_of(options, keywords), len(texts))
         model = self.loaded.model
-        forced = self.loaded.tokenizer.target_prefix_ids()  # a multilingual model's target language
-        if forced:
-            prefixes = [forced + p for p in (prefixes or [[] for _ in texts])]
-        if beam_size == 1 and not return_tree:
-            out = greedy_decode(
-                model,
-                src,
-                need_weights=need_weights,
-                max_length=max_length,
-                prefix=prefixes,
-                should_stop=should_stop,
-                on_step=on_step,
-            )
-        else:
-            out = beam_search(
-                model,
-                src,
-                beam_size=beam_size,
-                alpha=self.length_penalty if alpha is None else alpha,
-                need_weights=need_weights,
-                max_length=max_length,
-                prefix=prefixes,
-                coverage_penalty=self._coverage(coverage_penalty),
-                return_tree=return_tree,
-                should_stop=should_stop,
-                on_step=on_step,
-            )
+        plan = make_plan(model, src, opts, streamed=on_step is not None)
+        decoder = greedy_decode if plan.search == "greedy" else beam_search
+        out = decoder(model, src, opts, plan, should_stop=should_stop, on_step=on_step)
         return self._finish(texts, sources, out)
+
+    def resolve(self, options: DecodeOptions, batch: int) -> DecodeOptions:
+        """``options`` with this model's defaults filled in: the card's length and coverage
+        penalties where None, and a multilingual model's target language code forced first."""
+        forced = self.loaded.tokenizer.target_prefix_ids()
+        prefix = options.prefix
+        if forced:
+            prefix = [forced + list(p) for p in (prefix or [[] for _ in range(batch)])]
+        alpha = self.length_penalty if options.alpha is None else options.alpha
+        return replace(options, alpha=alpha, coverage_penalty=self._coverage(options.coverage_penalty), prefix=prefix)
 
     def _coverage(self, beta: float | None) -> float:
         """The coverage penalty to use: the one asked for, else the card's (ignored, as for
@@ -177,12 +171,10 @@ class Translator:
     def translate_protected(
         self,
         texts: list[str],
+        options: DecodeOptions | None = None,
         *,
-        beam_size: int = 5,
-        max_length: int | Sequence[int] | None = None,
-        alpha: float | None = None,
-        coverage_penalty: float | None = None,
         should_stop: Callable[[], bool] | None = None,
+        **keywords: Unpack[DecodeKw],
     ) -> list[ProtectedTranslation]:
         """Translate with numbers, emoji and byte-spelled words copied through placeholders
         (``app.text.protect``): the model translates each text with those spans replaced, they
@@ -195,12 +187,12 @@ class Translator:
         masked = [protect.Masked(t, t) for t in texts]
         if "cross" in self.loaded.config.attention_kinds:
             masked = [protect.mask(t, self.spans(t)) for t in texts]
+        # The spans are placed by the cross-attention: the search records it, with no prefix or tree.
+        opts = replace(options_of(options, keywords), need_weights=True, prefix=None, return_tree=False)
         copied = {i for i, m in enumerate(masked) if protect.nothing_to_translate(m)}
         to_decode = [i for i in range(len(texts)) if i not in copied]
-        limits = max_length if max_length is None or isinstance(max_length, int) else [max_length[i] for i in to_decode]
         decoded = dict(zip(to_decode, self.translate(
-            [masked[i].text for i in to_decode], beam_size=beam_size, max_length=limits, alpha=alpha,
-            coverage_penalty=coverage_penalty, should_stop=should_stop,
+            [masked[i].text for i in to_decode], _budgets(opts, to_decode), should_stop=should_stop,
         ) if to_decode else [], strict=True))  # fmt: skip
         results: dict[int, ProtectedTranslation] = {}
         restored: dict[int, tuple[str, list[protect.Placement]]] = {}
@@ -215,11 +207,7 @@ class Translator:
             if len(self.loaded.tokenizer.encode(text)) <= self.max_source_tokens:
                 restored[i] = (text, placements)
             else:  # too long to score once restored: translate the text as given
-                limit = max_length if max_length is None or isinstance(max_length, int) else [max_length[i]]
-                (plain,) = self.translate(
-                    [texts[i]], beam_size=beam_size, max_length=limit, alpha=alpha,
-                    coverage_penalty=coverage_penalty, should_stop=should_stop,
-                )  # fmt: skip
+                (plain,) = self.translate([texts[i]], _budgets(opts, [i]), should_stop=should_stop)
                 results[i] = ProtectedTranslation(plain, [])
         if restored:
             scored = self.align([texts[i] for i in restored], [text for text, _ in restored.values()])

@@ -99,7 +99,7 @@ def test_beam_uses_the_length_penalty_saved_in_the_card(tmp_path: Path, monkeypa
     seen: list[float] = []
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append(kwargs["alpha"])
+        seen.append(args[2].alpha)  # the options the translator decodes with
         return beam_search(*args, **kwargs)
 
     monkeypatch.setattr("app.translator.beam_search", spy)
@@ -117,7 +117,7 @@ def test_prefix_tree_and_coverage_pass_through(loaded: LoadedModel, beam_size: i
     translator = Translator(loaded)
     prefix = translator.target_ids("Zwei Hunde")
     [translation] = translator.translate(
-        TEXTS[1:], beam_size=beam_size, max_length=12, prefixes=[prefix], return_tree=True
+        TEXTS[1:], beam_size=beam_size, max_length=12, prefix=[prefix], return_tree=True
     )
     hyp = translation.hypothesis
     assert translation.target_ids[: len(prefix)] == prefix and hyp.forced_tokens == len(prefix)

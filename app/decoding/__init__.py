@@ -4,17 +4,21 @@ teacher-forced scoring of a given target. Knows nothing of training or the web."
 from app.decoding.beam import beam_search
 from app.decoding.greedy import greedy_decode
 from app.decoding.output import DecodeOutput, DecodeStopped, Hypothesis
+from app.decoding.plan import DecodeOptions, DecodePlan, make_plan
 from app.decoding.scoring import score_targets
 from app.decoding.tree import BeamNode, FinishedHypothesis, SearchTree
 
 __all__ = [
     "BeamNode",
     "SearchTree",
+    "DecodeOptions",
     "DecodeOutput",
+    "DecodePlan",
     "DecodeStopped",
     "FinishedHypothesis",
     "Hypothesis",
     "beam_search",
     "greedy_decode",
+    "make_plan",
     "score_targets",
 ]

@@ -18,8 +18,9 @@ it (:mod:`app.decoding.tree`), at no cost when not asked for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Unpack
 
 import torch
 from torch import Tensor
@@ -32,6 +33,7 @@ from app.decoding.output import (
     plan_decoding,
     stack_padded,
 )
+from app.decoding.plan import DecodeKw, DecodeOptions, DecodePlan, make_plan, options_of
 from app.decoding.steps import Candidate, DecodeStep, StepCallback
 from app.decoding.tree import FinishedHypothesis, SearchTree
 from app.nn import native
@@ -39,6 +41,7 @@ from app.nn.base import Seq2Seq, reorder_encoder
 from app.nn.outputs import StepOutput
 
 NEG_INF = float("-inf")
+DEFAULT_ALPHA = 0.6  # GNMT's length penalty, when none is given
 
 
 @dataclass
@@ -96,186 +99,223 @@ def length_penalty(length: int, alpha: float) -> float:
 def beam_search(
     model: Seq2Seq,
     src: Tensor,
+    options: DecodeOptions | None = None,
+    plan: DecodePlan | None = None,
     *,
-    beam_size: int = 5,
-    alpha: float = 0.6,
-    need_weights: bool = True,
-    max_len_ratio: float = 1.5,
-    max_len_offset: int = 10,
-    max_length: int | Sequence[int] | None = None,
-    prefix: Sequence[Sequence[int]] | None = None,
-    coverage_penalty: float = 0.0,
-    return_tree: bool = False,
     should_stop: Callable[[], bool] | None = None,
     on_step: StepCallback | None = None,
+    **keywords: Unpack[DecodeKw],
 ) -> DecodeOutput:
     """src: (B, S) padded source ids. Returns the best hypothesis of each sentence.
 
-    prefix: per sentence, target ids forced before the search starts (no pad, ``<s>``, ``</s>``).
-    coverage_penalty: GNMT's beta (0 disables it; needs a model with cross-attention).
-    return_tree: also return each sentence's :class:`SearchTree` (``DecodeOutput.trees``).
-    max_length: one budget for all sentences or one per sentence (each sentence finishes at its
-    own, exactly as if decoded alone with it).
+    options (or the same by keyword, :class:`~app.decoding.plan.DecodeOptions`): beam_size,
+    alpha (the length penalty; None: 0.6), coverage_penalty (GNMT's beta; None or 0 disables
+    it; needs a model with cross-attention), prefix (per sentence, target ids forced before the
+    search starts: no pad, ``<s>``, ``</s>``), return_tree (also return each sentence's
+    :class:`SearchTree`, ``DecodeOutput.trees``), max_length (one budget for all sentences or one
+    per sentence: each sentence finishes at its own, exactly as if decoded alone with it).
+    plan: which path runs (default: :func:`~app.decoding.plan.make_plan`'s).
     should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline).
     on_step: called after every step with what it did (:mod:`app.decoding.steps`)."""
-    if beam_size < 1:
+    opts = options_of(options, keywords)
+    if opts.beam_size < 1:
         raise ValueError("beam_size must be at least 1")
-    if coverage_penalty < 0:
+    beta = opts.coverage_penalty or 0.0
+    if beta < 0:
         raise ValueError("coverage_penalty must not be negative")
-    c, k = model.config, beam_size
-    if coverage_penalty > 0 and "cross" not in c.attention_kinds:
+    if beta > 0 and "cross" not in model.config.attention_kinds:
         raise ValueError("coverage_penalty needs a model with cross-attention")
-    batch, device = src.size(0), src.device
-    prefixes, limits = plan_decoding(
-        c, src, prefix, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length
-    )
-    limit = max(limits)
-    enc = model.encode(src, need_weights=need_weights)
-    src_lengths = enc.mask.sum(1)
-    use_coverage = coverage_penalty > 0
-
-    alive = list(range(batch))  # sentence of each group of ``width`` consecutive rows
-    # The first step runs one row per sentence (its other beams would be copies of it, with no
-    # score yet), as CTranslate2 does on the CPU; then model.expand_beams makes k of each.
-    rows_enc, state = model.init_beams(enc, 1)  # encoder rows: one per row, or per sentence
-    width, expanded = 1, False  # rows per sentence at this step
-    scores = torch.zeros(batch, device=device)
-    host_scores = scores.tolist()
-    tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)
-    coverage = torch.zeros(batch, src.size(1), device=device) if use_coverage else None
-    history, pointers = AttentionHistory(), _BackPointers()
-    finished: list[list[_Finished]] = [[] for _ in range(batch)]
-    trees = [SearchTree.rooted(c.bos_id) for _ in range(batch)] if return_tree else None
-    nodes = [0] * batch  # the tree node each row holds (the root at the start)
-
-    for t in range(limit):
+    plan = plan or make_plan(model, src, opts, search="beam", streamed=on_step is not None)
+    search = _Search(model, src, opts, plan)
+    for t in range(search.limit):
         check_stop(should_stop, t)
-        step, state = model.step(tokens, state, rows_enc, need_weights=need_weights or use_coverage)
-        if need_weights:
-            history.record(step)
-        log_probs = step.log_probs  # (N, V)
-        vocab, groups = log_probs.size(-1), len(alive)
-        count = min(2 * k, width * vocab)
-        # (G, 2K) each: scores, flat indices row_in_group * V + word, log-probabilities
-        ranked = native.top_candidates(scores, log_probs, groups, count, (c.pad_id, c.bos_id))
-        if ranked is None:
-            log_probs = never_emit(log_probs, c.pad_id, c.bos_id, inplace=True)
-            top_scores, top_idx = top_candidates(scores, log_probs, groups, count)
-            top_lp = log_probs.view(groups, width * vocab).gather(1, top_idx)
-        else:
-            top_scores, top_idx, top_lp = ranked
-        penalties = [0.0] * (groups * width)
-        if coverage is not None:
-            assert step.cross is not None
-            coverage = coverage + last_layer_cross(step.cross)  # (N, S)
-            mask = rows_enc.mask  # (N, S), or (G, S) when the model shares encoder rows
-            mask = mask if mask.size(0) == coverage.size(0) else mask.repeat_interleave(k, 0)
-            penalties = gnmt_coverage(coverage, mask, coverage_penalty).tolist()
-        forced = _forced_tokens(alive, prefixes, t, width, log_probs)
-        flat = top_idx.tolist()  # row_in_group * vocab + word; split here, not by two tensor ops
-        parents_local = [[i // vocab for i in row] for row in flat]
-        words = [[i % vocab for i in row] for row in flat]
-        top_list, lp_list = top_scores.tolist(), top_lp.tolist()
+        if not search.step(t, on_step):
+            break
+    return search.output(opts.prefix is not None)
 
+
+class _Search:
+    """One beam search's state between steps: the rows alive (``width`` per sentence still
+    decoding), their scores, tokens and decoder state, the finished hypotheses and the records
+    the best ones are backtracked through at the end."""
+
+    def __init__(self, model: Seq2Seq, src: Tensor, options: DecodeOptions, plan: DecodePlan) -> None:
+        c = self.config = model.config
+        self.model, self.plan, self.k = model, plan, options.beam_size
+        self.alpha = DEFAULT_ALPHA if options.alpha is None else options.alpha
+        self.beta = options.coverage_penalty or 0.0
+        batch, self.device = src.size(0), src.device
+        self.prefixes, self.limits = plan_decoding(
+            c, src, options.prefix, ratio=options.max_len_ratio, offset=options.max_len_offset,
+            max_length=options.max_length,
+        )  # fmt: skip
+        self.limit = max(self.limits)
+        self.need_weights = options.need_weights
+        self.enc = model.encode(src, need_weights=options.need_weights)
+        self.alive = list(range(batch))  # sentence of each group of ``width`` consecutive rows
+        # The first step runs one row per sentence (its other beams would be copies of it, with no
+        # score yet), as CTranslate2 does on the CPU; then model.expand_beams makes k of each.
+        self.rows_enc, self.state = model.init_beams(self.enc, 1)  # encoder rows: one per row, or per sentence
+        self.width, self.expanded = 1, False  # rows per sentence at this step
+        self.scores = torch.zeros(batch, device=self.device)
+        self.host_scores = self.scores.tolist()
+        self.tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=self.device)
+        self.coverage = torch.zeros(batch, src.size(1), device=self.device) if self.beta > 0 else None
+        self.history, self.pointers = AttentionHistory(), _BackPointers()
+        self.finished: list[list[_Finished]] = [[] for _ in range(batch)]
+        self.trees = [SearchTree.rooted(c.bos_id) for _ in range(batch)] if options.return_tree else None
+        self.nodes = [0] * batch  # the tree node each row holds (the root at the start)
+
+    def step(self, t: int, on_step: StepCallback | None) -> bool:
+        """Run step ``t``: extend every live row, keep the best ``k`` of each sentence, finish
+        hypotheses; False when no sentence is left."""
+        step, self.state = self.model.step(self.tokens, self.state, self.rows_enc, need_weights=self.plan.record_weights)
+        if self.need_weights:
+            self.history.record(step)
+        log_probs, ranked = self._rank(step)
+        forced = _forced_tokens(self.alive, self.prefixes, t, self.width, log_probs)
         kept: list[_Candidate] = []
         ended: list[_Candidate] = []  # kept by sentences that finished at this step
         still_alive: list[int] = []
-        for g, b in enumerate(alive):
-            last = t == limits[b] - 1  # this sentence's budget ends with this step
-            first = g * width  # the sentence's first row at this step
-            if g in forced:  # the prefix decides; only the first row is alive during it
-                w, lp = forced[g]
-                keep = [_Candidate(first, w, host_scores[first] + lp, lp)]
-            else:
-                keep = []
-                for j, (p_local, w, sc, lp) in enumerate(
-                    zip(parents_local[g], words[g], top_list[g], lp_list[g], strict=True)
-                ):
-                    if sc == NEG_INF:
-                        continue
-                    row = first + p_local
-                    if w == c.eos_id:
-                        if j < k:
-                            ranking = sc / length_penalty(t + 1, alpha) + penalties[row]
-                            finished[b].append(_Finished(t, row, w, lp, sc, ranking))
-                            if trees is not None:
-                                finished[b][-1].node = trees[b].add(
-                                    parent=nodes[row],
-                                    token=w,
-                                    logprob=lp,
-                                    score=sc,
-                                    finished=True,
-                                )
-                    elif len(keep) < k:
-                        keep.append(_Candidate(row, w, sc, lp))
-            if trees is not None:
-                for x in keep:
-                    x.node = trees[b].add(
-                        parent=nodes[x.parent],
-                        token=x.token,
-                        logprob=x.logprob,
-                        score=x.score,
-                        finished=last,
-                    )
-            if last:  # out of budget: live hypotheses finish as they are
-                for x in keep:
-                    ranking = x.score / length_penalty(t + 1, alpha) + penalties[x.parent]
-                    finished[b].append(
-                        _Finished(t, x.parent, x.token, x.logprob, x.score, ranking, x.node)
-                    )
-            if len(finished[b]) >= k or last:
+        for g, b in enumerate(self.alive):
+            keep, last = self._select(t, g, b, forced, ranked)
+            if len(self.finished[b]) >= self.k or last:
                 ended += [] if last else keep
                 continue  # this sentence is done and leaves the batch
             still_alive.append(b)
-            kept += keep + [_Candidate(first, c.pad_id, NEG_INF, 0.0)] * (k - len(keep))  # dead slots
+            kept += keep + [_Candidate(g * self.width, self.config.pad_id, NEG_INF, 0.0)] * (self.k - len(keep))
         if on_step is not None:
-            done = [f for b in alive for f in finished[b] if f.step == t]
-            rows = [b for b in alive for _ in range(width)]
-            on_step(_step_report(t, rows, log_probs, step, (kept, ended), done, enc.encoder_self, need_weights))
+            done = [f for b in self.alive for f in self.finished[b] if f.step == t]
+            rows = [b for b in self.alive for _ in range(self.width)]
+            report = _step_report(t, rows, log_probs, step, (kept, ended), done, self.enc.encoder_self, self.need_weights)
+            on_step(report)
         if not still_alive:
-            break
-        pointers.add_step(kept)
-        nodes = [x.node for x in kept]
-        index = torch.tensor([x.parent for x in kept], device=device)
-        tokens = torch.tensor([x.token for x in kept], device=device)
-        host_scores = [x.score for x in kept]
-        scores = torch.tensor(host_scores, device=device)
-        if coverage is not None:
-            coverage = coverage.index_select(0, index)
-        if not expanded:  # after the first step: k rows per sentence from here on
-            rows_enc, state = model.expand_beams(rows_enc, state, index, k)
-            width, expanded = k, True
-        else:
-            state = state.reorder(index)
-            if len(still_alive) < len(alive):  # sentences left: drop their encoder rows
-                per_sentence = rows_enc.mask.size(0) == len(alive)
-                rows_enc = reorder_encoder(rows_enc, index[::k] // k if per_sentence else index)
-        alive = still_alive
+            return False
+        self._advance(kept, still_alive)
+        return True
 
-    best = [max(f, key=lambda h: h.ranking) for f in finished]
-    paths = [pointers.backtrack(h) for h in best]
-    cross = decoder_self = None
-    if need_weights:
-        cross, decoder_self = history.gather([rows for _, _, rows in paths])
-    if trees is not None:
-        _close_trees(trees, finished, pointers, best)
-    length = max(len(toks) for toks, _, _ in paths)
-    return DecodeOutput(
-        tokens=stack_padded(
-            [torch.tensor(toks) for toks, _, _ in paths], length, pad_value=c.pad_id
+    def _rank(self, step: StepOutput) -> tuple[Tensor, _Ranked]:
+        """The step's log-probabilities (N, V) and each sentence's ``2k`` best extensions."""
+        c, log_probs = self.config, step.log_probs  # (N, V)
+        vocab, groups = log_probs.size(-1), len(self.alive)
+        count = min(2 * self.k, self.width * vocab)
+        # (G, 2K) each: scores, flat indices row_in_group * V + word, log-probabilities
+        banned = (c.pad_id, c.bos_id)
+        ranked = native.top_candidates(self.scores, log_probs, groups, count, banned) if self.plan.native_search else None
+        if ranked is None:
+            log_probs = never_emit(log_probs, c.pad_id, c.bos_id, inplace=True)
+            top_scores, top_idx = top_candidates(self.scores, log_probs, groups, count)
+            top_lp = log_probs.view(groups, self.width * vocab).gather(1, top_idx)
+        else:
+            top_scores, top_idx, top_lp = ranked
+        penalties = [0.0] * (groups * self.width)
+        if self.coverage is not None:
+            assert step.cross is not None
+            self.coverage = self.coverage + last_layer_cross(step.cross)  # (N, S)
+            mask = self.rows_enc.mask  # (N, S), or (G, S) when the model shares encoder rows
+            mask = mask if mask.size(0) == self.coverage.size(0) else mask.repeat_interleave(self.k, 0)
+            penalties = gnmt_coverage(self.coverage, mask, self.beta).tolist()
+        flat = top_idx.tolist()  # row_in_group * vocab + word; split here, not by two tensor ops
+        return log_probs, _Ranked(
+            parents=[[i // vocab for i in row] for row in flat],
+            words=[[i % vocab for i in row] for row in flat],
+            scores=top_scores.tolist(),
+            logprobs=top_lp.tolist(),
+            penalties=penalties,
         )
-        .long()
-        .to(device),
-        lengths=torch.tensor([len(toks) for toks, _, _ in paths], device=device),
-        source_lengths=src_lengths,
-        scores=torch.tensor([h.score for h in best], device=device),
-        token_logprobs=stack_padded([torch.tensor(lps) for _, lps, _ in paths], length).to(device),
-        encoder_self=enc.encoder_self,
-        cross=cross,
-        decoder_self=decoder_self,
-        forced_tokens=None if prefix is None else [len(p) for p in prefixes],
-        trees=trees,
-    )
+
+    def _select(
+        self, t: int, g: int, b: int, forced: dict[int, tuple[int, float]], ranked: _Ranked
+    ) -> tuple[list[_Candidate], bool]:
+        """Sentence ``b`` (group ``g``) at step ``t``: the rows it keeps (at most k) and whether
+        its budget ends here; finished hypotheses are added to ``self.finished[b]``."""
+        k, eos, last = self.k, self.config.eos_id, t == self.limits[b] - 1
+        first = g * self.width  # the sentence's first row at this step
+        finished, tree = self.finished[b], None if self.trees is None else self.trees[b]
+        if g in forced:  # the prefix decides; only the first row is alive during it
+            w, lp = forced[g]
+            keep = [_Candidate(first, w, self.host_scores[first] + lp, lp)]
+        else:
+            keep = []
+            candidates = zip(ranked.parents[g], ranked.words[g], ranked.scores[g], ranked.logprobs[g], strict=True)
+            for j, (p_local, w, sc, lp) in enumerate(candidates):
+                if sc == NEG_INF:
+                    continue
+                row = first + p_local
+                if w == eos:
+                    if j < k:
+                        ranking = sc / length_penalty(t + 1, self.alpha) + ranked.penalties[row]
+                        finished.append(_Finished(t, row, w, lp, sc, ranking))
+                        if tree is not None:
+                            finished[-1].node = tree.add(parent=self.nodes[row], token=w, logprob=lp, score=sc, finished=True)
+                elif len(keep) < k:
+                    keep.append(_Candidate(row, w, sc, lp))
+        if tree is not None:
+            for x in keep:
+                x.node = tree.add(parent=self.nodes[x.parent], token=x.token, logprob=x.logprob, score=x.score, finished=last)
+        if last:  # out of budget: live hypotheses finish as they are
+            for x in keep:
+                ranking = x.score / length_penalty(t + 1, self.alpha) + ranked.penalties[x.parent]
+                finished.append(_Finished(t, x.parent, x.token, x.logprob, x.score, ranking, x.node))
+        return keep, last
+
+    def _advance(self, kept: list[_Candidate], still_alive: list[int]) -> None:
+        """Make the kept rows the next step's: back-pointers, tokens, scores, decoder state."""
+        k, device = self.k, self.device
+        self.pointers.add_step(kept)
+        self.nodes = [x.node for x in kept]
+        index = torch.tensor([x.parent for x in kept], device=device)
+        self.tokens = torch.tensor([x.token for x in kept], device=device)
+        self.host_scores = [x.score for x in kept]
+        self.scores = torch.tensor(self.host_scores, device=device)
+        if self.coverage is not None:
+            self.coverage = self.coverage.index_select(0, index)
+        if not self.expanded:  # after the first step: k rows per sentence from here on
+            self.rows_enc, self.state = self.model.expand_beams(self.rows_enc, self.state, index, k)
+            self.width, self.expanded = k, True
+        else:
+            self.state = self.state.reorder(index)
+            if len(still_alive) < len(self.alive):  # sentences left: drop their encoder rows
+                per_sentence = self.rows_enc.mask.size(0) == len(self.alive)
+                self.rows_enc = reorder_encoder(self.rows_enc, index[::k] // k if per_sentence else index)
+        self.alive = still_alive
+
+    def output(self, prefixed: bool) -> DecodeOutput:
+        """Each sentence's best hypothesis, backtracked, with the attention along its path."""
+        c, device = self.config, self.device
+        best = [max(f, key=lambda h: h.ranking) for f in self.finished]
+        paths = [self.pointers.backtrack(h) for h in best]
+        cross = decoder_self = None
+        if self.need_weights:
+            cross, decoder_self = self.history.gather([rows for _, _, rows in paths])
+        if self.trees is not None:
+            _close_trees(self.trees, self.finished, self.pointers, best)
+        length = max(len(toks) for toks, _, _ in paths)
+        tokens = stack_padded([torch.tensor(toks) for toks, _, _ in paths], length, pad_value=c.pad_id)
+        return DecodeOutput(
+            tokens=tokens.long().to(device),
+            lengths=torch.tensor([len(toks) for toks, _, _ in paths], device=device),
+            source_lengths=self.enc.mask.sum(1),
+            scores=torch.tensor([h.score for h in best], device=device),
+            token_logprobs=stack_padded([torch.tensor(lps) for _, lps, _ in paths], length).to(device),
+            encoder_self=self.enc.encoder_self,
+            cross=cross,
+            decoder_self=decoder_self,
+            forced_tokens=[len(p) for p in self.prefixes] if prefixed else None,
+            trees=self.trees,
+        )
+
+
+@dataclass
+class _Ranked:
+    """A step's best extensions per sentence (group): the parent row within the group, the
+    word, the new score and the word's log-probability; and each row's coverage penalty."""
+
+    parents: list[list[int]]
+    words: list[list[int]]
+    scores: list[list[float]]
+    logprobs: list[list[float]]
+    penalties: list[float]
 
 
 CHUNKS = 16  # top_candidates' members per chunk

@@ -8,7 +8,8 @@ freely from there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import Unpack
 
 import torch
 from torch import Tensor
@@ -16,6 +17,7 @@ from torch import Tensor
 from app.decoding import static_greedy
 from app.decoding.history import AttentionHistory
 from app.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
+from app.decoding.plan import DecodeKw, DecodeOptions, DecodePlan, make_plan, options_of
 from app.decoding.steps import Candidate, DecodeStep, StepCallback
 from app.nn import native
 from app.nn.base import Seq2Seq, reorder_encoder
@@ -26,65 +28,74 @@ from app.nn.outputs import StepOutput
 def greedy_decode(
     model: Seq2Seq,
     src: Tensor,
+    options: DecodeOptions | None = None,
+    plan: DecodePlan | None = None,
     *,
-    need_weights: bool = True,
-    max_len_ratio: float = 1.5,
-    max_len_offset: int = 10,
-    max_length: int | Sequence[int] | None = None,
-    prefix: Sequence[Sequence[int]] | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_step: StepCallback | None = None,
+    **keywords: Unpack[DecodeKw],
 ) -> DecodeOutput:
     """src: (B, S) padded source ids (each ending with EOS). Stops when every sentence has
     produced EOS or after ``max_length`` (default ``ratio * S + offset``) tokens.
 
-    prefix: per sentence, target ids forced before free decoding (no pad, ``<s>`` or ``</s>``).
-    max_length: one budget for all sentences or one per sentence (a sentence that reaches its
-    own stops there, exactly as if decoded alone with it).
+    options (or the same by keyword): ``need_weights``, ``max_length`` (one budget for all
+    sentences or one per sentence: a sentence that reaches its own stops there, exactly as if
+    decoded alone with it), ``prefix`` (per sentence, target ids forced before free decoding; no
+    pad, ``<s>`` or ``</s>``), ``max_len_ratio``/``max_len_offset``; the search options are
+    ignored. plan: which path runs (default: :func:`~app.decoding.plan.make_plan`'s).
     should_stop: asked before every step; True raises DecodeStopped (a client gone, a deadline).
     on_step: called after every step with what it did (:mod:`app.decoding.steps`).
 
     On a GPU with ``ATTNSCOPE_CUDA_GRAPHS=1``, a Transformer without a prefix decodes through
     :mod:`app.decoding.static_greedy` (fixed shapes, each step a CUDA graph): the same tokens."""
-    if on_step is None and static_greedy.applies(model, src.device, prefix):
+    opts = options_of(options, keywords)
+    plan = plan or make_plan(model, src, opts, search="greedy", streamed=on_step is not None)
+    if plan.static:
         out = static_greedy.static_greedy_decode(
-            model, src, need_weights=need_weights, max_len_ratio=max_len_ratio, max_len_offset=max_len_offset,
-            max_length=max_length, should_stop=should_stop,
-        )
+            model, src, need_weights=opts.need_weights, max_len_ratio=opts.max_len_ratio,
+            max_len_offset=opts.max_len_offset, max_length=opts.max_length, should_stop=should_stop,
+        )  # fmt: skip
         if out is not None:
             return out
-    c = model.config
+    return _decode(model, src, opts, plan, should_stop, on_step)
+
+
+def _decode(
+    model: Seq2Seq,
+    src: Tensor,
+    options: DecodeOptions,
+    plan: DecodePlan,
+    should_stop: Callable[[], bool] | None,
+    on_step: StepCallback | None,
+) -> DecodeOutput:
+    """:func:`greedy_decode` step by step (the ordinary path)."""
+    need_weights, c = options.need_weights, model.config
     batch, device = src.size(0), src.device
     prefixes, limits = plan_decoding(
-        c, src, prefix, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length
-    )
+        c, src, options.prefix, ratio=options.max_len_ratio, offset=options.max_len_offset,
+        max_length=options.max_length,
+    )  # fmt: skip
     limit, first_limit = max(limits), min(limits)
     row_limits = torch.tensor(limits, device=device)  # (B,)
     enc = model.encode(src, need_weights=need_weights)
-    src_lengths = enc.mask.sum(1)
     forced_width = max(len(p) for p in prefixes)
-    forced = torch.full((batch, max(forced_width, 1)), -1, dtype=torch.long)
-    for b, p in enumerate(prefixes):
-        forced[b, : len(p)] = torch.tensor(p, dtype=torch.long)
-    forced = forced.to(device)
+    forced = _forced(prefixes, device)
 
     out_tokens = torch.full((batch, limit), c.pad_id, dtype=torch.long, device=device)
-    out_lp = torch.zeros(batch, limit, device=device)
-    lengths = row_limits.clone()
-    history = AttentionHistory()
+    out_lp, lengths = torch.zeros(batch, limit, device=device), row_limits.clone()
+    history, alive_per_step = AttentionHistory(), []
     alive = torch.arange(batch, device=device)  # the sentence each row decodes
-    alive_per_step: list[list[int]] = []
     alive_list = list(range(batch))
     rows_enc, state = model.step_inputs(enc), model.init_state(enc)
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)
     steps = 0
     for t in range(limit):
         check_stop(should_stop, t)
-        step, state = model.step(tokens, state, rows_enc, need_weights=need_weights)
+        step, state = model.step(tokens, state, rows_enc, need_weights=plan.record_weights)
         history.record(step)
         alive_per_step.append(alive_list)
         log_probs = step.log_probs  # (N, V)
-        best = native.best_words(log_probs, (c.pad_id, c.bos_id))  # (N,) each
+        best = native.best_words(log_probs, (c.pad_id, c.bos_id)) if plan.native_search else None  # (N,) each
         if best is None:
             log_probs = never_emit(log_probs, c.pad_id, c.bos_id, inplace=True)
             best = log_probs.max(dim=-1)
@@ -116,20 +127,26 @@ def greedy_decode(
         state = state.reorder(keep)
         rows_enc = reorder_encoder(rows_enc, keep)
 
-    cross = decoder_self = None
-    if need_weights:
-        cross, decoder_self = history.gather(_paths(alive_per_step, batch))
+    cross, decoder_self = history.gather(_paths(alive_per_step, batch)) if need_weights else (None, None)
     return DecodeOutput(
         tokens=out_tokens[:, :steps],
         lengths=lengths.clamp(max=steps),
-        source_lengths=src_lengths,
+        source_lengths=enc.mask.sum(1),
         scores=out_lp.sum(1),
         token_logprobs=out_lp[:, :steps],
         encoder_self=enc.encoder_self,
         cross=cross,
         decoder_self=decoder_self,
-        forced_tokens=None if prefix is None else [len(p) for p in prefixes],
+        forced_tokens=None if options.prefix is None else [len(p) for p in prefixes],
     )
+
+
+def _forced(prefixes: list[list[int]], device: torch.device) -> Tensor:
+    """(B, max(1, longest prefix)): each sentence's forced token at each step, -1 where none."""
+    forced = torch.full((len(prefixes), max(1, *(len(p) for p in prefixes))), -1, dtype=torch.long)
+    for b, p in enumerate(prefixes):
+        forced[b, : len(p)] = torch.tensor(p, dtype=torch.long)
+    return forced.to(device)
 
 
 def _report(

@@ -11,7 +11,6 @@ from app.nn.ablation import HeadTuple, attention_module
 from app.serving.errors import InvalidInput
 from app.serving.heads import AlignmentChoice, CrossHead, HeadRef, WordAlignment
 from app.serving.registry import ServedModel
-from app.serving.schemas import TranslationResponse
 from app.translator import Translation
 
 
@@ -47,11 +46,11 @@ def check_alignment(served: ServedModel, choice: AlignmentChoice | None) -> tupl
     return head, choice.rows or trained_rows(served.loaded.card, head)
 
 
-def add_alignment(served: ServedModel, answer: TranslationResponse, result: Translation,
-                  choice: tuple[Choice, Rows] | None, source: str, target: str) -> None:
-    """Fill ``answer.word_alignment`` from the result's cross-attention (no-op without a choice)."""
+def word_alignment(served: ServedModel, result: Translation, choice: tuple[Choice, Rows] | None,
+                   source: str, target: str) -> WordAlignment | None:
+    """The hard word alignment of the result's cross-attention (None without a choice)."""
     if choice is None or result.hypothesis.cross is None:
-        return
+        return None
     loaded, (which, rows) = served.loaded, choice
     hard = hard_alignment(word_level_attention(
         loaded.tokenizer, source=source, target=target, source_ids=result.source_ids, target_ids=result.target_ids,
@@ -61,6 +60,6 @@ def add_alignment(served: ServedModel, answer: TranslationResponse, result: Tran
     head: CrossHead | str = (
         "average" if which == "average" else CrossHead(kind="cross", layer=which[0], head=which[1], rows=rows)
     )
-    answer.word_alignment = WordAlignment(
+    return WordAlignment(
         pharaoh=hard.pharaoh, source_words=hard.source_words, target_words=hard.target_words, head=head  # type: ignore[arg-type]
     )

@@ -118,6 +118,16 @@ def to_response(
     decimals: int = 6,
 ) -> TranslationResponse:
     """One answer; ``kinds`` picks the attention kinds returned (default: all the model has)."""
+    return TranslationResponse.model_construct(
+        **response_fields(loaded, result, kinds=kinds, decimals=decimals), timing_ms=float(timing_ms)
+    )
+
+
+def response_fields(
+    loaded: LoadedModel, result: Translation, *, kinds: tuple[str, ...] | None = None, decimals: int = 6
+) -> dict[str, Any]:
+    """The fields every answer has (but ``timing_ms``): tokens, words, the attention of
+    ``kinds`` (default: all the model has), log-probabilities."""
     tok, hyp = loaded.tokenizer, result.hypothesis
     source_tokens = tok.pieces(result.source_ids)
     target_tokens = tok.pieces(result.target_ids)
@@ -126,7 +136,7 @@ def to_response(
         weights = getattr(hyp, kind)
         if weights is not None and (kinds is None or kind in kinds):
             attention[kind] = matrix(weights, decimals)
-    return TranslationResponse.model_construct(
+    return dict(
         model=loaded.id,
         translation=result.text,
         source_tokens=source_tokens,
@@ -140,5 +150,4 @@ def to_response(
         score=score_of(loaded.config),
         logprob=round(float(hyp.score), 6),
         target_logprobs=[round(float(x), 6) for x in hyp.token_logprobs],
-        timing_ms=float(timing_ms),
     )

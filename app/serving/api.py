@@ -14,10 +14,9 @@ from fastapi.responses import JSONResponse, Response
 
 from app.serving.answers import answer_json, gzip_bytes
 from app.serving.execution import watch_disconnect
-from app.serving.explain import Extras
+from app.serving.request import ServiceRequest
 from app.serving.schemas import (
     AlignRequest,
-    AnswerFields,
     BatchTranslateRequest,
     ErrorResponse,
     HealthResponse,
@@ -26,7 +25,7 @@ from app.serving.schemas import (
     TranslateRequest,
     TranslationResponse,
 )
-from app.serving.service import AnswerOptions, ModelService, ServiceDep
+from app.serving.service import ModelService, ServiceDep
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -66,10 +65,6 @@ async def _json(
     if body[:2] == b"\x1f\x8b":
         headers["Content-Encoding"] = "gzip"
     return JSONBytes(body, headers=headers)
-
-
-def _options(body: AnswerFields) -> AnswerOptions:
-    return AnswerOptions(None if body.attention is None else tuple(body.attention), body.precision)
 
 
 def _log(request: Request) -> dict[str, Any] | None:
@@ -122,27 +117,8 @@ async def translate(body: TranslateRequest, service: ServiceDep, request: Reques
     (``return_beam``), a forced beginning (``prefix``), the scores before the softmax
     (``return_scores``), the model's top alternatives at each position (``alternatives``) and
     explanations beyond the weights (``explain``: norm, rollout, alti, value_zeroing)."""
-    extras = Extras(
-        return_beam=body.return_beam, return_scores=body.return_scores, alternatives=body.alternatives,
-        explain=tuple(body.explain),
-    )
     async with watch_disconnect(request) as gone:
-        (answer,) = await service.translate(
-            body.model,
-            [body.text],
-            beam_size=body.beam_size,
-            max_length=body.max_length,
-            batch=False,
-            coverage_penalty=body.coverage_penalty,
-            prefix=body.prefix,
-            extras=extras,
-            options=_options(body),
-            gone=gone,
-            alignment=body.alignment,
-            disable_heads=body.disable_heads,
-            log=_log(request),
-            protect=body.protect,
-        )
+        (answer,) = await service.translate(ServiceRequest.of(body), gone=gone, log=_log(request))
     return await _json(service, request, answer)
 
 
@@ -155,19 +131,8 @@ async def translate(body: TranslateRequest, service: ServiceDep, request: Reques
 async def align(body: AlignRequest, service: ServiceDep, request: Request) -> Response:
     """The model scores ``target`` (plus ``</s>``) token by token: the same fields as translate,
     with ``target_logprobs`` telling how likely the model finds each of your tokens."""
-    extras = Extras(return_scores=body.return_scores, alternatives=body.alternatives, explain=tuple(body.explain))
     async with watch_disconnect(request) as gone:
-        answer = await service.align(
-            body.model,
-            body.text,
-            body.target,
-            extras,
-            alignment=body.alignment,
-            disable_heads=body.disable_heads,
-            options=_options(body),
-            gone=gone,
-            log=_log(request),
-        )
+        answer = await service.align(ServiceRequest.of(body), gone=gone, log=_log(request))
     return await _json(service, request, answer)
 
 
@@ -181,18 +146,5 @@ async def translate_batch(body: BatchTranslateRequest, service: ServiceDep, requ
     """One answer per text, in order, decoded together; each ``timing_ms`` is the whole batch's.
     Without ``max_length`` each text keeps its own default output budget, as it would alone."""
     async with watch_disconnect(request) as gone:
-        answers = await service.translate(
-            body.model,
-            body.texts,
-            beam_size=body.beam_size,
-            max_length=body.max_length,
-            coverage_penalty=body.coverage_penalty,
-            batch=True,
-            options=_options(body),
-            gone=gone,
-            alignment=body.alignment,
-            disable_heads=body.disable_heads,
-            log=_log(request),
-            protect=body.protect,
-        )
+        answers = await service.translate(ServiceRequest.of(body), gone=gone, log=_log(request))
     return await _json(service, request, answers)

@@ -71,7 +71,7 @@ class Ticket:
     budgets: list[int]
     deadline: float  # time.monotonic()
     timeout_s: float
-    payload: Any = None  # what the runner needs besides the texts (answer options ...)
+    payload: Any = None  # what the runner needs besides the texts (a translation's app.serving.request.Job)
     gone: threading.Event = field(default_factory=threading.Event)
     arrived: float = field(default_factory=time.monotonic)
     future: asyncio.Future[Any] | None = None

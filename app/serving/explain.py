@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 
@@ -27,7 +27,6 @@ from app.serving.schemas import (
     BeamNode,
     BeamTree,
     ScoreMatrix,
-    TranslationResponse,
 )
 from app.text.tokenizer import Tokenizer
 from app.translator import Translation, Translator
@@ -121,34 +120,33 @@ def beam_tree(tokenizer: Tokenizer, tree: SearchTree) -> BeamTree:
     )
 
 
-def add_extras(
-    answer: TranslationResponse, loaded: LoadedModel, result: Translation, extras: Extras, decimals: int = 6
-) -> None:
-    """Fill the extra fields of ``answer`` (built from ``result``) that ``extras`` asks for
-    (explanations rounded to ``decimals``, as the attention)."""
+def extra_fields(loaded: LoadedModel, result: Translation, extras: Extras, decimals: int = 6) -> dict[str, Any]:
+    """The answer's fields beyond the translation and its attention for ``result``: what the
+    attention cost, the forced tokens and what ``extras`` asks for (explanations rounded to
+    ``decimals``, as the attention)."""
     hyp = result.hypothesis
-    answer.attention_cost = attention_cost(hyp)
-    answer.forced_tokens = hyp.forced_tokens
+    fields: dict[str, Any] = {"attention_cost": attention_cost(hyp), "forced_tokens": hyp.forced_tokens}
     if extras.return_beam and hyp.tree is not None:
-        answer.beam = beam_tree(loaded.tokenizer, hyp.tree)
+        fields["beam"] = beam_tree(loaded.tokenizer, hyp.tree)
     if extras.explain:
-        answer.explanations = explanations(
+        fields["explanations"] = explanations(
             loaded, result.source_ids, result.target_ids, methods=extras.explain, decimals=decimals
         )
     if not extras.needs_pass or not result.target_ids:
-        return
+        return fields
     found = anatomy(loaded.model, result.source_ids, result.target_ids, top_k=extras.alternatives)
     if extras.return_scores:
-        answer.attention_scores = {cast(AttentionKind, k): score_matrix(v) for k, v in found.scores.items()}
+        fields["attention_scores"] = {cast(AttentionKind, k): score_matrix(v) for k, v in found.scores.items()}
         norms = found.context_norms
         if found.contexts is not None and norms is not None:
-            answer.context_norms = norms.to("cpu", torch.float64).round(decimals=6).tolist()
-            answer.context_vectors = found.contexts.to("cpu", torch.float64).round(decimals=6).tolist()
-        answer.key_dim = geometry_of(loaded.config).key_dim
+            fields["context_norms"] = norms.to("cpu", torch.float64).round(decimals=6).tolist()
+            fields["context_vectors"] = found.contexts.to("cpu", torch.float64).round(decimals=6).tolist()
+        fields["key_dim"] = geometry_of(loaded.config).key_dim
     if extras.alternatives:
         ids = [i for step in found.alternatives for i, _ in step]
         pieces = iter(loaded.tokenizer.pieces(ids))
-        answer.alternatives = [
+        fields["alternatives"] = [
             [Alternative(token=next(pieces), token_id=i, logprob=round(lp, 6)) for i, lp in step]
             for step in found.alternatives
         ]
+    return fields

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any, cast
 
 import orjson
@@ -33,9 +34,9 @@ from app.repository import LoadedModel
 from app.serving.answers import answer_json, matrix
 from app.serving.errors import ClientGone, DeadlineExceeded, InvalidInput, Unavailable, UnknownModel
 from app.serving.execution import watch_disconnect
-from app.serving.explain import Extras
+from app.serving.request import AnswerOptions, ServiceRequest
 from app.serving.schemas import ErrorResponse, TranslateRequest, TranslationResponse
-from app.serving.service import AnswerOptions, ServiceDep
+from app.serving.service import ServiceDep
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -135,8 +136,9 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     search the live hypotheses with back-pointers), then an ``answer`` event holding exactly what
     ``/api/translate`` answers (see docs/api.md, "Streaming"). Not with ``protect``."""
     served = service.get(body.model)
-    options = AnswerOptions(None if body.attention is None else tuple(body.attention), body.precision)
-    encoder = StepEvents(served.loaded, options, lambda: served.translator.source_ids(body.text))
+    asked = ServiceRequest.of(body)
+    asked = replace(asked, extras=replace(asked.extras, explain=()))  # a stream's answer has no explanations
+    encoder = StepEvents(served.loaded, asked.answer, lambda: served.translator.source_ids(body.text))
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[bytes] = asyncio.Queue()
 
@@ -144,17 +146,11 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
         data = encoder.encode(step)
         loop.call_soon_threadsafe(events.put_nowait, data)
 
-    extras = Extras(return_beam=body.return_beam, return_scores=body.return_scores, alternatives=body.alternatives)
     # Until the first step (in the queue, say) a client that leaves is seen here; from then on,
     # by the response: closing its body sets ``gone`` (see _events).
     async with watch_disconnect(request) as gone:
         task = asyncio.create_task(
-            service.translate(
-                body.model, [body.text], beam_size=body.beam_size, max_length=body.max_length, batch=False,
-                coverage_penalty=body.coverage_penalty, prefix=body.prefix, extras=extras, options=options,
-                gone=gone, alignment=body.alignment, disable_heads=body.disable_heads,
-                log=request.scope.get("attnscope.log"), protect=body.protect, on_step=on_step,
-            )  # fmt: skip
+            service.translate(asked, gone=gone, log=request.scope.get("attnscope.log"), on_step=on_step)
         )
         # Events were queued (call_soon_threadsafe) before the decode's result was: _END comes last.
         task.add_done_callback(lambda done: _ended(done, events))
