@@ -22,7 +22,7 @@ from app.alignment.hard import Choice
 from app.alignment.rows import Rows
 from app.decoding.plan import OPTION_NAMES, DecodeOptions
 from app.decoding.steps import StepCallback
-from app.nn.ablation import HeadRef as HeadTuple
+from app.nn.ablation import HeadTuple
 from app.serving.explain import NO_EXTRAS, Extras
 from app.serving.heads import AlignmentChoice, HeadRef
 from app.serving.schemas import AlignRequest, AttentionKind, BatchTranslateRequest, TranslateRequest
