@@ -1,0 +1,159 @@
+"""``attnscope serve --ray``: the app as a Ray Serve deployment on a local Ray (one replica, one
+CPU), over real HTTP: it answers like the plain server, reports ready only once its replica has
+loaded the models, and leaves no Ray process behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.cli import main
+from app.config import Settings
+from app.serving.ray_serve import deployment_options, import_ray, replica_health
+from app.serving.service import ModelService
+from app.testing import REPO_ROOT, TINY_KINDS, build_tiny_models, free_port, running_server
+
+REQUESTS: list[tuple[str, dict[str, Any]]] = [
+    ("/api/translate", {"model": "en-de-transformer", "text": "a dog runs on the grass"}),
+    ("/api/translate", {"model": "en-de-transformer", "text": "two men", "beam_size": 3, "return_beam": True}),
+    ("/api/translate", {"model": "en-de-rnn-additive", "text": "a little girl", "precision": 3}),
+    ("/api/translate/batch", {"model": "en-de-transformer", "texts": ["a man", "a dog runs"]}),
+    ("/api/align", {"model": "en-de-rnn-additive", "text": "a dog", "target": "ein hund"}),
+]
+
+
+@pytest.fixture(scope="module")
+def two_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ray-models")
+    build_tiny_models(root, kinds=[k for k in TINY_KINDS if k[0] in ("transformer", "rnn-additive")])
+    return root
+
+
+def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    with pytest.raises(SystemExit, match=r"pip install 'attnscope\[ray\]'"):
+        import_ray()
+
+
+def test_replica_bounds_become_serve_options() -> None:
+    fixed = deployment_options(Settings(ray_min_replicas=2, ray_max_replicas=2, ray_replica_gpus=0.5))
+    assert fixed["num_replicas"] == 2 and "autoscaling_config" not in fixed
+    assert fixed["ray_actor_options"] == {"num_cpus": 1.0, "num_gpus": 0.5}
+    scaled = deployment_options(Settings(ray_min_replicas=1, ray_max_replicas=4, max_queue=10, inference_threads=2))
+    assert scaled["autoscaling_config"]["min_replicas"] == 1 and scaled["autoscaling_config"]["max_replicas"] == 4
+    assert scaled["max_ongoing_requests"] == 12  # the app's own queue and slots, where requests batch
+
+
+def test_max_below_min_is_a_clear_error_before_ray_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--ray", "--min-replicas", "3", "--max-replicas", "2"]) == 2
+    assert "ray_max_replicas (2) is below ray_min_replicas (3)" in capsys.readouterr().err
+
+
+def test_health_check_follows_readiness(two_models: Path) -> None:
+    service = ModelService(Settings(models_dir=two_models, device="cpu"))
+    with pytest.raises(RuntimeError, match="loading"):
+        replica_health(service)
+    service.load_all()
+    replica_health(service)  # ready: healthy
+    service.stop()
+    with pytest.raises(RuntimeError, match="stopping"):
+        replica_health(service)
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc: Ray's GCS, raylet, workers, proxy, replicas)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture(scope="module")
+def ray_server(two_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[dict[str, Any]], set[int]]]:
+    """``serve --ray`` started here; yields its URL, every 200-or-not /api/ready answer seen while
+    it started (JSON bodies of the 200s), and its processes, and checks they all end after SIGTERM."""
+    port, log = free_port(), tmp_path_factory.mktemp("ray-log") / "serve.log"
+    command = [sys.executable, "-m", "app.cli", "serve", "--ray", "--port", str(port), "--models-dir", str(two_models), "--device", "cpu"]  # fmt: skip
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url, seen = f"http://127.0.0.1:{port}", []
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, log.read_text()[-4000:]
+            assert time.monotonic() < deadline, f"not ready in 120 s:\n{log.read_text()[-4000:]}"
+            try:
+                answer = httpx.get(f"{url}/api/ready", timeout=5)
+            except httpx.HTTPError:
+                time.sleep(0.2)
+                continue
+            seen.append({"status_code": answer.status_code, **(answer.json() if answer.status_code == 200 else {})})
+            if answer.status_code == 200:
+                break
+            time.sleep(0.2)
+        processes = _descendants(process.pid)
+        yield url, seen, processes
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+    assert process.returncode == 0, log.read_text()[-4000:]
+    deadline = time.monotonic() + 20
+    while (left := {p for p in processes if _alive(p)}) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"Ray processes left after shutdown: {sorted(left)}"
+
+
+def _without_timing(value: Any) -> Any:
+    """An answer with its ``timing_ms`` (the decode's wall time) taken out."""
+    if isinstance(value, list):
+        return [_without_timing(v) for v in value]
+    return {k: v for k, v in value.items() if k != "timing_ms"}
+
+
+def test_ray_serve_answers_like_the_plain_server(
+    ray_server: tuple[str, list[dict[str, Any]], set[int]], two_models: Path, tmp_path: Path
+) -> None:
+    url, seen, processes = ray_server
+    assert seen[-1] == {"status_code": 200, "status": "ready", "models": 2, "unavailable": 0, "loaded": 2, "total": 2}
+    assert all(s["status_code"] != 200 for s in seen[:-1])  # never ready before the replica loaded
+    assert len(processes) > 3  # Ray's own processes and the replica: the test below checks they end
+    with running_server(two_models, tmp_path / "plain.log") as plain:
+        assert httpx.get(f"{url}/api/models").json() == httpx.get(f"{plain}/api/models").json()
+        for path, body in REQUESTS:
+            on_ray, alone = httpx.post(f"{url}{path}", json=body, timeout=30), httpx.post(f"{plain}{path}", json=body, timeout=30)
+            assert on_ray.status_code == alone.status_code == 200, (path, on_ray.text[:300])
+            assert _without_timing(on_ray.json()) == _without_timing(alone.json()), (path, body)
+        bad = {"model": "nope", "text": "a dog"}
+        assert httpx.post(f"{url}/api/translate", json=bad).json() == httpx.post(f"{plain}/api/translate", json=bad).json()
