@@ -18,7 +18,7 @@ import pytest
 
 from app.cli import main
 from app.config import Settings
-from app.serving.ray_serve import deployment_options, import_ray, replica_health
+from app.serving.ray_serve import build, deployment_options, import_ray, replica_health
 from app.serving.service import ModelService
 from app.testing import REPO_ROOT, TINY_KINDS, build_tiny_models, free_port, running_server
 
@@ -157,3 +157,13 @@ def test_ray_serve_answers_like_the_plain_server(
             assert _without_timing(on_ray.json()) == _without_timing(alone.json()), (path, body)
         bad = {"model": "nope", "text": "a dog"}
         assert httpx.post(f"{url}/api/translate", json=bad).json() == httpx.post(f"{plain}/api/translate", json=bad).json()
+
+
+def test_builder_takes_settings_as_serve_run_args() -> None:
+    """``serve run app.serving.ray_serve:build models_dir=... ray_max_replicas=3`` (and a RayService's
+    ``args``): strings, validated as Settings, become the deployment's options (no Ray started)."""
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+
+    built = call_user_app_builder_with_args_if_necessary(build, {"models_dir": "/srv/models", "ray_max_replicas": "3"})
+    config = built._bound_deployment._deployment_config
+    assert config.autoscaling_config.min_replicas == 1 and config.autoscaling_config.max_replicas == 3
