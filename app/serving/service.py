@@ -79,8 +79,9 @@ class ModelService:
         self.settings = settings
         self.device: torch.device = resolve_device(settings.device)
         self.registry = ModelRegistry(
-            settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize
-        )
+            settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize,
+            max_loaded=settings.max_loaded_models,
+        )  # fmt: skip
         self.pool = InferencePool(settings.inference_threads)
         self.scheduler = Scheduler(
             self.pool.decoder,
@@ -158,7 +159,7 @@ class ModelService:
             raise InvalidInput(loc, "cannot be combined with protect: the shown output is scored, not searched")
         if protect and on_step is not None:
             raise InvalidInput(("body", "protect"), "cannot be streamed: the output shown is scored after the search")
-        served = self.get(model_id)
+        served = await self.registry.acquire(model_id, self.settings.request_timeout_s)  # loads it if needed
         if on_step is not None:
             protect = False  # the steps streamed are the search's own: nothing is scored after it
         protect = resolve_protect(served, protect, texts, prefix=prefix, return_beam=extras.return_beam)
@@ -191,7 +192,9 @@ class ModelService:
         key = TranslateKey(
             model_id, beam_size, weights, coverage_penalty, extras.return_beam, tuple(heads), protect, stream
         )
-        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_translate)
+        answers: list[TranslationResponse] = await self.scheduler.submit(
+            key, ticket, self.registry.pinning(self._run_translate)
+        )
         return answers
 
     async def align(
@@ -207,7 +210,7 @@ class ModelService:
         gone: threading.Event | None = None,
         log: dict[str, Any] | None = None,
     ) -> TranslationResponse:
-        served = self.get(model_id)
+        served = await self.registry.acquire(model_id, self.settings.request_timeout_s)
         n = limits.check_text(self.settings, served, text, ("body", "text"))
         m = limits.check_text(self.settings, served, target, ("body", "target"), empty_ok=True)
         limits.admit_explain(self.settings, served, [n], [m], methods=extras.explain)
@@ -220,7 +223,7 @@ class ModelService:
         ticket = self._ticket([text], [0], options, gone, targets=[target], extras=extras, choice=choice)
         ticket.cost = cost
         key = AlignKey(model_id, tuple(heads))
-        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_align)
+        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self.registry.pinning(self._run_align))
         return answers[0]
 
     async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:
