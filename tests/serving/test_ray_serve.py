@@ -164,6 +164,7 @@ def test_builder_takes_settings_as_serve_run_args() -> None:
     ``args``): strings, validated as Settings, become the deployment's options (no Ray started)."""
     from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
 
-    built = call_user_app_builder_with_args_if_necessary(build, {"models_dir": "/srv/models", "ray_max_replicas": "3"})
-    config = built._bound_deployment._deployment_config
-    assert config.autoscaling_config.min_replicas == 1 and config.autoscaling_config.max_replicas == 3
+    args = {"models_dir": "/srv/models", "ray_max_replicas": "3"}
+    built = call_user_app_builder_with_args_if_necessary(build, args)  # type: ignore[arg-type]
+    scaling = built._bound_deployment._deployment_config.autoscaling_config
+    assert scaling is not None and (scaling.min_replicas, scaling.max_replicas) == (1, 3)
