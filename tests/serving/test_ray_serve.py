@@ -5,6 +5,7 @@ loaded the models, and leaves no Ray process behind."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -157,6 +158,12 @@ def test_ray_serve_answers_like_the_plain_server(
             assert _without_timing(on_ray.json()) == _without_timing(alone.json()), (path, body)
         bad = {"model": "nope", "text": "a dog"}
         assert httpx.post(f"{url}/api/translate", json=bad).json() == httpx.post(f"{plain}/api/translate", json=bad).json()
+        stream = {"model": "en-de-transformer", "text": "a dog", "max_length": 3}
+        events = [httpx.post(f"{base}/api/translate/stream", json=stream, timeout=30) for base in (url, plain)]
+        assert events[0].headers["content-type"].startswith("text/event-stream")
+        assert [re.sub(r'"timing_ms":[0-9.]+', "", e.text) for e in events] == [re.sub(r'"timing_ms":[0-9.]+', "", events[1].text)] * 2
+        for page in ("/", "/models", "/openapi.json"):
+            assert httpx.get(f"{url}{page}").text == httpx.get(f"{plain}{page}").text, page
 
 
 def test_builder_takes_settings_as_serve_run_args() -> None:
