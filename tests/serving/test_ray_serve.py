@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,9 @@ REQUESTS: list[tuple[str, dict[str, Any]]] = [
     ("/api/translate/batch", {"model": "en-de-transformer", "texts": ["a man", "a dog runs"]}),
     ("/api/align", {"model": "en-de-rnn-additive", "text": "a dog", "target": "ein hund"}),
 ]
+
+
+WIDE_WINDOW = {"ATTNSCOPE_BATCH_WINDOW_MS": "300"}  # concurrent requests surely meet in one micro-batch
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +107,7 @@ def ray_server(two_models: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     port, log = free_port(), tmp_path_factory.mktemp("ray-log") / "serve.log"
     command = [sys.executable, "-m", "app.cli", "serve", "--ray", "--port", str(port), "--models-dir", str(two_models), "--device", "cpu"]  # fmt: skip
     with log.open("wb") as sink:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **WIDE_WINDOW})
     url, seen = f"http://127.0.0.1:{port}", []
     try:
         deadline = time.monotonic() + 120
@@ -175,3 +179,27 @@ def test_builder_takes_settings_as_serve_run_args() -> None:
     built = call_user_app_builder_with_args_if_necessary(build, args)  # type: ignore[arg-type]
     scaling = built._bound_deployment._deployment_config.autoscaling_config
     assert scaling is not None and (scaling.min_replicas, scaling.max_replicas) == (1, 3)
+
+
+def _batches(url: str) -> tuple[float, float]:
+    """(decodes, requests they served) from the replica's /metrics, through Serve's proxy."""
+    text = httpx.get(f"{url}/metrics").text
+    count = re.search(r"^attnscope_batch_requests_count (\S+)$", text, re.M)
+    total = re.search(r"^attnscope_batch_requests_sum (\S+)$", text, re.M)
+    assert count and total, text[:2000]
+    return float(count[1]), float(total[1])
+
+
+def test_concurrent_requests_batch_inside_the_replica(ray_server: tuple[str, list[dict[str, Any]], set[int]]) -> None:
+    url = ray_server[0]
+    decodes, served = _batches(url)
+    body = {"model": "en-de-transformer", "text": "a dog runs", "max_length": 5}
+    answers: list[int] = []
+    threads = [threading.Thread(target=lambda: answers.append(httpx.post(f"{url}/api/translate", json=body, timeout=60).status_code)) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert answers == [200] * 6
+    after = _batches(url)
+    assert after[1] - served == 6 and after[0] - decodes < 6  # fewer decodes than requests: they batched
