@@ -145,7 +145,10 @@ def _start_ray(ray: ModuleType, address: str | None, settings: Settings) -> None
     """Join the cluster at ``address``, or start a local Ray (never joining one already running
     here) whose workers import this checkout's ``app``, with CPUs for the most replicas."""
     if address:
-        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
+        try:
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
+        except (ConnectionError, RuntimeError, ValueError) as err:  # one clear line, not Ray's traceback
+            raise SystemExit(f"attnscope serve: cannot join the Ray cluster at {address}: {err}") from None
         return
     root = str(Path(__file__).resolve().parents[2])
     cpus = max(os.cpu_count() or 1, math.ceil(settings.ray_max_replicas * settings.ray_replica_cpus))
