@@ -150,12 +150,28 @@ def _start_ray(ray: ModuleType, address: str | None, settings: Settings) -> None
         except (ConnectionError, RuntimeError, ValueError) as err:  # one clear line, not Ray's traceback
             raise SystemExit(f"attnscope serve: cannot join the Ray cluster at {address}: {err}") from None
         return
+    _check_local(settings)
     root = str(Path(__file__).resolve().parents[2])
     cpus = max(os.cpu_count() or 1, math.ceil(settings.ray_max_replicas * settings.ray_replica_cpus))
     ray.init(
         address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING,
         runtime_env={"env_vars": {"PYTHONPATH": root}},
     )  # fmt: skip
+
+
+def _check_local(settings: Settings) -> None:
+    """On this machine, a device or GPU it does not have fails here, in one line, not as a
+    replica that retries its constructor or waits for a GPU forever."""
+    import torch
+
+    from app.device import resolve_device
+
+    try:
+        resolve_device(settings.device)
+    except ValueError as err:
+        raise SystemExit(f"attnscope serve: {err}") from None
+    if settings.ray_replica_gpus > 0 and not torch.cuda.is_available():
+        raise SystemExit("attnscope serve: --replica-gpus needs a GPU, and this machine has none")
 
 
 def _stop_on_signals() -> threading.Event:

@@ -203,3 +203,13 @@ def test_concurrent_requests_batch_inside_the_replica(ray_server: tuple[str, lis
     assert answers == [200] * 6
     after = _batches(url)
     assert after[1] - served == 6 and after[0] - decodes < 6  # fewer decodes than requests: they batched
+
+
+def test_a_gpu_this_machine_lacks_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Locally, ``--replica-gpus`` without a GPU fails before Ray starts (else the replica would
+    wait for a GPU forever)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match="--replica-gpus needs a GPU"):
+        main(["serve", "--ray", "--replica-gpus", "1", "--device", "cpu"])
