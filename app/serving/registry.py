@@ -359,8 +359,14 @@ def _preview(folder: Path, max_tokens: int) -> ServedModel:
         if not (folder / name).is_file():
             raise MissingModelFile(folder, name, f"missing {name}")
     tokenizer = load_tokenizer(folder)
-    with torch.device("meta"):
-        model = build_model(config)
+    try:
+        with torch.device("meta"):
+            model = build_model(config)
+    except Exception as err:  # noqa: BLE001 - a family whose construction computes on its tensors
+        logger.warning("%s: listed from a full load (%s), its weights then dropped", folder.name, err)
+        loaded = load_model_folder(folder)
+        loaded.model.to("meta")  # the facts stay, the memory goes
+        return ServedModel.of(loaded, max_tokens)
     card, warnings = read_card(folder)
     loaded = LoadedModel(
         id=folder.name, path=folder, config=config, model=model, tokenizer=tokenizer,

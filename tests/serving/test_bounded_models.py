@@ -211,3 +211,19 @@ def test_bounded_server_over_http(two_models: Path, tmp_path: Path, expected: di
         elif done := re.search(r" loaded (\S+) \(", line):
             loading.discard(done[1])
     assert not loading
+
+
+def test_a_family_that_cannot_be_built_on_meta_is_listed_from_a_full_load(
+    two_models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.serving.registry as registry
+
+    def no_meta(config: Any) -> Any:
+        raise RuntimeError("cannot build on the meta device")
+
+    monkeypatch.setattr(registry, "build_model", no_meta)
+    with make_client(two_models, max_loaded_models=1) as client:
+        assert _states(client) == {A: "loaded", B: "not_loaded"}
+        preview = client.app.state.service.registry._previews[B]
+        assert {p.device.type for p in preview.loaded.model.parameters()} == {"meta"}  # no weights kept
+        assert client.post("/api/translate", json={**REQUEST, "model": B}).status_code == 200
