@@ -39,6 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="int8: linear layers dynamically quantised (CPU only; default ATTNSCOPE_QUANTIZE or fp32)")
     serve.add_argument("--workers", type=int, default=None,
                        help="server processes on one port, each with every model (default 1)")
+    serve.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                       help="deploy on Ray Serve: on the cluster at ADDRESS (auto, ray://...), else a local Ray "
+                            "(needs attnscope[ray]; docs/ray.md)")
+    serve.add_argument("--min-replicas", type=int, default=None, help="--ray: fewest replicas (default 1)")
+    serve.add_argument("--max-replicas", type=int, default=None, help="--ray: most replicas, autoscaled (default 1)")
+    serve.add_argument("--replica-gpus", type=float, default=None, help="--ray: GPUs per replica (default 0)")
+    serve.add_argument("--max-loaded-models", type=int, default=None,
+                       help="models kept loaded at once, others loaded on first use (default: all)")
     native = sub.add_parser("build-native", help="build and check the native decoder operations (make install does)")
     native.add_argument("--force", action="store_true", help="rebuild even if a valid build is there")
 
@@ -448,6 +456,22 @@ def cmd_tokenizer(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from app.serving.server import run
+
+    flags = {"host": args.host, "port": args.port, "models_dir": args.models_dir, "device": args.device,
+             "quantize": args.quantize, "max_loaded_models": args.max_loaded_models}
+    if args.ray is None:
+        run(workers=args.workers, **flags)
+        return 0
+    from app.serving.ray_serve import run as run_on_ray
+
+    extra = {"ray_min_replicas": args.min_replicas, "ray_max_replicas": args.max_replicas,
+             "ray_replica_gpus": args.replica_gpus}
+    run_on_ray(args.ray or None, **{k: v for k, v in {**flags, **extra}.items() if v is not None})
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -455,11 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         keep_freed_memory()
     try:
         if args.command == "serve":
-            from app.serving.server import run
-
-            run(host=args.host, port=args.port, models_dir=args.models_dir, device=args.device,
-                quantize=args.quantize, workers=args.workers)
-            return 0
+            return cmd_serve(args)
         if args.command == "build-native":  # never at serve time: app/nn/native/library.py
             from app.nn.native.__main__ import main as build_native
 

@@ -243,6 +243,22 @@ class Settings(BaseSettings):
         default=None,
         description="If set, /metrics answers only requests with 'Authorization: Bearer <token>' (else 401).",
     )
+    max_loaded_models: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "How many models stay loaded at once; the others are listed (config and card) and loaded "
+            "on first use, the least recently used one unloaded beyond the bound. None: all, loaded at start-up."
+        ),
+    )
+    ray_min_replicas: int = Field(default=1, ge=1, description="serve --ray: fewest replicas (each loads the models).")
+    ray_max_replicas: int = Field(
+        default=1, ge=1, description="serve --ray: most replicas; above ray_min_replicas Serve autoscales between them."
+    )
+    ray_replica_cpus: float = Field(default=1.0, ge=0, description="serve --ray: CPUs Ray reserves per replica.")
+    ray_replica_gpus: float = Field(
+        default=0.0, ge=0, description="serve --ray: GPUs per replica (fractions share one GPU); >0 serves on cuda."
+    )
 
 
     @field_validator("allowed_hosts", mode="before")

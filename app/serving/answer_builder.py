@@ -15,8 +15,7 @@ from typing import Any
 
 import torch
 
-from app.nn.ablation import HeadTuple
-from app.nn.ablation import disabled_heads
+from app.nn.ablation import HeadTuple, disabled_heads
 from app.serving.ablation import word_alignment
 from app.serving.answers import response_fields
 from app.serving.batching import Ticket

@@ -2,7 +2,12 @@
 
 Every folder of the models directory is loaded once (in the lifespan, off the event loop); a
 folder that fails is kept as *unavailable* with the reason and the file at fault, so
-``/api/models`` and the Models page can say what is wrong instead of silently leaving it out."""
+``/api/models`` and the Models page can say what is wrong instead of silently leaving it out.
+
+With ``max_loaded`` (``ATTNSCOPE_MAX_LOADED_MODELS``) every folder is only *listed* at start-up
+(config, tokenizer and card read, the network built on the meta device: shapes, no weights) and
+the first ``max_loaded`` are loaded; the others load on first use and the least recently used
+model is unloaded beyond the bound (``app.serving.residency``), each listed with its state."""
 
 from __future__ import annotations
 
@@ -10,26 +15,37 @@ import itertools
 import logging
 import threading
 import time
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from app.nn.config import score_of
+from app.nn.factory import build_model
 from app.nn.family import geometry_of
 from app.repository import (
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
     LoadedModel,
+    MissingModelFile,
     ModelFolderError,
     discover,
     load_model_folder,
+    load_tokenizer,
     read_card,
     read_config,
 )
 from app.serving.errors import Unavailable, UnknownModel
 from app.serving.head_scores import CardAblation, CardAlignment, card_head_scores
+from app.serving.residency import LoadFailed, Residency
 from app.serving.schemas import ModelInfo, UnavailableModel
 from app.translator import Translator
+
+if TYPE_CHECKING:
+    from app.serving.batching import BatchRunner
 
 logger = logging.getLogger(__name__)
 LOAD_THREADS = 2  # folders loaded at once: reading weights and copying them into the model release the GIL
@@ -119,7 +135,12 @@ class ModelRegistry:
     """The served models and the folders that could not be loaded, by id."""
 
     def __init__(
-        self, models_dir: Path, device: torch.device, max_tokens: int, quantize: str | None = None
+        self,
+        models_dir: Path,
+        device: torch.device,
+        max_tokens: int,
+        quantize: str | None = None,
+        max_loaded: int | None = None,
     ) -> None:
         self.models_dir = models_dir
         self.device = device
@@ -130,6 +151,12 @@ class ModelRegistry:
         self._loaded = threading.Event()
         self._stop = threading.Event()
         self.total = 0  # model folders found (0 until load_all has looked); loaded: len(ids)
+        # max_loaded: the listed models' previews (meta weights, for the list and the pages) and
+        # the resident ones; None: every model loaded at start-up (self._models)
+        self._previews: dict[str, ServedModel] = {}
+        self.residency: Residency[ServedModel] | None = None
+        if max_loaded is not None:
+            self.residency = Residency(max_loaded, self._load_one, ServedModel)
 
     @property
     def ready(self) -> bool:
@@ -139,7 +166,7 @@ class ModelRegistry:
     @property
     def loaded(self) -> int:
         """How many models are loaded so far (of :attr:`total` folders found)."""
-        return len(self._models)
+        return len(self._models) if self.residency is None else len(self.residency.resident)
 
     def stop_loading(self) -> None:
         """Make :meth:`load_all` stop before its next folders (the server is shutting down)."""
@@ -155,6 +182,10 @@ class ModelRegistry:
         folders = discover(root)
         self.total = len(folders)
         begun = time.perf_counter()
+        if self.residency is not None:
+            self._list_all(folders, self.residency)
+            self._loaded.set()
+            return
         outcomes: list[ServedModel | UnavailableModel | None] = [None] * len(folders)
         finished = [threading.Event() for _ in folders]
         claims = itertools.count()  # next() on it is atomic: each folder is loaded once
@@ -182,9 +213,31 @@ class ModelRegistry:
             len(self._models), root, self.device, time.perf_counter() - begun,
         )  # fmt: skip
 
-    def _load_one(self, folder: Path, index: int) -> ServedModel | UnavailableModel:
+    def _list_all(self, folders: list[Path], residency: Residency[ServedModel]) -> None:
+        """Bounded memory: list every folder (a preview, or unavailable), then load the first
+        ``residency.bound`` of them, so the first requests find them loaded."""
+        for folder in folders:
+            try:
+                self._previews[folder.name] = _preview(folder, self.max_tokens)
+                residency.folders[folder.name] = folder
+            except Exception as err:  # noqa: BLE001 - as in _load_one: reported, never fatal
+                logger.error("skipping model folder %s: %s", folder.name, err)
+                self._unavailable[folder.name] = _unavailable(folder, err)
+        for model_id in list(residency.folders)[: residency.bound]:
+            if self._stop.is_set():
+                return
+            residency.load_now(model_id)
+        logger.info(
+            "listing %d model(s) from %s, at most %d loaded at once (%d loaded now)",
+            len(residency.folders), self.models_dir, residency.bound, len(residency.resident),
+        )  # fmt: skip
+
+    def _load_one(self, folder: Path, index: int | None = None) -> ServedModel | UnavailableModel:
         """One folder, loaded and logged with its time; an error is logged and returned as unavailable."""
-        logger.info("loading %s (%d of %d) ...", folder.name, index, self.total)
+        if index is None:
+            logger.info("loading %s (at most %s stay loaded) ...", folder.name, self.residency and self.residency.bound)
+        else:
+            logger.info("loading %s (%d of %d) ...", folder.name, index, self.total)
         started = time.perf_counter()
         try:
             loaded = load_model_folder(folder, device=self.device, quantize=self.quantize)
@@ -200,38 +253,124 @@ class ModelRegistry:
         return served
 
     def progress(self) -> tuple[int, int]:
-        """(folders done, folders in all): done counts the loaded and the unavailable ones; while
-        loading, "all" is what the models directory holds now (a folder is a cheap stat)."""
-        done = len(self._models) + len(self._unavailable)
+        """(folders done, folders in all): done counts the loaded (or listed) and the unavailable
+        ones; while loading, "all" is what the models directory holds now (a folder is a cheap stat)."""
+        done = len(self._previews or self._models) + len(self._unavailable)
         return done, done if self.ready else max(done, len(discover(self.models_dir)))
 
     @property
     def ids(self) -> list[str]:
-        return list(self._models)
+        """The models requests may name: the loaded ones (bounded: every listed one)."""
+        if self.residency is None:
+            return list(self._models)
+        return [model_id for model_id in self._previews if model_id in self.residency.folders]
 
     def get(self, model_id: str) -> ServedModel:
         """The served model ``model_id``; UnknownModel (404) when there is none, Unavailable
-        (503) while the models are still loading."""
+        (503) while the models are still loading, or (bounded memory) while this one loads:
+        its load starts here, and Retry-After says when to ask again."""
+        if self.residency is not None and model_id in self.residency.folders:
+            served = self.residency.get_now(model_id)
+            if served is None:
+                raise Unavailable(f"model {model_id} is loading; try again shortly", retry_after_s=2)
+            return served
         try:
             return self._models[model_id]
         except KeyError:
             if not self.ready:
                 raise Unavailable("the models are still loading; see /api/ready", retry_after_s=2) from None
-            raise UnknownModel(model_id, self.ids, self._unavailable.get(model_id)) from None
+            raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
+
+    async def acquire(self, model_id: str, timeout_s: float) -> ServedModel:
+        """:meth:`get`, but a model that is not loaded (bounded memory) is loaded and waited for
+        up to ``timeout_s``, then 503 "model X is loading" with Retry-After."""
+        if self.residency is None or model_id not in self.residency.folders:
+            return self.get(model_id)
+        try:
+            return await self.residency.acquire(model_id, timeout_s)
+        except LoadFailed:
+            raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
+
+    @contextmanager
+    def pinned(self, model_id: str) -> Iterator[ServedModel]:
+        """The model, kept loaded while the block runs (bounded memory: loaded in this thread
+        first if it had been unloaded); call it in a decode thread, never on the event loop."""
+        if self.residency is None or model_id not in self.residency.folders:
+            yield self.get(model_id)
+            return
+        try:
+            with self.residency.pinned(model_id) as served:
+                yield served
+        except LoadFailed:
+            raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
+
+    def pinning(self, runner: BatchRunner) -> BatchRunner:
+        """``runner`` with its key's ``model`` pinned while it decodes (:meth:`pinned`)."""
+        if self.residency is None:
+            return runner
+
+        def run(key: Hashable, tickets: list[Any], should_stop: Any) -> list[Any]:
+            with self.pinned(key.model):  # type: ignore[attr-defined]
+                return runner(key, tickets, should_stop)
+
+        return run
+
+    def _failure(self, model_id: str) -> UnavailableModel | None:
+        failed = self.residency.failed(model_id) if self.residency is not None else None
+        return failed if isinstance(failed, UnavailableModel) else self._unavailable.get(model_id)
+
+    def _listed(self) -> list[tuple[ServedModel, str]]:
+        """Every usable model with its state: resident ones as loaded, the others' previews."""
+        if self.residency is None:
+            return [(served, "loaded") for served in self._models.values()]
+        residency = self.residency
+        return [
+            (residency.resident.get(model_id, preview), residency.state(model_id))
+            for model_id, preview in self._previews.items()
+            if model_id in residency.folders
+        ]
 
     def describe(self) -> list[ModelInfo]:
-        return [served.info(self.device) for served in self._models.values()]
+        return [served.info(self.device).model_copy(update={"state": state}) for served, state in self._listed()]
 
     def unavailable(self) -> list[UnavailableModel]:
-        return list(self._unavailable.values())
+        failed = [self._failure(model_id) for model_id in self._previews if model_id not in self.ids]
+        return [*self._unavailable.values(), *(f for f in failed if f is not None)]
 
     def page_cards(self) -> list[dict[str, Any]]:
         """Every model's card for the pages; an unavailable folder appears with an ``error``
-        (and what its config.json and card.json still tell, where they can be read)."""
-        cards = [served.page_card() for served in self._models.values()]
-        for entry in self._unavailable.values():
+        (and what its config.json and card.json still tell, where they can be read); with
+        bounded memory each card says its ``state`` (loaded, loading, not_loaded)."""
+        listed = self._listed()
+        cards = [{**served.page_card(), **({"state": state} if self.residency else {})} for served, state in listed]
+        for entry in self.unavailable():
             cards.append({**_folder_facts(self.models_dir / entry.id), "id": entry.id, "error": entry.reason})
         return cards
+
+
+def _preview(folder: Path, max_tokens: int) -> ServedModel:
+    """What a folder tells without its weights (bounded memory's listed models): config,
+    tokenizer and card read and checked, the network built on the meta device (its shapes and
+    parameter count, no memory). Its ``info`` and ``page_card`` are the loaded model's; it never decodes."""
+    config, meta = read_config(folder)
+    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
+        if not (folder / name).is_file():
+            raise MissingModelFile(folder, name, f"missing {name}")
+    tokenizer = load_tokenizer(folder)
+    try:
+        with torch.device("meta"):
+            model = build_model(config)
+    except Exception as err:  # noqa: BLE001 - a family whose construction computes on its tensors
+        logger.warning("%s: listed from a full load (%s), its weights then dropped", folder.name, err)
+        loaded = load_model_folder(folder)
+        loaded.model.to("meta")  # the facts stay, the memory goes
+        return ServedModel.of(loaded, max_tokens)
+    card, warnings = read_card(folder)
+    loaded = LoadedModel(
+        id=folder.name, path=folder, config=config, model=model, tokenizer=tokenizer,
+        source_lang=meta["source_lang"], target_lang=meta["target_lang"], card=card, warnings=warnings,
+    )  # fmt: skip
+    return ServedModel.of(loaded, max_tokens)
 
 
 def _unavailable(folder: Path, err: Exception) -> UnavailableModel:

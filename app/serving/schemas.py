@@ -488,6 +488,11 @@ class ModelInfo(BaseModel):
         description="From the card (`attnscope evaluate --ablate`): test BLEU with each head switched off, per "
         "attention kind as [layer][head] grids; null when not measured.",
     )
+    state: Literal["loaded", "loading", "not_loaded"] = Field(
+        default="loaded",
+        description="loaded; or, when at most ATTNSCOPE_MAX_LOADED_MODELS stay loaded, loading or not_loaded "
+        "(a request for it loads it first, or answers 503 'model X is loading' with Retry-After).",
+    )
 
 
 class UnavailableModel(BaseModel):

@@ -26,6 +26,7 @@ def run(
     device: str | None = None,
     quantize: str | None = None,
     workers: int | None = None,
+    max_loaded_models: int | None = None,
 ) -> None:
     """Serve until interrupted. Arguments left as None come from ``ATTNSCOPE_*`` or the defaults.
 
@@ -34,7 +35,8 @@ def run(
     ``ATTNSCOPE_*`` variables. The server keeps no state between requests, so any worker (or
     replica behind a load balancer) can answer any request."""
     flags: dict[str, Any] = {
-        "host": host, "port": port, "models_dir": models_dir, "device": device, "quantize": quantize, "workers": workers
+        "host": host, "port": port, "models_dir": models_dir, "device": device, "quantize": quantize, "workers": workers,
+        "max_loaded_models": max_loaded_models,
     }  # fmt: skip
     flags = {k: v for k, v in flags.items() if v is not None}
     settings = Settings(**flags)

@@ -44,8 +44,9 @@ class ModelService:
         self.settings = settings
         self.device: torch.device = resolve_device(settings.device)
         self.registry = ModelRegistry(
-            settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize
-        )
+            settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize,
+            max_loaded=settings.max_loaded_models,
+        )  # fmt: skip
         self.pool = InferencePool(settings.inference_threads)
         self.scheduler = Scheduler(
             self.pool.decoder,
@@ -106,7 +107,7 @@ class ModelService:
         (``Translator.translate_protected``); None is the model's default
         (:func:`resolve_protect`)."""
         _check_protect(request, streamed=on_step is not None)
-        served = self.get(request.model)
+        served = await self.registry.acquire(request.model, self.settings.request_timeout_s)  # loads it if needed
         wanted = False if on_step is not None else request.protect  # the steps streamed are the search's own
         protect = resolve_protect(served, wanted, request.texts, prefix=request.prefix, return_beam=request.extras.return_beam)
         extras = replace(request.extras, return_beam=False) if protect else request.extras
@@ -134,14 +135,16 @@ class ModelService:
         weights = options.weights or protect  # placing the spans reads the attention
         stream = 0 if on_step is None else id(ticket)
         key = TranslateKey(request.model, request.decode_options(weights=weights), tuple(heads), protect, stream)
-        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_translate)
+        answers: list[TranslationResponse] = await self.scheduler.submit(
+            key, ticket, self.registry.pinning(self._run_translate)
+        )
         return answers
 
     async def align(
         self, request: ServiceRequest, *, gone: threading.Event | None = None, log: dict[str, Any] | None = None
     ) -> TranslationResponse:
         """Teacher-force the model on ``request.target`` as the translation of its one text."""
-        served = self.get(request.model)
+        served = await self.registry.acquire(request.model, self.settings.request_timeout_s)  # loads it if needed
         (text,), target = request.texts, request.target or ""
         n = limits.check_text(self.settings, served, text, ("body", "text"))
         m = limits.check_text(self.settings, served, target, ("body", "target"), empty_ok=True)
@@ -155,7 +158,7 @@ class ModelService:
         cost = limits.admission(self.settings, served, [n], [m], limits.Asked(options.kinds, options.decimals, extras))
         ticket = self._ticket([text], [0], Job(request, extras, choice=choice), gone, cost)
         key = AlignKey(request.model, tuple(heads))
-        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_align)
+        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self.registry.pinning(self._run_align))
         return answers[0]
 
     async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:

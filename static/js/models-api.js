@@ -67,7 +67,13 @@ export function describeArchitecture(model) {
 
 export function optionLabel(model) {
   const bleu = bleuOf(model);
-  return `${describeArchitecture(model)} · ${bleu ? `${bleu.kind ? `${bleu.kind} ` : ""}BLEU ${bleu.value.toFixed(1)}` : "no BLEU yet"} (${model.id})`;
+  return `${describeArchitecture(model)} · ${bleu ? `${bleu.kind ? `${bleu.kind} ` : ""}BLEU ${bleu.value.toFixed(1)}` : "no BLEU yet"} (${model.id})${stateNote(model)}`;
+}
+
+/** " · not loaded" / " · loading…" for a model the server keeps unloaded (ATTNSCOPE_MAX_LOADED_MODELS); "" when loaded. */
+export function stateNote(model) {
+  if (!model || !model.state || model.state === "loaded") return "";
+  return model.state === "loading" ? " · loading…" : " · not loaded (loads on first use)";
 }
 
 export function infoLine(model) {

@@ -4,7 +4,7 @@ import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } 
 import { explanationTable } from "./explain-table.js";
 import { ablationGrids, alignmentGrid } from "./head-grids.js";
 import { plotlyText } from "./heatmap.js";
-import { BLEU_KIND, describeArchitecture, loadCatalog, pageCards, showHealth } from "./models-api.js";
+import { BLEU_KIND, describeArchitecture, loadCatalog, pageCards, showHealth, stateNote } from "./models-api.js";
 import { whenReady } from "./readiness.js";
 
 const PALETTE = ["#1f5ba8", "#e07a1f", "#0f8a6a", "#a3468c", "#c0392b", "#5b6b7f", "#8a6d1f", "#2b8fb8"];
@@ -175,6 +175,7 @@ function modelCard(card) {
       el("span", { class: "badge", style: { background: `${colorOf.get(card.id)}22`, color: colorOf.get(card.id) } }, describeArchitecture(card).split(",")[0]),
     ),
     card.error ? el("p", { class: "error" }, card.error) : null,
+    stateNote(card) ? el("p", { class: "hint model-state" }, `State:${stateNote(card).slice(2)}`) : null,
     ...(card.warnings || []).map((warning) => el("p", { class: "hint model-warning" }, `⚠ ${warning}`)),
     factsList(card),
     bleuTable(card),
