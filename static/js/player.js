@@ -99,11 +99,13 @@ const SPEEDS = [["900", "slow"], ["400", "normal"], ["120", "fast"]];
 export class StreamPlayer {
   /** box: the element to fill. onDraw(count, player): draw the first `count` steps (may be async);
    * onAnswer(answer, player): the final answer came and every step is drawn; extra: elements for
-   * the controls row; label: what the Play button says. */
-  constructor(box, { onDraw, onAnswer = () => {}, extra = [], label = "▶ Play", idle = "Press Play to stream the translation." }) {
+   * the controls row; label: what the Play button says; beforePlay(): called first by Play and
+   * Step (a page loads the request on screen there), false to do nothing. */
+  constructor(box, { onDraw, onAnswer = () => {}, beforePlay = () => true, extra = [], label = "▶ Play", idle = "Press Play to stream the translation." }) {
     this.box = box;
     this.onDraw = onDraw;
     this.onAnswer = onAnswer;
+    this.beforePlay = beforePlay;
     this.idle = idle;
     this.steps = [];
     this.shown = 0;
@@ -197,8 +199,12 @@ export class StreamPlayer {
   }
 
   start() {
+    if (this.beforePlay() === false) return;
     this.fetchStream();
-    if (this.shown >= this.steps.length && this.done) this.shown = 0; // replay
+    if (this.shown >= this.steps.length && this.done) {
+      this.shown = 0; // replay, handing the answer over again at the end
+      this.adopted = false;
+    }
     this.resume();
   }
 
@@ -225,6 +231,7 @@ export class StreamPlayer {
   /** One step forward (waiting for it to arrive when it has not yet). */
   async advance() {
     this.pause();
+    if (this.beforePlay() === false) return;
     this.fetchStream();
     const generation = this.generation;
     while (this.shown >= this.steps.length && !this.done && this.box.dataset.state !== "error") {
