@@ -204,6 +204,7 @@ export class StreamPlayer {
     if (this.shown >= this.steps.length && this.done) {
       this.shown = 0; // replay, handing the answer over again at the end
       this.adopted = false;
+      this.box.dataset.state = "received";
     }
     this.resume();
   }
@@ -213,6 +214,7 @@ export class StreamPlayer {
     this.timer = setInterval(() => this.tick(), Number(this.speed.value));
     this.play.disabled = true;
     this.pauseButton.disabled = false;
+    this.box.dataset.playing = "true";
   }
 
   pause() {
@@ -220,6 +222,7 @@ export class StreamPlayer {
     this.timer = null;
     this.play.disabled = false;
     this.pauseButton.disabled = true;
+    this.box.dataset.playing = "false";
   }
 
   tick() {
@@ -244,11 +247,13 @@ export class StreamPlayer {
   async draw(count) {
     this.shown = count;
     this.drawing = true;
+    this.box.dataset.drawing = "true"; // a step is being drawn (pages and tests wait for it)
     try {
       await this.onDraw(count, this);
       this.box.dataset.rows = String(count);
     } finally {
       this.drawing = false;
+      delete this.box.dataset.drawing;
     }
     this.finishIfShown();
   }

@@ -65,6 +65,8 @@ player = new ExplorerPlayer($("#player"), $("#player-step"), explorer, {
     const translation = $("#translation");
     translation.textContent = `${piecesToText(partial.target_tokens.filter((t) => t !== "</s>"))} …`;
     translation.classList.add("muted");
+    const steps = partial.target_tokens.length;
+    $("#result-meta").textContent = `${partial.model} · streamed from the server: ${steps} step${steps === 1 ? "" : "s"} shown so far`;
   },
   onAnswer: (answer, body, model) => showResult(answer, { model, text: body.text, beam: body.beam_size, streamed: true }),
 });
