@@ -9,10 +9,11 @@ import { StreamPlayer, leadingPath, partialAnswer, treeSoFar } from "./player.js
 import { renderStepAnatomy, stepAnatomyBox } from "./step-anatomy.js";
 
 export class ExplorerPlayer {
-  /** box: the player's element; stepHost: where the current step's anatomy goes; explorer: the
+  /** box: the player's element; treeHost: where the beam tree grows; stepHost: where the current
+   * step's anatomy goes; explorer: the
    * page's Explorer. request(): {body, model} to play, or null (the page says why); onStart();
    * onProgress(partial, model): the translation so far; onAnswer(answer, body, model). */
-  constructor(box, stepHost, explorer, { request, onStart = () => {}, onProgress = () => {}, onAnswer }) {
+  constructor(box, treeHost, stepHost, explorer, { request, onStart = () => {}, onProgress = () => {}, onAnswer }) {
     this.explorer = explorer;
     this.request = request;
     this.onStart = onStart;
@@ -23,11 +24,12 @@ export class ExplorerPlayer {
       onAnswer: (answer) => this.finish(answer),
       beforePlay: () => this.prepare(),
       label: "▶ Play as it is made",
-      idle: "Press Play: the server streams the translation on the form step by step, and the heatmap below grows one row per step.",
+      idle: "",
     });
     this.tree = el("div", { class: "player-tree", dataset: { role: "player-tree" }, hidden: true });
     this.anatomy = stepAnatomyBox();
-    setChildren(box, this.core.controls, this.core.status, this.tree);
+    setChildren(box, this.core.controls, this.core.status);
+    treeHost.replaceChildren(this.tree);
     stepHost.replaceChildren(this.anatomy);
   }
 

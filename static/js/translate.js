@@ -52,7 +52,7 @@ const explainView = new ExplainView(explorer, $("#explorer [data-role=explain-sw
 });
 
 const headView = new HeadView($("#headview-card"));
-player = new ExplorerPlayer($("#player"), $("#player-step"), explorer, {
+player = new ExplorerPlayer($("#player"), $("#player-tree"), $("#player-step"), explorer, {
   request: playRequest,
   onStart: () => {
     requestId += 1; // a translation still on its way is not shown over the one playing

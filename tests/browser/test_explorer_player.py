@@ -111,7 +111,7 @@ def test_beam_grows_the_tree_and_ends_on_the_translate_answer(page: Page, server
         {"model": "en-de-transformer", "text": SENTENCE, "beam_size": 3, "return_beam": True, "protect": False},
     )
     step_once(page, 1)
-    tree = page.locator(f"{PLAYER} [data-role=player-tree] svg.beam-svg g.node")
+    tree = page.locator("#player-tree svg.beam-svg g.node")
     assert tree.count() == 1 + 3  # <s> and the three hypotheses kept after step 1
     step_once(page, 2)
     assert rows(page) == 2 and tree.count() >= 1 + 3 + 3  # three more kept after step 2
