@@ -68,9 +68,9 @@ export class ExplorerPlayer {
     this.onProgress(partial, this.model);
     this.status(shown, count);
     if (beam) this.drawTree(shown, count);
+    this.partial = partial;
     await this.explorer.showPartial(partial, this.model);
     this.followNewestRow(count);
-    this.partial = partial;
     this.renderStep(count, answer);
   }
 
@@ -105,8 +105,9 @@ export class ExplorerPlayer {
 
   /** The anatomy of step `count` for the kind, layer and head the explorer shows. */
   renderStep(count, answer = this.core.answer) {
-    if (!this.partial || !count || !this.explorer.state.kind) return;
-    const { kind, layer } = this.explorer.state;
+    if (!this.partial || !count) return;
+    const kind = this.explorer.state.kind || "cross"; // none: a model without attention, top-k alone
+    const layer = this.explorer.state.layer ?? 0;
     const path = leadingPath(this.core.steps.slice(0, count));
     renderStepAnatomy(this.anatomy, this.partial, count, {
       top: this.core.steps[count - 1].top[path[count - 1].row],
@@ -123,7 +124,7 @@ export class ExplorerPlayer {
 
   /** The view changed (kind, layer, head): the step's anatomy follows it. */
   refresh() {
-    if (this.core.shown) this.renderStep(this.core.shown);
+    if (this.core.shown && !this.core.drawing) this.renderStep(this.core.shown); // a draw renders its own
   }
 
   async finish(answer) {

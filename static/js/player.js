@@ -251,6 +251,9 @@ export class StreamPlayer {
     try {
       await this.onDraw(count, this);
       this.box.dataset.rows = String(count);
+    } catch (err) {
+      this.fail(`Step ${count} could not be drawn: ${err.message}`);
+      throw err; // still a bug: the page's error handlers (and its tests) hear of it
     } finally {
       this.drawing = false;
       delete this.box.dataset.drawing;

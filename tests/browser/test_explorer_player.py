@@ -29,10 +29,12 @@ def open_translated(page: Page, server_url: str, beam: int, width: int = 1400, v
     wait_idle(page)
 
 
-def wait_idle(page: Page) -> None:
+def wait_idle(page: Page, plot: bool = True) -> None:
+    """No step being drawn (and with `plot`, the heatmap drawn)."""
     page.wait_for_function(
-        "() => { const gd = document.querySelector('#explorer [data-role=plot-main]');"
-        " return gd && gd.data && gd.data.length > 0 && !document.querySelector('#player').dataset.drawing }"
+        "(plot) => { const gd = document.querySelector('#explorer [data-role=plot-main]');"
+        " return (!plot || (gd && gd.data && gd.data.length > 0)) && !document.querySelector('#player').dataset.drawing }",
+        arg=plot,
     )
 
 
@@ -50,10 +52,10 @@ def rows(page: Page) -> int:
     return len(page.eval_on_selector(PLOT, "gd => gd.data[0].z"))
 
 
-def step_once(page: Page, expected: int) -> None:
+def step_once(page: Page, expected: int, plot: bool = True) -> None:
     page.click(f"{PLAYER} [data-role=player-step]")
     page.wait_for_function(f"() => document.querySelector('{PLAYER}').dataset.rows === '{expected}'")
-    wait_idle(page)
+    wait_idle(page, plot)
 
 
 def play_to_the_end(page: Page) -> None:
@@ -144,3 +146,39 @@ def test_the_player_is_reached_and_driven_by_keyboard(page: Page, server_url: st
     page.keyboard.press("Shift+Tab")
     page.keyboard.press("Space")
     page.wait_for_function(f"() => document.querySelector('{PLAYER}').dataset.rows === '2'")
+
+
+@pytest.mark.parametrize(("model", "beam"), [("en-de-rnn-additive", 2), ("en-de-self-attentive", 1), ("en-de-rnn-none", 1)])
+def test_every_family_plays_and_the_view_can_change_while_it_plays(page: Page, server_url: str, model: str, beam: int) -> None:
+    """The RNNs too; switching the kind between steps redraws the heatmap and the step's
+    anatomy from the rows so far (the page fixture fails on any script error)."""
+    page.goto(f"{server_url}/?model={model}&text={SENTENCE.replace(' ', '+')}&beam={beam}")
+    page.wait_for_selector("body[data-ready='true']", timeout=60_000)
+    has_attention = model != "en-de-rnn-none"
+    if has_attention:
+        wait_idle(page)
+        before = drawn(page)
+    step_once(page, 1, has_attention)
+    step_once(page, 2, has_attention)
+    anatomy = page.locator("[data-role=step-anatomy]")
+    assert anatomy.get_attribute("data-step") == "2"
+    if model == "en-de-self-attentive":
+        page.click("#explorer [data-kind=encoder_self]")
+        page.wait_for_function("() => document.querySelector('#explorer [data-role=plot-main]').dataset.kind === 'encoder_self'")
+        assert "computed once" in anatomy.inner_text()  # the step's row is the cross-attention's
+        page.click("#explorer [data-kind=cross]")
+    if not has_attention:
+        assert "no attention" in anatomy.inner_text()
+    step_once(page, 3, has_attention)
+    assert anatomy.get_attribute("data-step") == "3"
+    if has_attention:
+        play_to_the_end(page)
+        assert drawn(page) == before
+
+
+def test_a_refused_stream_says_why(page: Page, server_url: str) -> None:
+    open_translated(page, server_url, beam=1)
+    page.fill("#text", "dog " * 600)
+    page.click(f"{PLAYER} [data-role=player-play]")
+    page.wait_for_function(f"() => document.querySelector('{PLAYER}').dataset.state === 'error'")
+    assert "422" in page.inner_text(f"{PLAYER} .player-status")
