@@ -10,9 +10,10 @@ import { renderStepAnatomy, stepAnatomyBox } from "./step-anatomy.js";
 
 export { parseEvents, treeSoFar } from "./player.js";
 
-/** The mean over the heads of the last layer of one step's row: [layer][head][key] -> [key]. */
-function lastLayerMean(layers) {
+/** One head's row of the last layer, or with "avg" the mean over its heads: [layer][head][key] -> [key]. */
+function lastLayerRow(layers, head) {
   const heads = layers[layers.length - 1];
+  if (head !== "avg") return heads[head];
   return heads[0].map((_, k) => heads.reduce((sum, h) => sum + h[k], 0) / heads.length);
 }
 
@@ -25,7 +26,9 @@ export class Player {
       el("option", { value: "1" }, "greedy: attention rows"),
       el("option", { value: "3" }, "beam 3: the tree"),
     );
-    this.core = new StreamPlayer(box, { onDraw: (count) => this.draw(count), onAnswer: () => this.draw(this.core.shown), extra: [this.mode] });
+    // Which head of the last layer the heatmap and the step's anatomy show (filled at step 1).
+    this.head = el("select", { "aria-label": "Head", hidden: true, onchange: () => this.core.shown && this.draw(this.core.shown) });
+    this.core = new StreamPlayer(box, { onDraw: (count) => this.draw(count), onAnswer: () => this.draw(this.core.shown), extra: [this.mode, this.head] });
     this.top = el("div", { class: "player-top", "aria-label": "The likeliest next tokens at this step" });
     this.plot = el("div", { class: "player-plot", dataset: { role: "player-plot" } });
     this.anatomy = stepAnatomyBox();
@@ -40,6 +43,18 @@ export class Player {
     this.plot.replaceChildren();
     this.top.replaceChildren();
     this.anatomy.hidden = true;
+    this.head.hidden = true;
+    this.head.replaceChildren();
+  }
+
+  /** The head chosen: an index, or "avg" (the mean of the last layer's heads). */
+  chosenHead(cross) {
+    const heads = cross[0][cross[0].length - 1].length;
+    if (heads > 1 && !this.head.options.length) {
+      this.head.append(el("option", { value: "avg" }, "mean of heads"), ...Array.from({ length: heads }, (_, h) => el("option", { value: String(h) }, `head ${h + 1}`)));
+      this.head.hidden = false;
+    }
+    return heads > 1 && this.head.value !== "avg" ? Number(this.head.value) : heads > 1 ? "avg" : 0;
   }
 
   /** The status line: the step, what it did, and once the answer is in, the translation. */
@@ -66,19 +81,20 @@ export class Player {
     this.status(count);
     this.top.hidden = Boolean(shown[0].attention.cross); // else the anatomy shows them
     setChildren(this.top, topBars(shown[count - 1].top[row]));
+    const head = shown[0].attention.cross ? this.chosenHead(shown[0].attention.cross) : 0;
     if (shown[0].attention.cross) {
       const partial = partialAnswer(shown, source);
       const layer = partial.attention.cross.length - 1;
       renderStepAnatomy(this.anatomy, partial, count, {
-        top: shown[count - 1].top[row], total: this.core.done ? steps.length : null, beam: shown[0].beam, kind: "cross", layer, head: 0, answer,
+        top: shown[count - 1].top[row], total: this.core.done ? steps.length : null, beam: shown[0].beam, kind: "cross", layer, head, answer,
       });
     }
     if (shown[0].beam) return this.drawTree(shown, count);
     if (!shown[0].attention.cross) return;
     const tokens = path.map((p) => p.token);
-    const z = path.map((p, t) => lastLayerMean(shown[t].attention.cross[p.row]));
+    const z = path.map((p, t) => lastLayerRow(shown[t].attention.cross[p.row], head));
     const view = { z, rowLabels: tokens, colLabels: source, rowPieces: tokens, colPieces: source, rowTitle: "target", colTitle: "source" };
-    const drawn = await drawHeatmap(this.plot, view, { where: "last layer, mean of heads", boxWidth: Math.min(this.box.clientWidth || 360, 760), boxHeight: 420, xTitle: "source", yTitle: "written so far" });
+    const drawn = await drawHeatmap(this.plot, view, { where: `last layer, ${head === "avg" ? "mean of heads" : `head ${head + 1}`}`, boxWidth: Math.min(this.box.clientWidth || 360, 760), boxHeight: 420, xTitle: "source", yTitle: "written so far" });
     if (drawn.visibleRows < count && window.Plotly) {
       // Keep the newest row in sight: the window follows the translation as it grows.
       await window.Plotly.relayout(this.plot, { "yaxis.range": [count - 0.5, count - drawn.visibleRows - 0.5] });

@@ -102,6 +102,10 @@ def test_the_player_streams_rows_one_step_at_a_time(page: Page, server_url: str,
     assert anatomy.locator(".step-title").inner_text().startswith("Step 2")
     assert anatomy.locator(".player-top .top-row").count() >= 2
     assert anatomy.locator(".anatomy-table tbody tr").count() >= 2
+    # Another head of the last layer: the heatmap and the step's row follow it.
+    player.get_by_label("Head", exact=True).select_option("1")
+    page.wait_for_function("() => /head 2/i.test(document.querySelector('[data-role=player] [data-role=anatomy-title]').textContent)")
+    assert anatomy.get_attribute("data-step") == "2"
     player.get_by_role("button", name="▶ Play").click()
     # Played to the end, the heatmap has one row per output token of the /api/translate answer.
     answer = page.evaluate(
