@@ -108,12 +108,26 @@ export class Explorer {
   }
   /** Show a new translation (drops any teacher-forced result). */
   setResponse(response, model) {
+    this.playing = false;
     this.response = response;
     this.model = model;
     this.aligned = null;
     this.root.hidden = false;
     // A head the page picked (the default view) is picked again for this one (another model
     // has another best head); a head the user chose stays.
+    if (this.defaultHead) this.state.layer = null;
+    return this.update({});
+  }
+
+  /** Show a translation still being made (the player, explorer-player.js): an answer-shaped
+   *  object of the rows so far, drawn in the large heatmap alone (no grid, no onRender, no
+   *  teacher-forced view) until setResponse shows an answer again. */
+  showPartial(response, model) {
+    this.playing = true;
+    this.response = response;
+    this.model = model;
+    this.aligned = null;
+    this.root.hidden = false;
     if (this.defaultHead) this.state.layer = null;
     return this.update({});
   }
@@ -228,9 +242,10 @@ export class Explorer {
       if (this.aligned) jobs.push(this.drawOne(this.aligned, "aligned", options));
       else purge(this.c["plot-aligned"]);
     }
-    this.renderGrid();
+    if (this.playing && this.c["grid-section"]) this.c["grid-section"].hidden = true;
+    else this.renderGrid();
     await Promise.all(jobs);
-    this.onRender(this);
+    if (!this.playing) this.onRender(this);
   }
 
   keyTokens() {
@@ -308,7 +323,7 @@ export class Explorer {
     const title = which === "main" ? this.mainTitle || "Model translation" : "Your target (teacher-forced)";
     let view;
     try {
-      view = viewOf(this.transform(response), this.state.kind, options);
+      view = viewOf(this.playing ? response : this.transform(response), this.state.kind, options);
     } catch (err) {
       purge(gd);
       gd.hidden = true;
@@ -342,6 +357,7 @@ export class Explorer {
       xTitle: this.axisName(view.colTitle),
       yTitle: this.axisName(view.rowTitle),
     });
+    this.drawn = { ...this.drawn, [which]: shown }; // what fitted (a player keeps its newest row in sight)
     const windowHint = this.c[`window-${which}`];
     if (windowHint) {
       const big = shown.visibleRows < shown.rows || shown.visibleCols < shown.cols;
@@ -356,7 +372,7 @@ export class Explorer {
       gd.dataset.clicks = "true";
       gd.on("plotly_click", (event) => {
         const point = event.points && event.points[0];
-        if (point && !this.state.merge) this.onRowClick(point.y, this);
+        if (point && !this.state.merge && !this.playing) this.onRowClick(point.y, this);
       });
     }
   }

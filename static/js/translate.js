@@ -3,12 +3,14 @@ import { postJSON } from "./api.js";
 import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./dom.js";
 import { ExplainView } from "./explain-view.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
+import { ExplorerPlayer } from "./explorer-player.js";
 import { HeadView } from "./headview.js";
 import { renderConfidence, renderCoverage } from "./insight.js";
 import { Inspector } from "./inspect.js";
 import { examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
 import { readablePieces } from "./pieces.js";
 import { whenReady } from "./readiness.js";
+import { piecesToText } from "./whatif.js";
 
 const form = $("#translate-form");
 const textBox = $("#text");
@@ -31,9 +33,13 @@ const copyButton = $("#copy-link");
 let models = [];
 let current = null; // {response, model, text, beam}
 let requestId = 0;
+let player = null; // the explorer's player (explorer-player.js), made after the explorer
 
 const explorer = new Explorer($("#explorer"), {
-  onChange: () => writeUrl(),
+  onChange: () => {
+    writeUrl();
+    player?.refresh();
+  },
   onRowClick: (row) => inspector.showStep(row),
   onRender: () => {
     renderInsight();
@@ -46,6 +52,24 @@ const explainView = new ExplainView(explorer, $("#explorer [data-role=explain-sw
 });
 
 const headView = new HeadView($("#headview-card"));
+player = new ExplorerPlayer($("#player"), $("#player-tree"), $("#player-step"), explorer, {
+  request: playRequest,
+  onStart: () => {
+    requestId += 1; // a translation still on its way is not shown over the one playing
+    showError(errorBox, "");
+    // The finished translation's views, back with the answer: not shown beside the one playing.
+    for (const card of [insight, $("#anatomy-card"), $("#beam-card"), $("#headview-card")]) card.hidden = true;
+    clearAlignment(false);
+  },
+  onProgress: (partial) => {
+    const translation = $("#translation");
+    translation.textContent = `${piecesToText(partial.target_tokens.filter((t) => t !== "</s>"))} …`;
+    translation.classList.add("muted");
+    const steps = partial.target_tokens.length;
+    $("#result-meta").textContent = `${partial.model} · streamed from the server: ${steps} step${steps === 1 ? "" : "s"} shown so far`;
+  },
+  onAnswer: (answer, body, model) => showResult(answer, { model, text: body.text, beam: body.beam_size, streamed: true }),
+});
 const inspector = new Inspector({
   explorer,
   errorBox,
@@ -117,6 +141,33 @@ function renderModelInfo() {
   $("#model-info").textContent = model ? infoLine(model) : "";
 }
 
+/** What the player streams: the form's sentence, model and beam (nothing kept as written: the
+ *  stream shows the search itself), with the scores for the anatomy of each step. */
+function playRequest() {
+  const text = textBox.value.trim();
+  const model = modelById(modelSelect.value);
+  if (!model || !text) {
+    showError(errorBox, model ? "Type a sentence to translate first." : "Choose a model first.");
+    return null;
+  }
+  const beam = beamSize();
+  beamInput.value = String(beam);
+  const body = { model: model.id, text, beam_size: beam, return_beam: beam > 1, return_scores: true, protect: false };
+  return { body, model };
+}
+
+/** Put an answer on the page (a translation, or the answer a played stream ended with). */
+async function showResult(response, { model, text, beam, prefix = null, original = null, streamed = false, view = null }) {
+  current = { response, model, text, beam, prefix, original, streamed };
+  // The Heads card (heads-panel.js) switches heads off and attributes this sentence, not the box's.
+  const detail = { model: model.id, text, beam, translation: response.translation };
+  document.dispatchEvent(new CustomEvent("attnscope:translated", { detail }));
+  markStale(false);
+  renderResult();
+  await explorer.setResponse(response, model);
+  if (view) await explorer.update(view);
+}
+
 /** Translate the text box; `prefix` forces the output's beginning (a what-if: the result without
  *  one stays on screen as the original). */
 async function translate({ view = null, target = null, prefix = null } = {}) {
@@ -141,14 +192,8 @@ async function translate({ view = null, target = null, prefix = null } = {}) {
     if (id !== requestId) return;
     const sameInput = current && current.text === text && current.model.id === model.id && current.beam === beam;
     const original = prefix && sameInput ? current.original || (current.prefix ? null : current.response) : null;
-    current = { response, model, text, beam, prefix, original };
-    // The Heads card (heads-panel.js) switches heads off and attributes this sentence, not the box's.
-    const detail = { model: model.id, text, beam, translation: response.translation };
-    document.dispatchEvent(new CustomEvent("attnscope:translated", { detail }));
-    markStale(false);
-    renderResult();
-    await explorer.setResponse(response, model);
-    if (view) await explorer.update(view);
+    player.reset();
+    await showResult(response, { model, text, beam, prefix, original, view });
     if (target) {
       targetInput.value = target;
       await align();
@@ -175,6 +220,7 @@ function renderResult() {
   const parts = [
     `${response.model}`,
     beam === 1 ? "greedy" : `beam ${beam}`,
+    current.streamed ? "played as it was made (nothing kept as written)" : null,
     typeof response.logprob === "number" ? `log-probability ${response.logprob.toFixed(2)}` : null,
     `${response.source_tokens.length} source → ${response.target_tokens.length} target tokens`,
     response.finished === false ? "cut off at the length limit (no </s>)" : null,

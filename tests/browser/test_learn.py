@@ -96,6 +96,16 @@ def test_the_player_streams_rows_one_step_at_a_time(page: Page, server_url: str,
     step.click()
     page.wait_for_function("() => document.querySelector('[data-role=player]').dataset.rows === '2'")
     assert player.locator(".player-plot").get_attribute("data-rows") == "2"
+    # The anatomy of the step it stands on: which step, the token's top-k, the head's row.
+    anatomy = player.locator("[data-role=step-anatomy]")
+    assert anatomy.get_attribute("data-step") == "2"
+    assert anatomy.locator(".step-title").inner_text().startswith("Step 2")
+    assert anatomy.locator(".player-top .top-row").count() >= 2
+    assert anatomy.locator(".anatomy-table tbody tr").count() >= 2
+    # Another head of the last layer: the heatmap and the step's row follow it.
+    player.get_by_label("Head", exact=True).select_option("1")
+    page.wait_for_function("() => /head 2/i.test(document.querySelector('[data-role=player] [data-role=anatomy-title]').textContent)")
+    assert anatomy.get_attribute("data-step") == "2"
     player.get_by_role("button", name="▶ Play").click()
     # Played to the end, the heatmap has one row per output token of the /api/translate answer.
     answer = page.evaluate(
@@ -105,6 +115,9 @@ def test_the_player_streams_rows_one_step_at_a_time(page: Page, server_url: str,
     rows = str(len(answer["target_tokens"]))
     page.wait_for_function(f"() => document.querySelector('[data-role=player]').dataset.rows === '{rows}'", timeout=60_000)
     assert "done:" in player.locator(".player-status").inner_text()
+    # With the answer in, the last step shows the raw scores (return_scores) beside the weights.
+    page.wait_for_function("() => document.querySelector('[data-role=player] [data-role=step-anatomy]').dataset.scores === 'true'")
+    assert anatomy.get_attribute("data-step") == rows
     shoot(page, "learn-player")
 
 

@@ -1,0 +1,137 @@
+// The Translate explorer's player: the translation on the form streamed from
+// POST /api/translate/stream and played in the explorer as it is made: the large heatmap growing
+// one row per decoder step for the kind, layer and head chosen, the beam tree growing (beam > 1),
+// and the anatomy of the current step. At the end the page shows the stream's final answer,
+// which is what /api/translate gives. The streaming and the controls are player.js's.
+import { drawBeamTree } from "./beamtree.js";
+import { el, setChildren } from "./dom.js";
+import { StreamPlayer, leadingPath, partialAnswer, treeSoFar } from "./player.js";
+import { renderStepAnatomy, stepAnatomyBox } from "./step-anatomy.js";
+
+export class ExplorerPlayer {
+  /** box: the player's element; treeHost: where the beam tree grows; stepHost: where the current
+   * step's anatomy goes; explorer: the
+   * page's Explorer. request(): {body, model} to play, or null (the page says why); onStart();
+   * onProgress(partial, model): the translation so far; onAnswer(answer, body, model). */
+  constructor(box, treeHost, stepHost, explorer, { request, onStart = () => {}, onProgress = () => {}, onAnswer }) {
+    this.explorer = explorer;
+    this.request = request;
+    this.onStart = onStart;
+    this.onProgress = onProgress;
+    this.onAnswerHook = onAnswer;
+    this.core = new StreamPlayer(box, {
+      onDraw: (count) => this.draw(count),
+      onAnswer: (answer) => this.finish(answer),
+      beforePlay: () => this.prepare(),
+      label: "▶ Play as it is made",
+      idle: "",
+    });
+    this.tree = el("div", { class: "player-tree", dataset: { role: "player-tree" }, hidden: true });
+    this.anatomy = stepAnatomyBox();
+    setChildren(box, this.core.controls, this.core.status);
+    treeHost.replaceChildren(this.tree);
+    stepHost.replaceChildren(this.anatomy);
+  }
+
+  /** Before Play or Step: load the form's request unless it is the one loaded (then go on, or
+   * replay it from the start). */
+  prepare() {
+    const asked = this.request();
+    if (!asked) return false;
+    if (JSON.stringify(asked.body) !== JSON.stringify(this.core.body)) {
+      this.reset();
+      this.core.load(asked.body);
+      this.model = asked.model;
+    }
+    return true;
+  }
+
+  /** Forget what was played (a new translation is on the page). */
+  reset() {
+    this.core.load(null);
+    this.tree.hidden = true;
+    this.tree.replaceChildren();
+    this.anatomy.hidden = true;
+  }
+
+  /** Whether the explorer shows a translation being played (not an answer). */
+  get playing() {
+    return this.explorer.playing === true;
+  }
+
+  async draw(count) {
+    const { steps, source, answer } = this.core;
+    const shown = steps.slice(0, count);
+    const beam = shown[0].beam;
+    const partial = partialAnswer(shown, source, { model: this.model.id, score: this.model.score ?? null });
+    if (count === 1) this.onStart();
+    this.onProgress(partial, this.model);
+    this.status(shown, count);
+    if (beam) this.drawTree(shown, count);
+    this.partial = partial;
+    await this.explorer.showPartial(partial, this.model);
+    this.followNewestRow(count);
+    this.renderStep(count, answer);
+  }
+
+  status(shown, count) {
+    const total = this.core.done ? ` of ${this.core.steps.length}` : "";
+    const last = shown[count - 1];
+    const beam = last.beam
+      ? ` · ${last.chosen.filter(Boolean).length} hypotheses live, ${shown.reduce((n, s) => n + s.finished.length, 0)} finished; the heatmap follows the one in the lead`
+      : "";
+    this.core.status.textContent = `Playing step ${count}${total}${beam}.`;
+  }
+
+  drawTree(shown, count) {
+    const { answer } = this.core;
+    const final = this.core.isLast(count) && answer?.beam;
+    const scroll = el("div", { class: "beam-scroll", tabindex: "0", role: "region", "aria-label": "Beam search tree so far (scrolls sideways)" });
+    this.tree.hidden = false;
+    this.tree.replaceChildren(scroll);
+    drawBeamTree(scroll, final ? answer.beam : treeSoFar(shown), { title: final ? "beam search tree" : "beam search tree so far" });
+    scroll.scrollLeft = scroll.scrollWidth;
+  }
+
+  /** Keep the newest row in sight when the heatmap shows a window of a long translation. */
+  followNewestRow(count) {
+    const drawn = this.explorer.drawn?.main;
+    const gd = this.explorer.c["plot-main"];
+    if (!drawn || drawn.visibleRows >= count || !window.Plotly || gd.hidden) return;
+    if (["cross", "decoder_self"].includes(this.explorer.state.kind)) {
+      window.Plotly.relayout(gd, { "yaxis.range": [count - 0.5, count - drawn.visibleRows - 0.5] });
+    }
+  }
+
+  /** The anatomy of step `count` for the kind, layer and head the explorer shows. */
+  renderStep(count, answer = this.core.answer) {
+    if (!this.partial || !count) return;
+    const kind = this.explorer.state.kind || "cross"; // none: a model without attention, top-k alone
+    const layer = this.explorer.state.layer ?? 0;
+    const path = leadingPath(this.core.steps.slice(0, count));
+    renderStepAnatomy(this.anatomy, this.partial, count, {
+      top: this.core.steps[count - 1].top[path[count - 1].row],
+      total: this.core.done ? this.core.steps.length : null,
+      beam: this.core.steps[0].beam,
+      kind,
+      layer,
+      head: this.explorer.head(),
+      answer,
+      sourceLang: this.model.source_lang,
+      targetLang: this.model.target_lang,
+    });
+  }
+
+  /** The view changed (kind, layer, head): the step's anatomy follows it. */
+  refresh() {
+    if (this.core.shown && !this.core.drawing) this.renderStep(this.core.shown); // a draw renders its own
+  }
+
+  async finish(answer) {
+    const count = this.core.shown;
+    if (this.core.steps[0].beam) this.drawTree(this.core.steps, count);
+    await this.onAnswerHook(answer, this.core.body, this.model);
+    this.renderStep(count, answer);
+    this.core.status.textContent = `Done: ${count} steps. The explorer now shows the final answer, the same as Translate gives.`;
+  }
+}
