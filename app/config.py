@@ -34,6 +34,13 @@ class Settings(BaseSettings):
         default=REPO_ROOT / "models",
         description="The model repository: one folder per model, each loaded at start-up.",
     )
+    analysis_dir: Path | None = Field(
+        default=None,
+        description=(
+            "Head analyses (`attnscope analyze`'s heads.json) as <analysis_dir>/<model id>/heads.json; "
+            "None: each model folder's analysis/heads.json."
+        ),
+    )
     data_dir: Path = Field(
         default_factory=default_data_dir,
         description="The Multi30k data (training and evaluation); see default_data_dir().",
