@@ -3,8 +3,9 @@ and how the server finds and reads it.
 
 ``attnscope analyze`` writes ``heads.json`` next to its Parquet: what was run (model, corpus by
 file name, mode, sentences, throughput), the role rule's thresholds, and one entry per
-kind × layer × head with its role and the means and quantiles of its statistics, rounded to four
-decimals, a few kB a model. Copying it to ``models/<id>/analysis/heads.json`` (or to
+kind × layer × head with its role and the means of its statistics (those that apply to its kind),
+rounded to four decimals: ~20 kB for a 72-head model, ~4 kB gzipped. The quantiles stay in
+``heads.parquet``. Copying it to ``models/<id>/analysis/heads.json`` (or to
 ``<analysis_dir>/<id>/heads.json``, the ``analysis_dir`` setting) shows the roles on the Models
 page and in the explorer's head grid. Reading it needs neither pyarrow nor numpy."""
 
@@ -21,6 +22,7 @@ FOLDER = "analysis"
 DIGITS = 4
 # What every head entry must have; the rest (statistics) is optional, null where it does not apply.
 HEAD_KEYS: tuple[str, ...] = ("kind", "layer", "head", "role")
+QUANTILE_SUFFIXES = (10, 50, 90)
 
 
 class NoAnalysis(LookupError):
@@ -51,8 +53,20 @@ def summary_document(meta: Mapping[str, Any], heads: Sequence[Mapping[str, Any]]
         "sentences": meta.get("sentences"),
         "sentences_per_second": meta.get("sentences_per_second"),
         "rules": {"sink": roles.SINK, "positional": roles.POSITIONAL, "alignment": roles.ALIGNMENT, "rare": roles.RARE},
-        "heads": [{key: _round(value) for key, value in head.items()} for head in heads],
+        "heads": [_head(head) for head in heads],
     }
+
+
+def _head(head: Mapping[str, Any]) -> dict[str, Any]:
+    """A head's entry: its role and the means of its statistics, rounded; quantiles (in
+    heads.parquet), the per-head sentence count and statistics that do not apply are left out."""
+    out = {}
+    for key, value in head.items():
+        value = _round(value)
+        if value is None or key == "sentences" or any(key.endswith(f"_q{q}") for q in QUANTILE_SUFFIXES):
+            continue
+        out[key] = value
+    return out
 
 
 def write_summary(path: Path, document: Mapping[str, Any]) -> int:
