@@ -116,7 +116,7 @@ function badge(h) {
     class: "role-badge",
     dataset: { headRole: h.role },
     title: describeHead(h).join(" · "),
-    style: { fontSize: "10px", fontWeight: "600", color: "#fff", background: role.color, borderRadius: "3px", padding: "0 3px", alignSelf: "flex-start" },
+    style: { fontSize: "10px", fontWeight: "600", color: role === ROLES.mixed ? "#334155" : "#fff", background: role.color, borderRadius: "3px", padding: "0 3px", alignSelf: "flex-start" },
   }, role.short);
 }
 
