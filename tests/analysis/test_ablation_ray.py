@@ -5,6 +5,8 @@ translations depend on single heads."""
 from __future__ import annotations
 
 import gzip
+import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +15,7 @@ import torch
 
 from app.analysis.ablation import RayRun, ablation_bleu_on_ray
 from app.analysis.distributed import connect, import_ray
-from app.cli import build_parser
+from app.cli import build_parser, main
 from app.repository import LoadedModel, load_model_folder, save_model_folder
 from app.testing import TINY_KINDS, TINY_PAIRS, build_tiny_models
 from app.training.ablation import ablation_bleu
@@ -86,3 +88,23 @@ def test_kinds_and_a_missing_kind(model: LoadedModel, data_dir: Path) -> None:
     assert list(remote["bleu_without_head"]) == ["cross"]
     with pytest.raises(ValueError, match="has no nope attention"):
         ablation_bleu_on_ray(model, data_dir, kinds=["nope"], run=RayRun())
+
+
+def test_ray_without_ablate_is_refused(model: LoadedModel, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evaluate", str(model.path), "--data-dir", str(data_dir), "--alignment", "--ray"]) == 2
+    assert "--ray goes with --ablate" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("local_ray")
+def test_the_command_writes_the_in_process_grids_into_the_card(model: LoadedModel, data_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "model"
+    shutil.copytree(model.path, folder)
+    args = ["evaluate", str(folder), "--data-dir", str(data_dir), "--ablate", "--ablate-kinds", "cross", "--beam", "1"]
+    assert main([*args, "--ray", "--update-card"]) == 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        local = ablation_bleu(Translator(model), data_dir, kinds=["cross"], beam_size=1, progress=False)
+    finally:
+        torch.set_num_threads(threads)
+    assert json.loads((folder / "card.json").read_text())["ablation"] == local
