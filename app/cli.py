@@ -122,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--ablate-split", default="test2016")
     ev.add_argument("--ablate-kinds", nargs="+", default=None, choices=("cross", "encoder_self", "decoder_self"),
                     help="attention kinds whose heads are switched off (default: all the model has)")
+    ev.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="with --ablate: translate each head's ablation on Ray Data actors, a local Ray "
+                         "without ADDRESS, else that cluster (needs attnscope[ray])")
+    ev.add_argument("--actors", type=int, default=1, help="with --ray: model-holding actors (default 1)")
+    ev.add_argument("--threads", type=int, default=1, help="with --ray: torch threads per actor (default 1)")
     ev.add_argument("--copies", action="store_true",
                     help="instead of BLEU: put numbers, names and emoji into --copies-split's sentences and "
                          "count how many the translations carry over verbatim (card key 'copies'; needs the "
@@ -344,18 +349,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.tune_coverage_penalty and "cross" not in loaded.config.attention_kinds:
         raise ValueError(f"{loaded.id} has no cross-attention: --tune-coverage-penalty needs it")
     corpus = data_dir(args.data_dir)
+    if args.ray is not None and not args.ablate:
+        raise ValueError("--ray goes with --ablate (the other evaluations run in-process)")
     if args.alignment:
         return _evaluate_alignment(args, loaded, corpus)
     if args.explain:
         return _evaluate_explain(args, loaded, corpus)
     if args.ablate:
-        from app.training.ablation import ablation_bleu
-
-        ablation = ablation_bleu(translator, corpus, split=args.ablate_split, kinds=args.ablate_kinds, beam_size=args.beam)
-        print(json.dumps(ablation, indent=1))  # noqa: T201 - the command's output
-        if args.update_card:
-            write_card(loaded.path, {**loaded.card, "ablation": ablation})
-        return 0
+        return _evaluate_ablate(args, loaded, translator, corpus)
     if args.protect and not args.copies:
         raise ValueError("--protect goes with --copies (the BLEU in cards is measured without placeholders)")
     if args.copies:
@@ -417,6 +418,29 @@ def cmd_align_corpus(args: argparse.Namespace) -> int:
     written = align_corpus(data_dir(args.data_dir), *args.pair, splits=args.splits, align_dir=args.out_dir)
     for path in written.values():
         print(path)  # noqa: T201 - the command's output
+    return 0
+
+
+def _evaluate_ablate(args: argparse.Namespace, loaded: Any, translator: Any, data_dir: str | Path) -> int:
+    """``evaluate --ablate``: in-process, or with ``--ray`` on Ray Data actors (app.analysis.ablation)."""
+    from app.repository import write_card
+    from app.training.ablation import ablation_bleu
+
+    if args.ray is None:
+        ablation = ablation_bleu(translator, data_dir, split=args.ablate_split, kinds=args.ablate_kinds, beam_size=args.beam)
+    else:
+        from app.analysis.ablation import RayRun, ablation_bleu_on_ray
+        from app.analysis.runner import MissingExtra
+
+        run = RayRun(args.ray, args.actors, args.threads, args.device, args.quantize)
+        try:
+            ablation = ablation_bleu_on_ray(loaded, data_dir, split=args.ablate_split, kinds=args.ablate_kinds, beam_size=args.beam, run=run)
+        except MissingExtra as err:
+            print(f"attnscope evaluate: error: {err}", file=sys.stderr)  # noqa: T201
+            return 2
+    print(json.dumps(ablation, indent=1))  # noqa: T201 - the command's output
+    if args.update_card:
+        write_card(loaded.path, {**loaded.card, "ablation": ablation})
     return 0
 
 

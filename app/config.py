@@ -60,6 +60,13 @@ class Settings(BaseSettings):
             "shipped models (the checkout's models/, or the wheel's copy inside the package)."
         ),
     )
+    analysis_dir: Path | None = Field(
+        default=None,
+        description=(
+            "Head analyses (`attnscope analyze`'s heads.json) as <analysis_dir>/<model id>/heads.json; "
+            "None: each model folder's analysis/heads.json."
+        ),
+    )
     data_dir: Path = Field(
         default_factory=default_data_dir,
         description="The Multi30k data (training and evaluation); see default_data_dir().",

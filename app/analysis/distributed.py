@@ -60,20 +60,32 @@ class BatchAnalyzer:
         return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
-def start_ray(ray: Any, options: AnalyzeOptions) -> bool:
-    """Connect to ``options.ray`` (an address) or start a local Ray; True if this call started it."""
+def connect(ray: Any, address: str, cpus: int) -> bool:
+    """Join the cluster at ``address``, or start a local Ray with ``cpus`` CPUs when it is empty;
+    True if this call started or joined it (the caller then shuts it down), False if Ray was
+    already up in this process."""
     if ray.is_initialized():
         return False
-    if options.ray:
-        ray.init(address=options.ray, include_dashboard=False, log_to_driver=False)
+    if address:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
     else:
         # The local workers import this checkout's ``app`` (an editable install may point elsewhere).
         root = str(Path(__file__).resolve().parents[2])
         ray.init(
-            address="local", num_cpus=options.actors * (options.threads or 1) + 1, include_dashboard=False, log_to_driver=False,
+            address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False,
             runtime_env={"env_vars": {"PYTHONPATH": root}},
         )  # fmt: skip
     return True
+
+
+def start_ray(ray: Any, options: AnalyzeOptions) -> bool:
+    """Connect to ``options.ray`` (an address) or start a local Ray; True if this call started it."""
+    return connect(ray, options.ray or "", options.actors * (options.threads or 1) + 1)
+
+
+def actor_gpus(ray: Any, device: str | None) -> int:
+    """1 when the cluster has GPUs and ``device`` allows CUDA (unset or ``cuda...``), else 0."""
+    return 1 if ray.cluster_resources().get("GPU", 0) >= 1 and (device is None or device.startswith("cuda")) else 0
 
 
 def run_on_ray(options: AnalyzeOptions, items: Sequence[Item]) -> dict[str, np.ndarray]:
@@ -86,7 +98,7 @@ def run_on_ray(options: AnalyzeOptions, items: Sequence[Item]) -> dict[str, np.n
     logger.info("ray: %s in %.1f s", "started" if started else "joined", time.perf_counter() - begun)
     try:
         device, threads = options.device, options.threads or 1
-        gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 and (device is None or device.startswith("cuda")) else 0
+        gpus = actor_gpus(ray, device)
         chunks = [{"items": dump_batch(chunk)} for chunk in batches(items, options.batch_size)]
         logger.info("ray: %d batches over %d actor(s), %d GPU each", len(chunks), options.actors, gpus)
         dataset = ray.data.from_items(chunks, override_num_blocks=len(chunks))

@@ -6,6 +6,7 @@ Under the output folder:
   sorted by sentence, kind, layer, head; null where a statistic does not apply.
 - ``heads.parquet``: one row per kind × layer × head (:func:`app.analysis.roles.summarize`).
 - ``analysis.json``: what was run (model, corpus, mode, counts) and how fast, plus the roles.
+- ``heads.json``: the per-head summary a model folder can ship (:mod:`app.analysis.summary`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from app.analysis.corpus import Item, batches, read_items
 from app.analysis.roles import summarize
 from app.analysis.rows import INT_COLUMNS, analyze_batch, to_numpy
+from app.analysis.summary import SUMMARY_FILE, summary_document, write_summary
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +147,8 @@ def analyze(options: AnalyzeOptions) -> dict[str, Any]:
     result = {
         "model": str(options.model),
         "corpus": str(options.corpus),
+        "references": str(options.references) if options.references else None,
+        "limit": options.limit,
         "mode": "teacher-forced" if options.references else "greedy",
         "alignments": str(options.alignments) if options.alignments else None,
         "runner": "in-process" if options.ray is None else f"ray {options.ray or 'local'}",
@@ -155,6 +159,7 @@ def analyze(options: AnalyzeOptions) -> dict[str, Any]:
         "roles": {f"{h['kind']} {h['layer']}.{h['head']}": h["role"] for h in heads},
     }
     (options.out / META_FILE).write_text(json.dumps(result, indent=1) + "\n")
+    write_summary(options.out / SUMMARY_FILE, summary_document(result, heads))
     logger.info("analysed %d sentences in %.1f s (%.1f sentences/s) -> %s",
                 len(items), seconds, result["sentences_per_second"] or 0.0, options.out)  # fmt: skip
     return result

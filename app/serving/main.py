@@ -19,7 +19,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from app import __version__
 from app.allocator import keep_freed_memory
 from app.config import Settings, get_settings
-from app.serving import api, assets, catalog, metrics, pages, stream
+from app.serving import analysis_api, api, assets, catalog, metrics, pages, stream
 from app.serving import attribution as attribution_api
 from app.serving import vision as vision_api
 from app.serving.errors import install_error_handlers
@@ -81,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(stream.router)  # POST /api/translate/stream
     app.include_router(attribution_api.router)
     app.include_router(catalog.router)  # GET /api/score-functions
+    app.include_router(analysis_api.router)  # GET /api/models/{id}/analysis
     app.include_router(pages.router)
     app.include_router(vision_api.router)
     app.include_router(vision_api.pages)

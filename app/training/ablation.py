@@ -22,6 +22,38 @@ def head_grid(kind: str, layers: int, heads: int) -> list[tuple[str, int, int]]:
     return [(kind, layer, head) for layer in range(layers) for head in range(heads)]
 
 
+def kind_layers(config: Any, kinds: Sequence[str] | None, model_id: str) -> dict[str, int]:
+    """Each kind to ablate (default: every kind the model has) with its layer count: the
+    encoder's for ``encoder_self``, the decoder's otherwise; ValueError naming a missing kind."""
+    kinds = list(kinds or config.attention_kinds)
+    unknown = [k for k in kinds if k not in config.attention_kinds]
+    if unknown:
+        raise ValueError(f"{model_id} has no {', '.join(unknown)} attention; it has {', '.join(config.attention_kinds) or 'none'}")
+    return {kind: int(getattr(config, "encoder_layers", 1)) if kind == "encoder_self" else config.layers for kind in kinds}
+
+
+def split_pairs(loaded: Any, data_dir: str | Path, split: str) -> tuple[list[str], list[str]]:
+    """(sources, references) of ``split`` in the model's language pair."""
+    pairs = load_parallel(data_dir, split, loaded.source_lang, loaded.target_lang)
+    return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Lowercased sacreBLEU (13a), the number the ablation grids hold."""
+    return float(bleu_scores(list(hypotheses), list(references))["lowercase_13a"])
+
+
+def ablation_result(split: str, beam_size: int, baseline: float, grids: dict[str, list[list[float]]]) -> dict[str, Any]:
+    """The card's ``ablation`` section."""
+    return {
+        "split": split,
+        "beam_size": beam_size,
+        "bleu_convention": "sacreBLEU lowercased 13a",
+        "baseline": baseline,
+        "bleu_without_head": grids,
+    }
+
+
 def ablation_bleu(
     translator: Translator,
     data_dir: str | Path,
@@ -33,24 +65,18 @@ def ablation_bleu(
 ) -> dict[str, Any]:
     """Lowercased BLEU of ``split`` with the model as trained and with each head of ``kinds``
     (default: every kind the model has) switched off alone. Encoder kinds have the encoder's
-    layer count, decoder kinds the decoder's."""
+    layer count, decoder kinds the decoder's. ``app.analysis.ablation`` runs the same on Ray."""
     loaded = translator.loaded
     config = loaded.config
-    kinds = list(kinds or config.attention_kinds)
-    unknown = [k for k in kinds if k not in config.attention_kinds]
-    if unknown:
-        raise ValueError(f"{loaded.id} has no {', '.join(unknown)} attention; it has {', '.join(config.attention_kinds) or 'none'}")
-    pairs = load_parallel(data_dir, split, loaded.source_lang, loaded.target_lang)
-    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    layers_of = kind_layers(config, kinds, loaded.id)
+    sources, references = split_pairs(loaded, data_dir, split)
 
     def bleu() -> float:
-        hyps = translate_corpus(translator, sources, beam_size=beam_size, progress=False)
-        return float(bleu_scores(hyps, references)["lowercase_13a"])
+        return corpus_bleu(translate_corpus(translator, sources, beam_size=beam_size, progress=False), references)
 
     baseline = bleu()
     grids: dict[str, list[list[float]]] = {}
-    for kind in kinds:
-        layers = int(getattr(config, "encoder_layers", 1)) if kind == "encoder_self" else config.layers
+    for kind, layers in layers_of.items():
         heads = head_grid(kind, layers, config.num_heads)
         scores: dict[tuple[int, int], float] = {}
         for ref in tqdm(heads, desc=f"ablate {loaded.id} {kind}", disable=not progress, leave=False):
@@ -58,10 +84,4 @@ def ablation_bleu(
                 scores[ref[1:]] = bleu()
         grids[kind] = [[scores[(la, h)] for h in range(config.num_heads)] for la in range(layers)]
         logger.info("%s %s: BLEU with each head off %s (all on %.2f)", loaded.id, kind, grids[kind], baseline)
-    return {
-        "split": split,
-        "beam_size": beam_size,
-        "bleu_convention": "sacreBLEU lowercased 13a",
-        "baseline": baseline,
-        "bleu_without_head": grids,
-    }
+    return ablation_result(split, beam_size, baseline, grids)

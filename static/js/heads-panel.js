@@ -8,6 +8,7 @@ import { runContrast } from "./contrast-view.js";
 import { el, plotlyReady, role, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";
 import { headFacts } from "./head-facts.js";
+import { watchExplorerRoles } from "./head-roles.js";
 import { loadModels, pageCards } from "./models-api.js";
 
 const card = document.getElementById("heads-card");
@@ -153,6 +154,8 @@ async function runAttribution() {
 async function init() {
   // translate.js says which sentence it translated: ablation and attribution use that one.
   document.addEventListener("attnscope:translated", (event) => { translated = event.detail; });
+  // The explorer's layer × head grid: a role badge on each head the model's corpus analysis names.
+  watchExplorerRoles(document.getElementById("explorer"), () => translated?.model ?? document.getElementById("model").value);
   render(); // "the heads appear once the models have loaded", not "no cross-attention heads"
   models = await loadModels();
   document.getElementById("model").addEventListener("change", () => { off.clear(); render(); });

@@ -3,6 +3,7 @@
 import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
 import { explanationTable } from "./explain-table.js";
 import { ablationGrids, alignmentGrid } from "./head-grids.js";
+import { roleGrid } from "./head-roles.js";
 import { plotlyText } from "./heatmap.js";
 import { BLEU_KIND, describeArchitecture, loadCatalog, pageCards, showHealth, stateNote } from "./models-api.js";
 import { whenReady } from "./readiness.js";
@@ -164,7 +165,7 @@ async function drawCurve(div, card) {
 function modelCard(card) {
   const hasCurve = Array.isArray(card.curve) && card.curve.length > 0;
   const curveDiv = el("div", { class: "mini-chart chart", dataset: { chart: "curve" } });
-  const grids = [alignmentGrid(card), alignmentGrid(card, "alignment_reads"), ablationGrids(card)].filter(Boolean);
+  const grids = [alignmentGrid(card), alignmentGrid(card, "alignment_reads"), ablationGrids(card), card.error ? null : roleGrid(card)].filter(Boolean);
   const node = el(
     "article",
     { class: "card model-card", id: `model-${card.id}` },
