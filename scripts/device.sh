@@ -9,6 +9,7 @@
 #   there:  scripts/device.sh setup                # installs .whl/ into /tmp/site (once per warm machine)
 #   there:  scripts/device.sh check  "$OUT"        # CUDA parity and latency (CUDA graphs on and off), CT2 if it loads
 #   there:  scripts/device.sh serve-check "$OUT"   # the real server on CUDA vs CPU over HTTP, shipped + imported models
+#   there:  scripts/device.sh evaluate "$OUT"      # test2016 BLEU of every model in gpu/models, side by side on its cores
 #   there:  scripts/device.sh distill              # the teachers' translations of train, for the long run
 #   there:  scripts/device.sh train  NAME SECONDS [attnscope train options...]   # detached; log in gpu/NAME.log
 #   there:  scripts/device.sh status               # the runs' last log lines
@@ -127,6 +128,31 @@ for name, kind in KINDS.items():
 PY
   "$PYTHON" bench/cuda_served.py --models gpu/models --device "$DEVICE" --out "$out/served.json" 2>&1 | tee "$out/served.txt"
   "$PYTHON" bench/hf_import.py --device "$DEVICE" --shipped-dir gpu/models 2>&1 | tee "$out/hf_import.txt"
+  ;;
+evaluate)  # every model in gpu/models on test2016, side by side on the CPU cores (as the cards measured)
+  out=${2:?usage: device.sh evaluate OUT}
+  setup
+  mkdir -p "$out/runs"
+  for folder in gpu/models/*/; do
+    name=$(basename "$folder")
+    OMP_NUM_THREADS=2 "$PYTHON" -m app.cli evaluate "$folder" --splits test2016 --device cpu \
+      --data-dir "$ATTNSCOPE_DATA_DIR" > "$out/runs/$name.json" 2> "$out/runs/$name.log" &
+  done
+  wait
+  "$PYTHON" - gpu/models "$out/runs" <<'PY' | tee "$out/bleu.txt"
+import json, sys
+from pathlib import Path
+models, runs = Path(sys.argv[1]), Path(sys.argv[2])
+for card in sorted(models.glob("*/card.json")):
+    name = card.parent.name
+    before = json.loads(card.read_text()).get("bleu", {}).get("test2016", {}).get("lowercase_13a")
+    try:
+        now = json.loads((runs / f"{name}.json").read_text())["bleu"]["test2016"]["lowercase_13a"]
+    except (OSError, ValueError, KeyError) as error:
+        now = f"failed ({type(error).__name__})"
+    print(f"{name:28s} card {before}  now {now}")
+PY
+  tar -czf "$out/runs.tar.gz" -C "$out" runs && rm -rf "$out/runs"
   ;;
 distill)
   setup
