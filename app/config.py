@@ -70,6 +70,16 @@ class Settings(BaseSettings):
             "so 1 keeps them from oversubscribing the cores; None leaves torch's default."
         ),
     )
+    switch_interval_ms: float = Field(
+        default=1.0,
+        gt=0,
+        le=100,
+        description=(
+            "While serving, how long a thread may hold Python's interpreter lock before one waiting for it gets "
+            "it (sys.setswitchinterval; Python's default is 5): the event loop waits for it after every "
+            "socket call, so under big answers a health check waited 5 ms many times over."
+        ),
+    )
     keep_freed_mb: int = Field(
         default=256,
         ge=0,

@@ -5,7 +5,7 @@ Reports one table row per server: requests, 5xx, 504, 503, other 4xx, peak RSS, 
     .venv/bin/python bench/probe.py [--checkout /work/main] [--clients 32] [--models en-de-transformer]
 
 ``--checkout`` runs another tree's code (e.g. main, for a before/after table). The server
-binds 127.0.0.1 and the probe talks to nothing else. Bounded: N requests of the mix, each at
+binds 127.0.0.1 and the probe talks to nothing else. Bounded: N × rounds requests of the mix, each at
 most the server's deadline; a few slow connections held for ``--slow-s`` seconds."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import base64
 import io
+import multiprocessing
 import random
 import socket
 import statistics
 import tempfile
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -83,34 +83,44 @@ def rss_mb(pid: int) -> float:
 
 
 class HealthPoller:
-    """Polls /api/health every ``every_s`` in a thread; latencies in ms."""
+    """Polls /api/health every ``every_s`` from a process of its own (the probe's 32 client
+    threads would otherwise hold this interpreter's GIL and add their waits to the latencies
+    measured); latencies in ms."""
 
     def __init__(self, url: str, every_s: float = 0.05) -> None:
-        self.url, self.every_s = url, every_s
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        self._ours, theirs = context.Pipe()
+        self._process = context.Process(target=_poll, args=(url, every_s, self._stop, theirs), daemon=True)
         self.latencies: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> HealthPoller:
-        self._thread.start()
+        self._process.start()
+        self._ours.recv()  # polling has begun (a spawned process takes a while to import)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=30) as client:
-            while not self._stop.is_set():
-                started = time.perf_counter()
-                client.get("/api/health")
-                self.latencies.append((time.perf_counter() - started) * 1000.0)
-                self._stop.wait(self.every_s)
+        self.latencies = self._ours.recv()
+        self._process.join()
 
     def p99(self) -> float:
         if len(self.latencies) < 2:
             return float("nan")
         return statistics.quantiles(self.latencies, n=100, method="inclusive")[98]
+
+
+def _poll(url: str, every_s: float, stop: Any, out: Any) -> None:
+    latencies: list[float] = []
+    with httpx.Client(base_url=url, timeout=30) as client:
+        client.get("/api/health")
+        out.send("polling")
+        while not stop.is_set():
+            started = time.perf_counter()
+            client.get("/api/health")
+            latencies.append((time.perf_counter() - started) * 1000.0)
+            stop.wait(every_s)
+    out.send(latencies)
 
 
 def slow_clients(url: str, count: int, hold_s: float) -> int:
@@ -135,7 +145,9 @@ def slow_clients(url: str, count: int, hold_s: float) -> int:
     return still_open
 
 
-def probe(checkout: Path, models: list[str], clients: int, tokens: int, slow: int, slow_s: float) -> dict[str, Any]:
+def probe(
+    checkout: Path, models: list[str], clients: int, tokens: int, slow: int, slow_s: float, *, rounds: int = 1
+) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "models"
         root.mkdir()
@@ -158,7 +170,7 @@ def probe(checkout: Path, models: list[str], clients: int, tokens: int, slow: in
                     with httpx.Client(base_url=url, timeout=180) as c:
                         return c.post("/api/translate", json=worst_request(tokens)).status_code
 
-                for status in pool.map(one, range(clients)):
+                for status in pool.map(one, range(clients * rounds)):
                     mix[status] += 1
             wall = time.perf_counter() - started
             rss_after = rss_mb(process.pid)
@@ -168,6 +180,7 @@ def probe(checkout: Path, models: list[str], clients: int, tokens: int, slow: in
                 "hostile": sum(statuses.values()),
                 "hostile_5xx": hostile_5xx,
                 "hostile_dropped": dict(dropped),
+                "health_polls": len(health.latencies),
                 "mix": dict(sorted(mix.items())),
                 "mix_wall_s": round(wall, 1),
                 "peak_rss_mb": round(peak_rss_mb(process.pid)),
@@ -184,11 +197,12 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=[MODEL, "vision-ram-translated"])
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--tokens", type=int, default=60, help="digits in the worst request's text (2 tokens each)")
+    parser.add_argument("--rounds", type=int, default=1, help="requests each client sends, one after another")
     parser.add_argument("--slow", type=int, default=20, help="slow (slowloris) connections")
     parser.add_argument("--slow-s", type=float, default=15.0, help="how long they are held")
     args = parser.parse_args()
     for checkout in args.checkout or [HERE]:
-        row = probe(checkout, args.models, args.clients, args.tokens, args.slow, args.slow_s)
+        row = probe(checkout, args.models, args.clients, args.tokens, args.slow, args.slow_s, rounds=args.rounds)
         print(" | ".join(f"{k}={v}" for k, v in row.items()), flush=True)
 
 
