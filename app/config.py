@@ -163,6 +163,15 @@ class Settings(BaseSettings):
             "(app.serving.limits.explain_cost; value zeroing reruns every layer once per token)."
         ),
     )
+    max_vision_cost: int = Field(
+        default=6_000_000,
+        ge=1,
+        description=(
+            "Admission budget of a vision request: the input image's pixels plus the canvas pixels its model "
+            "reads (RAM: one canvas per glimpse; captioner: beams × caption steps). The default admits every "
+            "image the schema allows (2048² and beam 10); lower it to refuse big images before they are decoded."
+        ),
+    )
     request_timeout_s: float = Field(
         default=60.0, gt=0, description="Deadline of a translate/align request, queueing included."
     )
