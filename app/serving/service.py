@@ -153,8 +153,9 @@ class ModelService:
         each decoder step, in the decode's thread, and makes the request decode alone
         (``app.serving.stream``): a stream shows the search itself, so it never protects unless
         asked, and asked it is a 422."""
-        if protect and (prefix is not None or extras.return_beam):
-            loc = ("body", "prefix") if prefix is not None else ("body", "return_beam")
+        forcing = prefix is not None and bool(prefix.strip())  # a blank prefix forces nothing (forced_prefixes)
+        if protect and (forcing or extras.return_beam):
+            loc = ("body", "prefix") if forcing else ("body", "return_beam")
             raise InvalidInput(loc, "cannot be combined with protect: the shown output is scored, not searched")
         if protect and on_step is not None:
             raise InvalidInput(("body", "protect"), "cannot be streamed: the output shown is scored after the search")
