@@ -6,6 +6,7 @@ per operation (the 10-minute run is noted in docs/api.md, *Reliability probe*)."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -32,7 +33,7 @@ CHECKS = [
 
 
 @pytest.fixture(scope="module")
-def api_schema(tiny_models_dir, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:  # type: ignore[no-untyped-def]
+def api_schema(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     with running_server(tiny_models_dir, tmp_path_factory.mktemp("schemathesis") / "server.log") as url:
         yield schemathesis.openapi.from_url(f"{url}/openapi.json")
 
