@@ -180,7 +180,7 @@ def probe(checkout: Path, plan: Plan) -> dict[str, Any]:
         ):
             row: dict[str, Any] = {"checkout": str(checkout), "workers": plan.workers}
             row.update(hostile(url))
-            row.update(worst_mix(url, plan))
+            row.update(worst_mix(url, plan, process.pid))
             row["rss_after_mb"] = round(sum(rss_mb(pid) for pid in servers(process.pid)))
             if plan.never_read:
                 row.update(never_reading(url, plan.never_read, plan.tokens, plan.never_read_s))
@@ -214,7 +214,7 @@ def hostile(url: str) -> dict[str, Any]:
     }
 
 
-def worst_mix(url: str, plan: Plan) -> dict[str, Any]:
+def worst_mix(url: str, plan: Plan, pid_of_server: int) -> dict[str, Any]:
     """``clients`` concurrent clients each sending ``rounds`` worst requests, health polled throughout."""
     mix: Counter[int] = Counter()
     started = time.perf_counter()
@@ -224,14 +224,18 @@ def worst_mix(url: str, plan: Plan) -> dict[str, Any]:
             with httpx.Client(base_url=url, timeout=180) as c:
                 return c.post("/api/translate", json=worst_request(plan.tokens)).status_code
 
+        rss: list[float] = []  # the servers' RSS after each answer: a plateau, or growth
         for status in pool.map(one, range(plan.clients * plan.rounds)):
             mix[status] += 1
+            rss.append(sum(rss_mb(pid) for pid in servers(pid_of_server)))
+    quarters = [round(rss[min(len(rss) - 1, len(rss) * q // 4)]) for q in (1, 2, 3, 4)] if rss else []
     return {
         "mix": dict(sorted(mix.items())),
         "mix_wall_s": round(time.perf_counter() - started, 1),
         "health_polls": len(health.latencies),
         "health_p99_ms": round(health.p99(), 1),
         "health_max_ms": round(max(health.latencies or [float("nan")]), 1),
+        "rss_by_quarter_mb": quarters,
     }
 
 
