@@ -121,6 +121,16 @@ class Settings(BaseSettings):
             "so 1 keeps them from oversubscribing the cores; None leaves torch's default."
         ),
     )
+    switch_interval_ms: float = Field(
+        default=1.0,
+        gt=0,
+        le=100,
+        description=(
+            "While serving, how long a thread may hold Python's interpreter lock before one waiting for it gets "
+            "it (sys.setswitchinterval; Python's default is 5): the event loop waits for it after every "
+            "socket call, so under big answers a health check waited 5 ms many times over."
+        ),
+    )
     keep_freed_mb: int = Field(
         default=256,
         ge=0,
@@ -202,6 +212,15 @@ class Settings(BaseSettings):
         description=(
             "Admission budget of a request's `explain`: the token-layer passes its methods run "
             "(app.serving.limits.explain_cost; value zeroing reruns every layer once per token)."
+        ),
+    )
+    max_vision_cost: int = Field(
+        default=6_000_000,
+        ge=1,
+        description=(
+            "Admission budget of a vision request: the input image's pixels plus the canvas pixels its model "
+            "reads (RAM: one canvas per glimpse; captioner: beams × caption steps). The default admits every "
+            "image the schema allows (2048² and beam 10); lower it to refuse big images before they are decoded."
         ),
     )
     request_timeout_s: float = Field(

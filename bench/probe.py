@@ -1,11 +1,12 @@
 """A bounded reliability probe of ``attnscope serve`` on loopback (issue 35): a hostile set, the
-worst valid mix at N concurrent clients with /api/health polled throughout, and slow clients.
+worst valid mix at N concurrent clients with /api/health polled throughout, clients that never
+read their answers, and slow clients.
 Reports one table row per server: requests, 5xx, 504, 503, other 4xx, peak RSS, health p99.
 
     .venv/bin/python bench/probe.py [--checkout /work/main] [--clients 32] [--models en-de-transformer]
 
 ``--checkout`` runs another tree's code (e.g. main, for a before/after table). The server
-binds 127.0.0.1 and the probe talks to nothing else. Bounded: N requests of the mix, each at
+binds 127.0.0.1 and the probe talks to nothing else. Bounded: N × rounds requests of the mix, each at
 most the server's deadline; a few slow connections held for ``--slow-s`` seconds."""
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ from __future__ import annotations
 import argparse
 import base64
 import io
+import json
+import multiprocessing
 import random
+import re
 import socket
 import statistics
 import tempfile
-import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -83,34 +87,44 @@ def rss_mb(pid: int) -> float:
 
 
 class HealthPoller:
-    """Polls /api/health every ``every_s`` in a thread; latencies in ms."""
+    """Polls /api/health every ``every_s`` from a process of its own (the probe's 32 client
+    threads would otherwise hold this interpreter's GIL and add their waits to the latencies
+    measured); latencies in ms."""
 
     def __init__(self, url: str, every_s: float = 0.05) -> None:
-        self.url, self.every_s = url, every_s
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        self._ours, theirs = context.Pipe()
+        self._process = context.Process(target=_poll, args=(url, every_s, self._stop, theirs), daemon=True)
         self.latencies: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> HealthPoller:
-        self._thread.start()
+        self._process.start()
+        self._ours.recv()  # polling has begun (a spawned process takes a while to import)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=30) as client:
-            while not self._stop.is_set():
-                started = time.perf_counter()
-                client.get("/api/health")
-                self.latencies.append((time.perf_counter() - started) * 1000.0)
-                self._stop.wait(self.every_s)
+        self.latencies = self._ours.recv()
+        self._process.join()
 
     def p99(self) -> float:
         if len(self.latencies) < 2:
             return float("nan")
         return statistics.quantiles(self.latencies, n=100, method="inclusive")[98]
+
+
+def _poll(url: str, every_s: float, stop: Any, out: Any) -> None:
+    latencies: list[float] = []
+    with httpx.Client(base_url=url, timeout=30) as client:
+        client.get("/api/health")
+        out.send("polling")
+        while not stop.is_set():
+            started = time.perf_counter()
+            client.get("/api/health")
+            latencies.append((time.perf_counter() - started) * 1000.0)
+            stop.wait(every_s)
+    out.send(latencies)
 
 
 def slow_clients(url: str, count: int, hold_s: float) -> int:
@@ -135,60 +149,146 @@ def slow_clients(url: str, count: int, hold_s: float) -> int:
     return still_open
 
 
-def probe(checkout: Path, models: list[str], clients: int, tokens: int, slow: int, slow_s: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Plan:
+    """What one probe runs: the worst mix (``clients`` × ``rounds`` requests of ``tokens``
+    digits), ``slow`` slowloris connections held ``slow_s``, ``never_read`` clients that never
+    read their big answers (held until the server closes them, at most ``never_read_s``), on
+    a server of ``workers`` processes."""
+
+    models: tuple[str, ...] = (MODEL, "vision-ram-translated")
+    clients: int = 32
+    rounds: int = 1
+    tokens: int = 60
+    slow: int = 20
+    slow_s: float = 15.0
+    never_read: int = 0
+    never_read_s: float = 60.0
+    workers: int = 1
+
+
+def probe(checkout: Path, plan: Plan) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "models"
         root.mkdir()
-        for name in models:
+        for name in plan.models:
             (root / name).symlink_to(checkout / "models" / name)
-        with server_process(root, Path(tmp) / "server.log", checkout=checkout, start_timeout_s=600) as (url, process):
-            statuses: Counter[int] = Counter()
-            dropped: Counter[str] = Counter()
-            for method, path, kwargs in hostile_requests():
-                try:
-                    statuses[httpx.request(method, url + path, timeout=120, **kwargs).status_code] += 1
-                except httpx.HTTPError as err:
-                    dropped[f"{method} {path}: {type(err).__name__}"] += 1
-            hostile_5xx = sum(n for s, n in statuses.items() if s >= 500)
-            mix: Counter[int] = Counter()
-            started = time.perf_counter()
-            with HealthPoller(url) as health, ThreadPoolExecutor(clients) as pool:
+        args = ("--workers", str(plan.workers)) if plan.workers > 1 else ()
+        with server_process(root, Path(tmp) / "server.log", checkout=checkout, start_timeout_s=600, args=args) as (
+            url,
+            process,
+        ):
+            row: dict[str, Any] = {"checkout": str(checkout), "workers": plan.workers}
+            row.update(hostile(url))
+            row.update(worst_mix(url, plan, process.pid))
+            row["rss_after_mb"] = round(sum(rss_mb(pid) for pid in servers(process.pid)))
+            if plan.never_read:
+                row.update(never_reading(url, plan.never_read, plan.tokens, plan.never_read_s))
+            peaks = [peak_rss_mb(pid) for pid in servers(process.pid)]
+            row["peak_rss_mb"] = round(sum(peaks))
+            row["peak_rss_per_worker_mb"] = round(max(peaks))
+            if plan.slow:
+                row["slow_still_open"] = f"{slow_clients(url, plan.slow, plan.slow_s)}/{plan.slow}"
+            return row
 
-                def one(_: int) -> int:
-                    with httpx.Client(base_url=url, timeout=180) as c:
-                        return c.post("/api/translate", json=worst_request(tokens)).status_code
 
-                for status in pool.map(one, range(clients)):
-                    mix[status] += 1
-            wall = time.perf_counter() - started
-            rss_after = rss_mb(process.pid)
-            open_slow = slow_clients(url, slow, slow_s) if slow else 0
-            return {
-                "checkout": str(checkout),
-                "hostile": sum(statuses.values()),
-                "hostile_5xx": hostile_5xx,
-                "hostile_dropped": dict(dropped),
-                "mix": dict(sorted(mix.items())),
-                "mix_wall_s": round(wall, 1),
-                "peak_rss_mb": round(peak_rss_mb(process.pid)),
-                "rss_after_mb": round(rss_after),
-                "health_p99_ms": round(health.p99(), 1),
-                "health_max_ms": round(max(health.latencies or [float("nan")]), 1),
-                "slow_still_open": f"{open_slow}/{slow}",
-            }
+def servers(pid: int) -> list[int]:
+    """The processes that serve: ``pid`` itself, or with ``--workers`` its spawned workers."""
+    children = [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    workers = [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    return workers or [pid]
+
+
+def hostile(url: str) -> dict[str, Any]:
+    statuses: Counter[int] = Counter()
+    dropped: Counter[str] = Counter()
+    for method, path, kwargs in hostile_requests():
+        try:
+            statuses[httpx.request(method, url + path, timeout=120, **kwargs).status_code] += 1
+        except httpx.HTTPError as err:
+            dropped[f"{method} {path}: {type(err).__name__}"] += 1
+    return {
+        "hostile": sum(statuses.values()),
+        "hostile_5xx": sum(n for s, n in statuses.items() if s >= 500),
+        "hostile_dropped": dict(dropped),
+    }
+
+
+def worst_mix(url: str, plan: Plan, pid_of_server: int) -> dict[str, Any]:
+    """``clients`` concurrent clients each sending ``rounds`` worst requests, health polled throughout."""
+    mix: Counter[int] = Counter()
+    started = time.perf_counter()
+    with HealthPoller(url) as health, ThreadPoolExecutor(plan.clients) as pool:
+
+        def one(_: int) -> int:
+            with httpx.Client(base_url=url, timeout=180) as c:
+                return c.post("/api/translate", json=worst_request(plan.tokens)).status_code
+
+        rss: list[float] = []  # the servers' RSS after each answer: a plateau, or growth
+        for status in pool.map(one, range(plan.clients * plan.rounds)):
+            mix[status] += 1
+            rss.append(sum(rss_mb(pid) for pid in servers(pid_of_server)))
+    quarters = [round(rss[min(len(rss) - 1, len(rss) * q // 4)]) for q in (1, 2, 3, 4)] if rss else []
+    return {
+        "mix": dict(sorted(mix.items())),
+        "mix_wall_s": round(time.perf_counter() - started, 1),
+        "health_polls": len(health.latencies),
+        "health_p99_ms": round(health.p99(), 1),
+        "health_max_ms": round(max(health.latencies or [float("nan")]), 1),
+        "rss_by_quarter_mb": quarters,
+    }
+
+
+def never_reading(url: str, count: int, tokens: int, hold_s: float) -> dict[str, Any]:
+    """``count`` clients that ask for a big uncompressed answer and never read it (4 KB receive
+    buffers); how many the server has aborted within ``hold_s`` (its send timeout), as counted
+    in its metrics (a client cannot see the close without reading)."""
+    host, port = url.removeprefix("http://").split(":")
+    body = json.dumps(worst_request(tokens)).encode()
+    head = f"POST /api/translate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    before = aborted(url)
+    socks = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((host, int(port)))
+        sock.sendall(head.encode() + body)
+        socks.append(sock)
+    started = time.monotonic()
+    while aborted(url) - before < count and time.monotonic() - started < hold_s:
+        time.sleep(1.0)
+    closed = aborted(url) - before
+    for sock in socks:
+        sock.close()
+    return {"never_read_aborted": f"{closed:g}/{count}", "never_read_s": round(time.monotonic() - started)}
+
+
+def aborted(url: str) -> float:
+    """Connections the server aborted for not reading their answers (attnscope_slow_clients_total{phase="send"})."""
+    text = httpx.get(url + "/metrics", timeout=30).text
+    found = re.search(r'^attnscope_slow_clients_total\{phase="send"\} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkout", type=Path, action="append", help="tree(s) to run; default: this one")
-    parser.add_argument("--models", nargs="+", default=[MODEL, "vision-ram-translated"])
-    parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--tokens", type=int, default=60, help="digits in the worst request's text (2 tokens each)")
-    parser.add_argument("--slow", type=int, default=20, help="slow (slowloris) connections")
-    parser.add_argument("--slow-s", type=float, default=15.0, help="how long they are held")
+    parser.add_argument("--models", nargs="+", default=list(Plan.models))
+    parser.add_argument("--clients", type=int, default=Plan.clients)
+    parser.add_argument("--tokens", type=int, default=Plan.tokens, help="digits in the worst request's text (2 tokens each)")
+    parser.add_argument("--rounds", type=int, default=Plan.rounds, help="requests each client sends, one after another")
+    parser.add_argument("--slow", type=int, default=Plan.slow, help="slow (slowloris) connections")
+    parser.add_argument("--slow-s", type=float, default=Plan.slow_s, help="how long they are held")
+    parser.add_argument("--never-read", type=int, default=Plan.never_read, help="clients that never read their answers")
+    parser.add_argument("--never-read-s", type=float, default=Plan.never_read_s, help="longest they are held")
+    parser.add_argument("--workers", type=int, default=Plan.workers, help="server processes (attnscope serve --workers)")
     args = parser.parse_args()
+    plan = Plan(
+        tuple(args.models), args.clients, args.rounds, args.tokens, args.slow, args.slow_s,
+        args.never_read, args.never_read_s, args.workers,
+    )  # fmt: skip
     for checkout in args.checkout or [HERE]:
-        row = probe(checkout, args.models, args.clients, args.tokens, args.slow, args.slow_s)
+        row = probe(checkout, plan)
         print(" | ".join(f"{k}={v}" for k, v in row.items()), flush=True)
 
 

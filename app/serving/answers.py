@@ -19,6 +19,7 @@ import numpy as np
 import orjson
 import torch
 from isal import igzip, isal_zlib
+from pydantic import BaseModel
 
 from app.nn.config import EOS_ID, score_of
 from app.repository import LoadedModel
@@ -38,43 +39,83 @@ def answer_json(value: TranslationResponse | list[TranslationResponse]) -> bytes
     """The JSON of one answer or a list of them: what ``TypeAdapter(...).dump_json`` writes,
     byte for byte, with the attention arrays written without a detour through Python floats.
 
-    One orjson call holds the GIL throughout, so a large matrix is written one (layer, head)
-    slab at a time and spliced in: the event loop (health checks) gets the interpreter between
-    slabs instead of waiting for a whole answer (issue 35: health p99 784 ms under big answers)."""
+    One orjson (or pydantic) call holds the GIL throughout, so a large matrix is written a block
+    of rows at a time (at most ``_SLAB_FLOATS`` floats) and spliced in, and so is any large extra
+    (raw scores, context vectors, explanations, alternatives, the beam tree): the event loop
+    (health checks) gets the interpreter between blocks instead of waiting for a whole answer
+    (issue 35: health p99 784 ms under big answers)."""
     if isinstance(value, list):
         return b"[" + b",".join(_answer_bytes(answer) for answer in value) + b"]"
     return _answer_bytes(value)
 
 
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
-_SLAB_FLOATS = 65_536  # a matrix larger than this is written slab by slab
-_PLACEHOLDER = "\x00attention\x00"
+_SLAB_FLOATS = 16_384  # a value larger than this is written in blocks of at most this many floats
+_PLACEHOLDER = "\x00large\x00"
 
 
 def _answer_bytes(answer: TranslationResponse) -> bytes:
-    plain = _plain(answer)
+    large = [name for name in _FIELDS if name != "attention" and _leaves(getattr(answer, name)) > _SLAB_FLOATS]
+    plain = _plain(answer, exclude={"attention", *large})
     attention = plain.get("attention")
-    large = isinstance(attention, dict) and any(
-        isinstance(a, np.ndarray) and a.size > _SLAB_FLOATS for a in attention.values()
-    )
+    if isinstance(attention, dict) and any(isinstance(a, np.ndarray) and a.size > _SLAB_FLOATS for a in attention.values()):
+        large = [name for name in _FIELDS if name == "attention" or name in large]  # in the fields' order
     if not large:
         return orjson.dumps(plain, option=_NUMPY)
-    plain["attention"] = _PLACEHOLDER
-    head, tail = orjson.dumps(plain, option=_NUMPY).split(orjson.dumps(_PLACEHOLDER), 1)
-    return head + _attention_bytes(cast(dict[str, Any], attention)) + tail
+    for name in large:
+        plain[name] = _PLACEHOLDER
+    pieces = orjson.dumps(plain, option=_NUMPY).split(orjson.dumps(_PLACEHOLDER))
+    spliced = [pieces[0]]
+    for name, piece in zip(large, pieces[1:], strict=True):
+        spliced += [_chunked(getattr(answer, name)), piece]
+    return b"".join(spliced)
 
 
-def _attention_bytes(attention: dict[str, Any]) -> bytes:
-    """``{"kind": [layer][head][query][key], ...}`` as orjson writes it, large arrays by slabs."""
-    parts = []
-    for kind, weights in attention.items():
-        if isinstance(weights, np.ndarray) and weights.ndim == 4 and weights.size > _SLAB_FLOATS:
-            layers = (b"[" + b",".join(orjson.dumps(slab, option=_NUMPY) for slab in layer) + b"]" for layer in weights)
-            body = b"[" + b",".join(layers) + b"]"
-        else:
-            body = orjson.dumps(weights, option=_NUMPY)
-        parts.append(orjson.dumps(kind) + b":" + body)
-    return b"{" + b",".join(parts) + b"}"
+def _leaves(value: object) -> int:
+    """About how many numbers ``value`` holds (nested lists are taken to be as wide as their first item)."""
+    if isinstance(value, np.ndarray):
+        return int(value.size)
+    if isinstance(value, list):
+        return len(value) * _leaves(value[0]) if value else 0
+    if isinstance(value, dict):
+        return sum(_leaves(v) for v in value.values())
+    if isinstance(value, BaseModel):
+        return sum(_leaves(getattr(value, name)) for name in type(value).model_fields)
+    return 1
+
+
+def _chunked(value: object) -> bytes:
+    """``value``'s JSON as pydantic writes it, in orjson calls of at most about ``_SLAB_FLOATS``
+    numbers each: a 4-d array (attention) in blocks of rows, containers item by item."""
+    if _leaves(value) <= _SLAB_FLOATS:
+        return orjson.dumps(_jsonable(value), option=_NUMPY)
+    if isinstance(value, np.ndarray) and value.ndim == 4:
+        return b"[" + b",".join(b"[" + b",".join(_rows(head) for head in layer) + b"]" for layer in value) + b"]"
+    if isinstance(value, BaseModel):
+        value = {name: getattr(value, name) for name in type(value).model_fields}
+    if isinstance(value, dict):
+        return b"{" + b",".join(orjson.dumps(k) + b":" + _chunked(v) for k, v in value.items()) + b"}"
+    if isinstance(value, list):
+        return b"[" + b",".join(_chunked(v) for v in value) + b"]"
+    return orjson.dumps(value, option=_NUMPY)  # one large flat array or list: nothing to split
+
+
+def _rows(head: np.ndarray) -> bytes:
+    """(Q, K) weights as ``[[...],...]``, written a block of at most ``_SLAB_FLOATS`` floats at a time."""
+    step = max(1, _SLAB_FLOATS // max(1, head.shape[1]))
+    blocks = (orjson.dumps(head[i : i + step], option=_NUMPY)[1:-1] for i in range(0, head.shape[0], step))
+    return b"[" + b",".join(blocks) + b"]"
+
+
+def _jsonable(value: object) -> object:
+    """A small value as orjson can write it: models as pydantic's JSON-mode dump."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
 
 
 def gzip_bytes(body: bytes, level: int) -> bytes:
@@ -87,11 +128,11 @@ def gzip_bytes(body: bytes, level: int) -> bytes:
     return gzip.compress(body, level, mtime=0)
 
 
-def _plain(answer: TranslationResponse) -> dict[str, Any]:
-    """The answer as a dict in field order: pydantic's JSON-mode dump of every field but the
-    attention, which stays as it is (arrays, or lists in an answer made elsewhere)."""
-    fields = answer.model_dump(mode="json", exclude={"attention"})
-    return {name: answer.attention if name == "attention" else fields[name] for name in _FIELDS}
+def _plain(answer: TranslationResponse, exclude: set[str]) -> dict[str, Any]:
+    """The answer as a dict in field order: pydantic's JSON-mode dump of every field but those
+    ``exclude``d, which stay as they are (the attention: arrays, or lists in an answer made elsewhere)."""
+    fields = answer.model_dump(mode="json", exclude=exclude)
+    return {name: getattr(answer, name) if name in exclude else fields[name] for name in _FIELDS}
 
 
 _FIELDS = tuple(TranslationResponse.model_fields)

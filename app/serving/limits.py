@@ -149,6 +149,38 @@ def admit_attribution(settings: Settings, source_length: int, target_length: int
     )
 
 
+def vision_cost(width: int, height: int, *, passes: int, canvas: int) -> int:
+    """The work of a vision request: decoding, graying and scaling the ``width`` × ``height``
+    image, then ``passes`` reads of the model's ``canvas`` × ``canvas`` pixels."""
+    return width * height + passes * canvas * canvas
+
+
+def admit_vision(settings: Settings, width: int, height: int, *, passes: int, canvas: int, beams: int = 0) -> None:
+    """Refuse (422 on ``image``) a vision request over ``max_vision_cost`` once its image's size is
+    known from the file's header, before its pixels are decoded: naming the limit, the largest
+    square image that fits and, for a caption (``beams`` > 0), the beam size that would."""
+    limit = settings.max_vision_cost
+    cost = vision_cost(width, height, passes=passes, canvas=canvas)
+    if cost <= limit:
+        return
+    metrics.REJECTED.labels("cost").inc()
+    ways = []
+    room = limit - passes * canvas * canvas
+    if room >= 64:
+        side = int(room**0.5)
+        ways.append(f"an image of at most {room:,} pixels (e.g. {side}×{side})")
+    if beams > 1:
+        steps = passes // beams
+        fits = [b for b in range(beams - 1, 0, -1) if vision_cost(width, height, passes=b * steps, canvas=canvas) <= limit]
+        ways += [f"beam_size ≤ {fits[0]}"] if fits else []
+    raise InvalidInput(
+        ("body", "image"),
+        f"this request would cost {cost:,} pixels ({width}×{height} decoded + {passes} × {canvas}×{canvas} read by the model); "
+        f"the limit is {limit:,} (ATTNSCOPE_MAX_VISION_COST). To get under it, send {', or '.join(ways or ['a smaller image'])}",
+        kind="cost_limit",
+    )
+
+
 def explain_cost(config: ModelConfig, source_length: int, target_length: int, *, methods: tuple[str, ...]) -> int:
     """The work of ``explain`` on one sentence (lengths with EOS), in token-layer passes (one
     position through one layer): the teacher-forced trace, L_e·S + L_d·T, for any method; value
@@ -211,6 +243,7 @@ def batch_limit(settings: Settings) -> Cost:
 # a context value ("-12.345678," or null) 12; per token of the lists and words ~100; an
 # alternative ~60; a beam tree node ~130.
 SCORE_BYTES, TOKEN_BYTES, ALTERNATIVE_BYTES, NODE_BYTES = 12, 100, 60, 130
+REASON_BYTES = 400  # an explanation method's "unavailable" reason
 
 
 def _shapes(config: ModelConfig, s: int, t: int) -> dict[str, int]:
@@ -246,6 +279,31 @@ def answer_bytes(config: ModelConfig, source_lengths: list[int], budgets: list[i
             total += (sum(shapes.values()) + g.decoder_layers * t * g.context_width) * SCORE_BYTES
         if extras is not None:
             total += t * extras.alternatives * ALTERNATIVE_BYTES + (asked.beams * t * NODE_BYTES if extras.return_beam else 0)
+            total += explanation_floats(config, s, t, extras.explain) * (asked.decimals + 4)  # a sign, maybe
+            total += REASON_BYTES * len(extras.explain)  # a method unavailable for the family says why
+    return total
+
+
+def explanation_floats(config: ModelConfig, s: int, t: int, methods: tuple[str, ...]) -> int:
+    """The numbers ``explain`` adds to one answer (source ``s``, output ``t`` tokens): norm, the
+    attention's shape and [layer][head][key] value norms; rollout and value zeroing [layer][query][key]
+    per kind; ALTI+ [layer][query][source and target], the source share and [layer][source][source].
+    Only a Transformer has the last three (an RNN's answer says why not)."""
+    if not methods:
+        return 0
+    shapes = _shapes(config, s, t)
+    g = geometry_of(config)
+    heads = g.heads
+    total = 0
+    if "norm" in methods:
+        values = {"cross": g.decoder_layers * heads * s, "decoder_self": g.decoder_layers * heads * t, "encoder_self": g.encoder_layers * heads * s}
+        total += sum(shapes.values()) + sum(values[kind] for kind in shapes)
+    if "alti" in g.explain_methods:  # the family computes the per-layer methods (a Transformer)
+        per_layer = sum(shapes.values()) // heads
+        total += per_layer * sum(m in methods for m in ("rollout", "value_zeroing"))
+        if "alti" in methods:
+            encoder = g.encoder_layers * s * s
+            total += g.decoder_layers * t * (s + t) + t + encoder
     return total
 
 
@@ -300,6 +358,8 @@ def _refuse_size(
     if extras is not None and (extras.alternatives or extras.return_beam):
         if fits(extras=replace(extras, alternatives=0, return_beam=False)):
             ways.append("no alternatives and no beam tree")
+    if extras is not None and extras.explain and fits(extras=replace(extras, explain=())):
+        ways.append('no "explain"')
     n = max(budgets)
     ways += [f"max_length ≤ {m}" for m in range(n - 1, 0, -1) if fits([m] * len(budgets))][:1]
     ways += ["fewer texts"] if len(lengths) > 1 else []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -46,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.torch_threads is not None:
             torch.set_num_threads(settings.torch_threads)  # process-wide, like the server itself
+        sys.setswitchinterval(settings.switch_interval_ms / 1000.0)  # health answers promptly (issue 35)
         keep_freed_memory(settings.keep_freed_mb)
         # Load once per process, never at import time, and in the background: /api/health
         # answers at once, /api/ready once every folder is loaded (or marked unavailable). A

@@ -74,10 +74,32 @@ def run(
         metrics_dir = tempfile.mkdtemp(prefix="attnscope-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
     try:
-        uvicorn.run("app.serving.main:create_app", factory=True, workers=settings.workers, **common)
+        uvicorn.run(
+            "app.serving.main:create_app", factory=True, workers=settings.workers, log_config=worker_logging(), **common
+        )
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+# Each line says which process wrote it: with --workers N the requests and model loads of N
+# processes share one log
+WORKER_LOG_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
+
+
+def worker_logging() -> dict[str, Any]:
+    """uvicorn's logging configuration for ``--workers N``: uvicorn applies it in every worker
+    process it spawns, which run none of the command line's set-up, so without it the app's
+    loggers (a line per request, the model loads) had no handler there and wrote nothing."""
+    handler = {"class": "logging.StreamHandler", "formatter": "attnscope", "stream": "ext://sys.stderr"}
+    quiet = {"handlers": ["attnscope"], "level": "INFO", "propagate": False}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"attnscope": {"format": WORKER_LOG_FORMAT}},
+        "handlers": {"attnscope": handler},
+        "loggers": {"app": quiet, "uvicorn": quiet, "uvicorn.error": {"level": "INFO"}},
+    }
 
 
 def _local(host: str) -> bool:

@@ -231,8 +231,9 @@ def _check_protect(request: ServiceRequest, *, streamed: bool) -> None:
     """InvalidInput (422) where protect is asked with what it cannot give: a prefix or the beam
     tree (the output shown is scored, not searched), or a stream (the output is scored after the
     search)."""
-    if request.protect and (request.prefix is not None or request.extras.return_beam):
-        loc = ("body", "prefix") if request.prefix is not None else ("body", "return_beam")
+    forcing = request.prefix is not None and bool(request.prefix.strip())  # a blank prefix forces nothing
+    if request.protect and (forcing or request.extras.return_beam):
+        loc = ("body", "prefix") if forcing else ("body", "return_beam")
         raise InvalidInput(loc, "cannot be combined with protect: the shown output is scored, not searched")
     if request.protect and streamed:
         raise InvalidInput(("body", "protect"), "cannot be streamed: the output shown is scored after the search")

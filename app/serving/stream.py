@@ -125,6 +125,7 @@ def _error_event(exc: BaseException) -> bytes:
     "/translate/stream",
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "`step` events, then `answer` (or `error`)."},
+        404: {"model": ErrorResponse, "description": "Unknown model; `available` lists the ids."},
         422: {"model": ErrorResponse, "description": "Invalid input, or a decode over the cost budget."},
         503: {"model": ErrorResponse, "description": "Busy (queue full) or still loading; see `Retry-After`."},
     },

@@ -8,6 +8,7 @@ live in :mod:`app.vision`, which knows nothing of the web."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio.to_thread
@@ -16,6 +17,7 @@ from fastapi.responses import HTMLResponse
 
 from app.config import Settings
 from app.device import resolve_device
+from app.serving import limits
 from app.serving.errors import InvalidInput, UnknownModel
 from app.serving.pages import templates
 from app.serving.schemas import ErrorResponse
@@ -87,6 +89,11 @@ async def _run(request: Request, fn: Callable[[], T]) -> T:
         raise InvalidInput(err.field, err.message) from None
 
 
+def _admission(request: Request) -> Callable[..., None]:
+    """The vision cost check (ATTNSCOPE_MAX_VISION_COST), run on the image's header before its pixels."""
+    return partial(limits.admit_vision, request.app.state.service.settings)
+
+
 @router.get("/models", response_model=VisionModelsResponse, summary="The loaded vision models")
 async def models(service: ServiceDep) -> dict[str, Any]:
     return {"models": service.describe(), "unavailable": service.failed}
@@ -98,13 +105,15 @@ async def glimpses(body: GlimpsesRequest, service: ServiceDep, request: Request)
     """The glimpse path (centres and retina patch sides in the input's pixels) and the class
     probabilities after each glimpse. The RAM follows its policy's mean, so the answer is
     deterministic. A full-image CNN answers too: no glimpses, one row of probabilities."""
-    return await _run(request, lambda: service.glimpses(body.model, body.image))
+    admit = _admission(request)
+    return await _run(request, lambda: service.glimpses(body.model, body.image, admit))
 
 
 @router.post("/caption", response_model=CaptionResponse, responses=_ERRORS,
              summary="Caption a scene and return each word's attention over the image grid")
 async def caption(body: CaptionRequest, service: ServiceDep, request: Request) -> dict[str, Any]:
-    return await _run(request, lambda: service.caption(body.model, body.image, body.beam_size))
+    admit = _admission(request)
+    return await _run(request, lambda: service.caption(body.model, body.image, body.beam_size, admit))
 
 
 @router.get("/samples", response_model=SamplesResponse,

@@ -15,6 +15,7 @@ import binascii
 import io
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,8 +42,12 @@ class ImageError(ValueError):
         super().__init__(message)
 
 
-def decode_png(value: str, *, max_bytes: int = MAX_BYTES, max_side: int = MAX_SIDE) -> np.ndarray:
-    """base64 PNG or JPEG (or data URL) -> (H, W) float32 array in [0, 1], 1 = white."""
+def decode_png(
+    value: str, *, max_bytes: int = MAX_BYTES, max_side: int = MAX_SIDE, check: Callable[[int, int], None] | None = None
+) -> np.ndarray:
+    """base64 PNG or JPEG (or data URL) -> (H, W) float32 array in [0, 1], 1 = white. ``check``
+    hears the width and height read from the header, before any pixel is decoded, and may raise
+    (an admission limit): what it raises passes through unchanged."""
     text = value.strip()
     if text.startswith("data:"):
         header, sep, text = text.partition(",")
@@ -63,10 +68,17 @@ def decode_png(value: str, *, max_bytes: int = MAX_BYTES, max_side: int = MAX_SI
                 raise ImageError(f"image is {img.width}×{img.height} pixels; the limit is {max_side} a side", status=413)
             if min(img.size) < MIN_SIDE:
                 raise ImageError(f"image is {img.width}×{img.height} pixels; it needs at least {MIN_SIDE} a side")
+            if check is not None:
+                try:
+                    check(img.width, img.height)
+                except Exception as err:
+                    raise _Refused(err) from None
             img.load()
             return _gray(img)
     except ImageError:
         raise
+    except _Refused as refused:
+        raise refused.err from None
     except Image.DecompressionBombError:
         raise ImageError(f"image has too many pixels (limit {max_side}×{max_side})", status=413) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, TypeError, IndexError, KeyError,
@@ -74,6 +86,13 @@ def decode_png(value: str, *, max_bytes: int = MAX_BYTES, max_side: int = MAX_SI
         # Malformed chunks (IHDR, cHRM, pHYs, sRGB, gAMA, palettes, APNG acTL) raise any of these
         # deep inside Pillow: each is the client's broken file, a 422, never a 500.
         raise ImageError(f"image is not a readable {kind}: {_reason(err)}") from None
+
+
+class _Refused(Exception):
+    """What ``check`` raised, carried past the handlers of Pillow's errors."""
+
+    def __init__(self, err: Exception) -> None:
+        self.err = err
 
 
 def _reason(err: BaseException) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from app.vision.scenes import EOS_ID, VOCAB, make_scenes
 
 logger = logging.getLogger(__name__)
 DATASETS = ("translated", "cluttered", "scenes")
+Admit = Callable[..., None]  # (width, height, *, passes, canvas, beams=0): raises to refuse the request
 
 
 class BadImage(Exception):
@@ -107,19 +109,23 @@ class VisionService:
         return loaded
 
     @staticmethod
-    def _image(value: str) -> Any:
+    def _image(value: str, admit: Admit | None = None, **cost: int) -> Any:
+        """The request's image as pixels; ``admit`` (an admission check) hears its width and
+        height and the ``cost`` arguments (passes, canvas, beams) before the pixels are decoded."""
+        check = None if admit is None else (lambda width, height: admit(width, height, **cost))
         try:
-            return decode_png(value)
+            return decode_png(value, check=check)
         except ImageError as err:
             raise BadImage(str(err), err.status) from None
 
-    def glimpses(self, model_id: str, image: str) -> dict[str, Any]:
+    def glimpses(self, model_id: str, image: str, admit: Admit | None = None) -> dict[str, Any]:
         """Where the RAM looks, in the input's pixels, and its class probabilities after each
         glimpse (following the policy's mean). A full-image CNN answers with no glimpses and one
         row of probabilities: it sees the whole image at once."""
         loaded = self.get(model_id, "classify")
-        pixels = self._image(image)
         canvas = loaded.canvas
+        passes = loaded.model.config.glimpses if isinstance(loaded.model, RecurrentAttentionModel) else 1
+        pixels = self._image(image, admit, passes=passes, canvas=canvas)
         tensor, frame = to_canvas(pixels, canvas)
         glimpses: list[dict[str, Any]] = []
         with torch.inference_mode():
@@ -145,13 +151,14 @@ class VisionService:
             "probability": float(probs[-1, best]),
         }
 
-    def caption(self, model_id: str, image: str, beam_size: int) -> dict[str, Any]:
+    def caption(self, model_id: str, image: str, beam_size: int, admit: Admit | None = None) -> dict[str, Any]:
         """The caption, its tokens (ending in ``</s>`` when the decoder emitted it) and each
         token's attention over the grid, ``[token][row][col]``; uniform without attention."""
         loaded = self.get(model_id, "caption")
         model = loaded.model
         assert isinstance(model, Captioner)
-        pixels = self._image(image)
+        passes = beam_size * model.config.max_len
+        pixels = self._image(image, admit, passes=passes, canvas=model.config.canvas, beams=beam_size)
         tensor, frame = to_canvas(pixels, model.config.canvas)
         with torch.inference_mode():
             if beam_size == 1:

@@ -113,6 +113,8 @@ def ways_under(detail: str) -> list[dict[str, Any]]:
         ways.append({"attention": [m.group(1)]})
     if "return_scores false" in detail:
         ways.append({"return_scores": False})
+    if 'no "explain"' in detail:
+        ways.append({"explain": []})
     if "no alternatives and no beam tree" in detail:
         ways.append({"alternatives": 0, "return_beam": False})
     if m := re.search(r"max_length ≤ (\d+)", detail):
@@ -161,6 +163,8 @@ def test_align_is_inside_the_limits(tiny_models_dir: Path, client_for: Any) -> N
         {"precision": 8, "return_scores": True, "alternatives": 5, "return_beam": True},
         {"attention": ["cross"], "precision": 0},
         {"attention": []},
+        {"explain": ["norm", "rollout", "alti", "value_zeroing"], "attention": ["cross"], "precision": 3},
+        {"explain": ["norm", "rollout", "alti", "value_zeroing"], "return_scores": True},
     ],
 )
 def test_the_size_estimate_is_an_upper_bound(client: Any, options: dict[str, Any]) -> None:
@@ -172,7 +176,10 @@ def test_the_size_estimate_is_an_upper_bound(client: Any, options: dict[str, Any
         r = client.post("/api/translate", json=body, headers={"accept-encoding": "identity"})
         assert r.status_code == 200, r.text
         answer = r.json()
-        extras = Extras(options.get("return_beam", False), options.get("return_scores", False), options.get("alternatives", 0))
+        extras = Extras(
+            options.get("return_beam", False), options.get("return_scores", False), options.get("alternatives", 0),
+            tuple(options.get("explain", ())),
+        )
         kinds = None if "attention" not in options else tuple(options["attention"])
         source = len(answer["source_tokens"])
         estimate = answer_bytes(served.loaded.config, [source], [40], Asked(kinds, options.get("precision", 6), extras, 3))

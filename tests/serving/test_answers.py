@@ -100,3 +100,21 @@ def test_large_matrices_written_slab_by_slab_are_the_same_bytes(tiny_models_dir:
         for answer in answers:
             assert answer_json(answer) == ONE.dump_json(answer)
         assert answer_json(answers) == MANY.dump_json(answers)
+
+
+@pytest.mark.parametrize(("path", "body"), [*REQUESTS[1:3], REQUESTS[5]])
+def test_large_extras_written_in_blocks_are_the_bytes_pydantic_writes(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, path: str, body: dict[str, Any]
+) -> None:
+    """Every field counted as large (scores, context vectors, alternatives, the beam tree, the
+    explanations, the word alignment): each is written item by item, the bytes unchanged."""
+    import app.serving.answers as answers_module
+
+    monkeypatch.setattr(answers_module, "_SLAB_FLOATS", 0)
+    explain = {"explain": ["norm", "rollout", "alti", "value_zeroing"]}
+    for model in ("en-de-transformer", "en-de-rnn-additive"):
+        if model != "en-de-transformer" and "alignment" in body:
+            continue
+        r = client.post(path, json={"model": model, **body, **explain}, headers={"Accept-Encoding": "identity"})
+        assert r.status_code == 200, r.text
+        assert r.content == pydantic_bytes(r.content)
