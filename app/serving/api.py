@@ -142,6 +142,7 @@ async def translate(body: TranslateRequest, service: ServiceDep, request: Reques
             disable_heads=body.disable_heads,
             log=_log(request),
             protect=body.protect,
+            languages=(body.source_lang, body.target_lang),
         )
     return await _json(service, request, answer)
 
@@ -194,5 +195,6 @@ async def translate_batch(body: BatchTranslateRequest, service: ServiceDep, requ
             disable_heads=body.disable_heads,
             log=_log(request),
             protect=body.protect,
+            languages=(body.source_lang, body.target_lang),
         )
     return await _json(service, request, answers)

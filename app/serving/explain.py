@@ -145,7 +145,7 @@ def add_extras(
             answer.context_norms = norms.to("cpu", torch.float64).round(decimals=6).tolist()
             answer.context_vectors = found.contexts.to("cpu", torch.float64).round(decimals=6).tolist()
         config = loaded.config
-        answer.key_dim = config.d_model // config.heads if isinstance(config, TransformerConfig) else config.hidden_dim
+        answer.key_dim = config.key_size if isinstance(config, TransformerConfig) else config.hidden_dim
     if extras.alternatives:
         ids = [i for step in found.alternatives for i, _ in step]
         pieces = iter(loaded.tokenizer.pieces(ids))

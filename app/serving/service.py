@@ -66,6 +66,7 @@ class TranslateKey:
     disabled: tuple[HeadTuple, ...] = ()  # heads switched off change the decode itself
     protect: bool = False  # placeholders change what is decoded
     stream: int = 0  # a streamed request (its ticket's id) decodes alone: its steps are its own
+    languages: tuple[str | None, str | None] = (None, None)  # source_lang, target_lang (None: the card's)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class ModelService:
         log: dict[str, Any] | None = None,
         protect: bool | None = None,
         on_step: StepCallback | None = None,
+        languages: tuple[str | None, str | None] = (None, None),
     ) -> list[TranslationResponse]:
         """Translate ``texts`` (one request, decoded together; each text has its own output budget,
         ``max_length`` or the default for its length, so it translates as it would alone). ``batch``
@@ -149,7 +151,8 @@ class ModelService:
         ``disable_heads`` switches heads off; ``gone`` is set when the client disconnects; ``log``
         receives what the request log line reports; ``protect`` copies numbers, names, emoji and
         links through placeholders (``Translator.translate_protected``); None is the model's
-        default (:func:`resolve_protect`), except for a stream; ``on_step`` (one text only) hears
+        default (:func:`resolve_protect`), except for a stream; ``languages`` the request's
+        source_lang and target_lang (a multilingual import's; None: the card's); ``on_step`` (one text only) hears
         each decoder step, in the decode's thread, and makes the request decode alone
         (``app.serving.stream``): a stream shows the search itself, so it never protects unless
         asked, and asked it is a 422."""
@@ -159,6 +162,7 @@ class ModelService:
         if protect and on_step is not None:
             raise InvalidInput(("body", "protect"), "cannot be streamed: the output shown is scored after the search")
         served = self.get(model_id)
+        check_languages(served, languages)
         if on_step is not None:
             protect = False  # the steps streamed are the search's own: nothing is scored after it
         protect = resolve_protect(served, protect, texts, prefix=prefix, return_beam=extras.return_beam)
@@ -189,7 +193,7 @@ class ModelService:
         weights = options.weights or protect  # placing the spans reads the attention
         stream = 0 if on_step is None else id(ticket)
         key = TranslateKey(
-            model_id, beam_size, weights, coverage_penalty, extras.return_beam, tuple(heads), protect, stream
+            model_id, beam_size, weights, coverage_penalty, extras.return_beam, tuple(heads), protect, stream, languages
         )
         answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._run_translate)
         return answers
@@ -266,6 +270,7 @@ class ModelService:
     ) -> list[list[TranslationResponse]]:
         assert isinstance(key, TranslateKey)
         served = self.get(key.model)
+        translator = served.translator.for_languages(*key.languages)
 
         prefixes = [p for ticket in tickets for p in ticket.payload["prefixes"]]
         texts = [text for ticket in tickets for text in ticket.texts]
@@ -275,7 +280,7 @@ class ModelService:
 
         def decode() -> list[Translation]:
             if key.protect:
-                out = served.translator.translate_protected(
+                out = translator.translate_protected(
                     texts,
                     beam_size=key.beam_size,
                     max_length=budgets,
@@ -284,7 +289,7 @@ class ModelService:
                 )
                 placed.extend(r.placements for r in out)
                 return [r.translation for r in out]
-            return served.translator.translate(
+            return translator.translate(
                 texts,
                 beam_size=key.beam_size,
                 max_length=budgets,
@@ -322,6 +327,19 @@ class ModelService:
             return served.translator.align(texts, targets)
 
         return _answer(served, tickets, score, key.disabled)
+
+
+def check_languages(served: ServedModel, languages: tuple[str | None, str | None]) -> None:
+    """InvalidInput (422) naming the field and the valid codes for a language the model does not
+    know, or any language given to a model without language codes."""
+    for i, field in enumerate(("source_lang", "target_lang")):
+        pair = (languages[0], None) if i == 0 else (None, languages[1])
+        if pair[i] is None:
+            continue
+        try:
+            served.translator.for_languages(*pair)
+        except ValueError as err:
+            raise InvalidInput(("body", field), str(err)) from None
 
 
 def resolve_protect(

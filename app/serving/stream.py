@@ -136,7 +136,8 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     ``/api/translate`` answers (see docs/api.md, "Streaming"). Not with ``protect``."""
     served = service.get(body.model)
     options = AnswerOptions(None if body.attention is None else tuple(body.attention), body.precision)
-    encoder = StepEvents(served.loaded, options, lambda: served.translator.source_ids(body.text))
+    languages = (body.source_lang, body.target_lang)  # checked by service.translate before any step
+    encoder = StepEvents(served.loaded, options, lambda: served.translator.for_languages(*languages).source_ids(body.text))
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[bytes] = asyncio.Queue()
 
@@ -153,7 +154,7 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
                 body.model, [body.text], beam_size=body.beam_size, max_length=body.max_length, batch=False,
                 coverage_penalty=body.coverage_penalty, prefix=body.prefix, extras=extras, options=options,
                 gone=gone, alignment=body.alignment, disable_heads=body.disable_heads,
-                log=request.scope.get("attnscope.log"), protect=body.protect, on_step=on_step,
+                log=request.scope.get("attnscope.log"), protect=body.protect, on_step=on_step, languages=languages,
             )  # fmt: skip
         )
         # Events were queued (call_soon_threadsafe) before the decode's result was: _END comes last.

@@ -18,12 +18,13 @@ from app.testing import TINY_PAIRS
 SENTENCES = [s for pair in TINY_PAIRS for s in pair] * 3
 
 
-def train_sentencepiece(path: Path, vocab_size: int = 130) -> list[str]:
-    """A SentencePiece model of the tiny corpus written to ``path``; returns its ordinary pieces."""
+def train_sentencepiece(path: Path, vocab_size: int = 130, model_type: str = "unigram") -> list[str]:
+    """A SentencePiece model (``model_type`` unigram or bpe) of the tiny corpus written to
+    ``path``; returns its ordinary pieces."""
     buffer = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(SENTENCES), model_writer=buffer, vocab_size=vocab_size,
-        character_coverage=1.0, hard_vocab_limit=False, num_threads=1, minloglevel=2,
+        character_coverage=1.0, hard_vocab_limit=False, num_threads=1, minloglevel=2, model_type=model_type,
     )
     path.write_bytes(buffer.getvalue())
     sp = spm.SentencePieceProcessor(model_proto=buffer.getvalue())
@@ -150,7 +151,8 @@ def nllb_folder(folder: Path, *, seed: int = 1) -> Path:
     from transformers.models.nllb.tokenization_nllb import FAIRSEQ_LANGUAGE_CODES
 
     folder.mkdir(parents=True, exist_ok=True)
-    train_sentencepiece(folder / "sentencepiece.bpe.model")
+    # BPE, as NLLB's own: transformers 5 reads the file into a BPE tokenizer (a unigram model segments otherwise)
+    train_sentencepiece(folder / "sentencepiece.bpe.model", model_type="bpe")
     tokenizer = NllbTokenizer.from_pretrained(
         str(folder), src_lang="eng_Latn", tgt_lang="deu_Latn", extra_special_tokens=FAIRSEQ_LANGUAGE_CODES
     )
