@@ -23,7 +23,7 @@ from app.nn.base import DecoderState, Seq2Seq, reorder_encoder
 from app.nn.config import TransformerConfig
 from app.nn.kv_cache import KVCache, select_all
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
-from app.nn.t5_parts import RelativePositionBias, make_norm
+from app.nn.t5_parts import NewGELU, RelativePositionBias, make_norm
 
 Sublayer = Callable[[Tensor], tuple[Tensor, Tensor | None]]
 
@@ -58,7 +58,7 @@ class Residual(nn.Module):
 ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,
-    "gelu_new": lambda: nn.GELU(approximate="tanh"),
+    "gelu_new": NewGELU,  # transformers' formula, not nn.GELU(approximate="tanh"): see NewGELU
     "silu": nn.SiLU,
 }
 

@@ -131,7 +131,7 @@ def t5_folder(folder: Path, *, gated: bool = False, seed: int = 0) -> Path:
         vocab_size=len(tokenizer) + 6, d_model=48, d_kv=20 if gated else 16, d_ff=80, num_layers=3,
         num_decoder_layers=2, num_heads=3, relative_attention_num_buckets=8, relative_attention_max_distance=16,
         feed_forward_proj="gated-gelu" if gated else "relu", tie_word_embeddings=not gated,
-        dropout_rate=0.0, initializer_factor=1.0 if gated else 3.0, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
+        dropout_rate=0.0, initializer_factor=3.0, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
     )
     torch.manual_seed(seed)
     model = T5ForConditionalGeneration(config).eval()

@@ -99,3 +99,10 @@ def test_shipped_config_writes_no_t5_field() -> None:
     assert not TransformerConfig(vocab_size=100, norm="rms").standard_layout
     with pytest.raises(ValueError, match="unknown norm"):
         TransformerConfig(vocab_size=100, norm="batch")
+
+
+def test_new_gelu_is_the_tanh_approximation() -> None:
+    from app.nn.t5_parts import NewGELU
+
+    x = torch.linspace(-6, 6, 101)
+    torch.testing.assert_close(NewGELU()(x), torch.nn.GELU(approximate="tanh")(x))
