@@ -4,6 +4,8 @@ Used by evaluation and by the web service alike; knows nothing of either."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -87,6 +89,20 @@ class Translator:
     @property
     def device(self) -> torch.device:
         return self.loaded.model.device
+
+    def for_languages(self, source: str | None, target: str | None) -> Translator:
+        """This translator with another source and/or target language code (None: the card's);
+        itself when neither is given. ValueError naming the valid codes for a code the model
+        does not know, or saying the model has none (M2M100, NLLB and mBART imports have them)."""
+        if source is None and target is None:
+            return self
+        tok = self.loaded.tokenizer
+        codes: list[str] = tok.language_codes() if hasattr(tok, "language_codes") else []
+        if not codes:
+            raise ValueError("this model has no language codes (only M2M100, NLLB and mBART imports have them)")
+        clone = copy.copy(self)
+        clone.loaded = dataclasses.replace(self.loaded, tokenizer=tok.for_languages(source, target))  # type: ignore[attr-defined]
+        return clone
 
     def source_ids(self, text: str) -> list[int]:
         """Subword ids of ``text`` plus EOS (after a multilingual model's source language code,

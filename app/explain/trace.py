@@ -54,18 +54,29 @@ class Trace:
     decoder_inputs: list[Tensor]
     memory: Tensor
     logits: Tensor
+    encoder_bias: Tensor | None = None  # (1, H, S, S) T5's relative position bias, else None
+    decoder_bias: Tensor | None = None  # (1, H, T, T)
 
 
-def layer_norm(module: nn.LayerNorm, x: Tensor) -> Tensor:
-    """x: (..., D) -> ``module(x)``."""
+def layer_norm(module: nn.Module, x: Tensor) -> Tensor:
+    """x: (..., D) -> ``module(x)`` (a LayerNorm, or T5's RMSNorm)."""
+    if not isinstance(module, nn.LayerNorm):
+        return cast(Tensor, module(x))
     return nn.functional.layer_norm(x, module.normalized_shape, module.weight, module.bias, module.eps)
 
 
 def attend(
-    attn: MultiHeadAttention, query_in: Tensor, values_in: Tensor, *, mask: Tensor | None, keep: Tensor | None = None
+    attn: MultiHeadAttention,
+    query_in: Tensor,
+    values_in: Tensor,
+    *,
+    mask: Tensor | None,
+    keep: Tensor | None = None,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """query_in: (B, Q, D), values_in: (B, K, D), mask: (Q, K) True where a query may attend,
-    keep: (B, K) multiplies each key's value vector (value zeroing), or None. Returns the
+    keep: (B, K) multiplies each key's value vector (value zeroing), or None; bias: (1, H, Q, K)
+    added to the scores (T5), or None. Unscaled scores where the attention is (T5). Returns the
     projected output (B, Q, D) and the weights (B, H, Q, K). Heads switched off by
     :mod:`app.nn.ablation` are zeroed, as in the model."""
     q = attn.split(attn.q_proj(query_in))  # (B, H, Q, Dh)
@@ -73,7 +84,11 @@ def attend(
     v = attn.split(attn.v_proj(values_in))  # (B, H, K, Dh)
     if keep is not None:
         v = v * keep[:, None, :, None]
-    scores = q @ k.transpose(-1, -2) / math.sqrt(attn.head_dim)  # (B, H, Q, K)
+    scores = q @ k.transpose(-1, -2)  # (B, H, Q, K)
+    if attn.scaled:
+        scores = scores / math.sqrt(attn.head_dim)
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(-1)
@@ -95,12 +110,13 @@ def sublayer(
     memory: Tensor | None,
     mask: Tensor | None,
     keep: Tensor | None = None,
+    bias: Tensor | None = None,
 ) -> Block:
     """The attention sublayer ``res(x, attn)`` on x (B, Q, D): self-attention when ``memory`` is
-    None, else cross-attention over memory (B, K, D)."""
+    None, else cross-attention over memory (B, K, D); ``bias`` as in :func:`attend`."""
     normed = layer_norm(res.norm, x) if res.pre_norm else x
     values_in = normed if memory is None else memory
-    out, weights = attend(attn, normed, values_in, mask=mask, keep=keep)
+    out, weights = attend(attn, normed, values_in, mask=mask, keep=keep, bias=bias)
     y = x + out
     if not res.pre_norm:
         y = layer_norm(res.norm, y)
@@ -115,9 +131,11 @@ def feed_forward(layer: EncoderLayer | DecoderLayer, x: Tensor) -> Tensor:
     return y if res.pre_norm else layer_norm(res.norm, y)
 
 
-def encoder_layer(layer: EncoderLayer, x: Tensor, keep: Tensor | None = None) -> tuple[Tensor, Block]:
-    """x: (B, S, D) -> the layer's output (B, S, D) and its attention Block."""
-    block = sublayer(layer.self_attn, layer.res_attn, x, memory=None, mask=None, keep=keep)
+def encoder_layer(
+    layer: EncoderLayer, x: Tensor, keep: Tensor | None = None, bias: Tensor | None = None
+) -> tuple[Tensor, Block]:
+    """x: (B, S, D) -> the layer's output (B, S, D) and its attention Block (``bias``: T5's)."""
+    block = sublayer(layer.self_attn, layer.res_attn, x, memory=None, mask=None, keep=keep, bias=bias)
     return feed_forward(layer, block.out), block
 
 
@@ -128,11 +146,13 @@ def decoder_layer(
     *,
     keep_self: Tensor | None = None,
     keep_cross: Tensor | None = None,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Block, Block]:
-    """x: (B, T, D), memory: (B, S, D) -> the layer's output (B, T, D), its self and cross Blocks."""
+    """x: (B, T, D), memory: (B, S, D) -> the layer's output (B, T, D), its self and cross Blocks
+    (``bias``: T5's on the self-attention scores)."""
     length = x.size(1)
     causal = torch.ones(length, length, dtype=torch.bool, device=x.device).tril()
-    own = sublayer(layer.self_attn, layer.res_self, x, memory=None, mask=causal, keep=keep_self)
+    own = sublayer(layer.self_attn, layer.res_self, x, memory=None, mask=causal, keep=keep_self, bias=bias)
     cross = sublayer(layer.cross_attn, layer.res_cross, own.out, memory=memory, mask=None, keep=keep_cross)
     return feed_forward(layer, cross.out), own, cross
 
@@ -146,22 +166,26 @@ def trace(model: Transformer, source_ids: list[int], target_ids: list[int]) -> T
     c, device = model.config, model.device
     src = torch.tensor([source_ids], device=device)
     tgt_in = torch.tensor([[c.bos_id, *target_ids[:-1]]], device=device)
-    x = model._embed(src)  # (1, S, D)
+    x = model._embed(src, encoder=True)  # (1, S, D): the encoder's positions (BART's differ)
+    encoder_bias = model._relative_bias("encoder", src.size(1))  # T5's, else None
+    decoder_bias = model._relative_bias("decoder", tgt_in.size(1))
     encoder, encoder_inputs = [], []
     for module in model.encoder_layers:
         encoder_inputs.append(x)
-        x, block = encoder_layer(cast(EncoderLayer, module), x)
+        x, block = encoder_layer(cast(EncoderLayer, module), x, bias=encoder_bias)
         encoder.append(block)
     memory = model.encoder_norm(x)
     y = model._embed(tgt_in)  # (1, T, D)
     own_blocks, cross_blocks, decoder_inputs = [], [], []
     for module in model.decoder_layers:
         decoder_inputs.append(y)
-        y, own, cross = decoder_layer(cast(DecoderLayer, module), y, memory)
+        y, own, cross = decoder_layer(cast(DecoderLayer, module), y, memory, bias=decoder_bias)
         own_blocks.append(own)
         cross_blocks.append(cross)
     logits = model.logits(model.decoder_norm(y))
-    return Trace(encoder, own_blocks, cross_blocks, encoder_inputs, decoder_inputs, memory, logits)
+    return Trace(
+        encoder, own_blocks, cross_blocks, encoder_inputs, decoder_inputs, memory, logits, encoder_bias, decoder_bias
+    )
 
 
 def weight_of(linear: nn.Module) -> Tensor:

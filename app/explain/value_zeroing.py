@@ -50,14 +50,15 @@ def transformer_value_zeroing(model: Transformer, trace: Trace) -> dict[str, Ten
     found: dict[str, list[Tensor]] = {"cross": [], "encoder_self": [], "decoder_self": []}
     for module, x in zip(model.encoder_layers, trace.encoder_inputs, strict=True):
         s = x.size(1)
-        out, _ = encoder_layer(cast(EncoderLayer, module), x.expand(s + 1, -1, -1), _zeroing(s, x))
+        out, _ = encoder_layer(cast(EncoderLayer, module), x.expand(s + 1, -1, -1), _zeroing(s, x), trace.encoder_bias)
         found["encoder_self"].append(distances(out))
     memory = trace.memory
     for module, y in zip(model.decoder_layers, trace.decoder_inputs, strict=True):
         layer = cast(DecoderLayer, module)
         t, s = y.size(1), memory.size(1)
-        out = decoder_layer(layer, y.expand(t + 1, -1, -1), memory.expand(t + 1, -1, -1), keep_self=_zeroing(t, y))[0]
+        bias = trace.decoder_bias
+        out = decoder_layer(layer, y.expand(t + 1, -1, -1), memory.expand(t + 1, -1, -1), keep_self=_zeroing(t, y), bias=bias)[0]
         found["decoder_self"].append(distances(out))
-        out = decoder_layer(layer, y.expand(s + 1, -1, -1), memory.expand(s + 1, -1, -1), keep_cross=_zeroing(s, y))[0]
+        out = decoder_layer(layer, y.expand(s + 1, -1, -1), memory.expand(s + 1, -1, -1), keep_cross=_zeroing(s, y), bias=bias)[0]
         found["cross"].append(distances(out))
     return {kind: torch.stack(rows) for kind, rows in found.items()}

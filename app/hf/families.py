@@ -3,7 +3,8 @@
 A family says how its config maps onto :class:`~app.nn.config.TransformerConfig` and how its
 parameter names map onto :class:`~app.nn.transformer.Transformer`'s. The BART lineage (Marian,
 M2M100/NLLB, BART, mBART) shares one layer and one set of names; the families differ in norm
-position, embedding norm, final norms and where their position table starts. A model type not
+position, embedding norm, final norms and where their position table starts. T5 and mT5 have
+names and pieces of their own (:mod:`app.hf.t5`). A model type not
 registered here is refused with the reason (:data:`REFUSED`) or the list of those that are.
 """
 
@@ -18,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from app.hf import ImportFailure
+from app.hf.t5 import t5_config_fields, t5_convert_weights
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "swish": "silu", "silu": "silu"}
 
@@ -32,6 +34,7 @@ class Family:
     final_norm: bool
     first_position: Callable[[nn.Module], int]  # the row of HF's position table for position 0
     languages: bool = False  # target language chosen per request (a forced first token)
+    lineage: str = "bart"  # whose names and config: "bart" (this module's) or "t5" (app.hf.t5)
 
 
 def _first_learned(module: nn.Module) -> int:
@@ -54,11 +57,10 @@ FAMILIES: dict[str, Family] = {
     ),
 }
 
+for _t5 in ("t5", "mt5"):  # pre-norm, final norms, no position table (a bias on the scores)
+    FAMILIES[_t5] = Family(_t5, pre_norm=True, embedding_norm=False, final_norm=True, first_position=_first_learned, lineage="t5")
+
 REFUSED: dict[str, str] = {
-    "t5": "T5 needs relative position bias, RMS norms, attention without 1/sqrt(d) scaling and no "
-    "biases, which attnscope's Transformer does not have yet",
-    "mt5": "mT5 needs what T5 needs (relative position bias, RMS norms, unscaled attention) plus a "
-    "gated GELU feed-forward, which attnscope's Transformer does not have yet",
     "fsmt": "FSMT has separate source and target vocabularies; attnscope's Transformer shares one",
     "pegasus": "Pegasus is not a translation family attnscope imports",
 }
@@ -77,6 +79,8 @@ def family_of(hf_config: Any) -> Family:
 
 def config_fields(family: Family, hf_config: Any, max_positions: int) -> dict[str, Any]:
     """The TransformerConfig fields (vocab_size and tied_output aside) of ``hf_config``."""
+    if family.lineage == "t5":
+        return t5_config_fields(hf_config)
     c = hf_config
     if c.encoder_attention_heads != c.decoder_attention_heads:
         raise ImportFailure("encoder and decoder head counts differ; attnscope's Transformer has one")
@@ -140,6 +144,8 @@ def convert_weights(family: Family, hf_model: Any) -> tuple[dict[str, Tensor], d
     """The attnscope state dict of ``hf_model`` in the HF vocabulary's order (renumbering is
     :mod:`app.hf.vocab`'s), and the facts the config needs (``max_positions``, ``tied_output``).
     ImportFailure for a parameter no rule maps (naming it)."""
+    if family.lineage == "t5":
+        return t5_convert_weights(hf_model)
     base = hf_model.get_base_model() if hasattr(hf_model, "get_base_model") else hf_model.model
     encoder_embed, decoder_embed = base.encoder.embed_tokens.weight, base.decoder.embed_tokens.weight
     if encoder_embed.data_ptr() != decoder_embed.data_ptr() and not torch.equal(encoder_embed, decoder_embed):

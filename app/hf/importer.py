@@ -22,7 +22,7 @@ import torch
 from app.hf import ImportFailure, require_transformers
 from app.hf.checks import LOGIT_TOLERANCE, run_checks
 from app.hf.families import Family, config_fields, convert_weights, family_of
-from app.hf.vocab import Renumbering, export_tokenizer, language_pieces
+from app.hf.vocab import Renumbering, export_tokenizer, find_sentencepiece, language_pieces
 from app.nn.config import TransformerConfig
 from app.nn.transformer import Transformer
 from app.repository import load_model_folder, save_model_folder
@@ -66,7 +66,8 @@ def _load(folder: Path) -> tuple[Any, Any]:
         config = transformers.AutoConfig.from_pretrained(folder)
     except (OSError, ValueError) as err:
         raise ImportFailure(f"{folder}: no readable Hugging Face config ({err})") from err
-    family_of(config)  # refuse an unknown family before loading its weights
+    family_of(config)  # refuse an unknown family, or a tokenizer the text layer cannot read,
+    find_sentencepiece(folder)  # before loading the weights
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(
         folder, attn_implementation="eager", **{dtype_key: torch.float32}
     ).eval()
@@ -92,6 +93,7 @@ def convert(
     config = TransformerConfig(
         vocab_size=len(numbering.order),
         tied_output=facts["tied_output"],
+        scale_output=facts.get("scale_output", False),
         **config_fields(family, c, facts["max_positions"]),
     )
     model = Transformer(config)

@@ -74,6 +74,13 @@ def find_sentencepiece(folder: Path) -> Path:
     for name in SPM_FILES:
         if (folder / name).is_file():
             return folder / name
+    if (folder / "merges.txt").is_file():
+        raise ImportFailure(
+            f"{folder} has a byte-level BPE tokenizer (vocab.json + merges.txt: BART's, RoBERTa's), not a "
+            "SentencePiece model; attnscope's text layer reads SentencePiece only (pieces with '▁' word "
+            "boundaries, unknown spans by offset). Import mBART-50 or NLLB instead, or a BART fine-tune "
+            "that ships sentencepiece.bpe.model"
+        )
     raise ImportFailure(
         f"{folder} has no SentencePiece model ({', '.join(SPM_FILES)}); attnscope's text layer needs one"
     )
@@ -85,7 +92,9 @@ def export_tokenizer(
     """attnscope's tokenizer for ``hf_tokenizer``: its SentencePiece model and its pieces in
     attnscope's order (language-code prefixes such as Marian's ``>>de<<`` kept as prefixes;
     a multilingual model's ``languages``)."""
-    pieces = [str(p) for p in hf_tokenizer.convert_ids_to_tokens(list(numbering.order))]
+    named = hf_tokenizer.convert_ids_to_tokens(list(numbering.order))
+    # rows no piece names (t5-small has 28 past its tokenizer) get a name that no text spells
+    pieces = [f"<unused_{hf_id}>" if p is None else str(p) for p, hf_id in zip(named, numbering.order, strict=True)]
     prefixes = [str(p) for p in getattr(hf_tokenizer, "supported_language_codes", []) or []]
     proto = find_sentencepiece(folder).read_bytes()
     return VocabTokenizer(proto, pieces, prefixes=prefixes, languages=languages)
@@ -97,9 +106,11 @@ def language_pieces(hf_tokenizer: Any, pair: tuple[str, str]) -> tuple[Languages
     tokenizer's source language. ImportFailure for a language it does not know."""
     source, target = pair
     codes = dict(getattr(hf_tokenizer, "lang_code_to_id", None) or {})
-    if not codes:  # NLLB and mBART: the codes are tokens of their own
+    if not codes:  # NLLB: the codes are special tokens of their own (transformers 5: "extra")
         vocab = hf_tokenizer.get_vocab()
-        codes = {t: vocab[t] for t in (source, target) if t in vocab}
+        listed = getattr(hf_tokenizer, "extra_special_tokens", None) or getattr(hf_tokenizer, "additional_special_tokens", None)
+        named = [str(t) for t in listed] if isinstance(listed, list) else []
+        codes = {t: vocab[t] for t in (*named, source, target) if t in vocab}
     missing = [lang for lang in (source, target) if lang not in codes]
     if missing:
         known = ", ".join(sorted(codes)[:12])
@@ -107,7 +118,10 @@ def language_pieces(hf_tokenizer: Any, pair: tuple[str, str]) -> tuple[Languages
     hf_tokenizer.src_lang = source
     suffix = list(getattr(hf_tokenizer, "suffix_tokens", []))
     if suffix != [hf_tokenizer.eos_token_id]:
-        raise ImportFailure("the source ends with a language code (legacy NLLB); attnscope reads codes in front only")
+        raise ImportFailure(
+            "the source ends with a language code (mBART-cc25's MBartTokenizer, or legacy NLLB); attnscope reads "
+            "codes in front only (mBART-50's MBart50Tokenizer and NLLB's current tokenizer put them there)"
+        )
     prefix = [str(p) for p in hf_tokenizer.convert_ids_to_tokens(list(getattr(hf_tokenizer, "prefix_tokens", [])))]
     every = [str(p) for p in hf_tokenizer.convert_ids_to_tokens(sorted(set(codes.values())))]
     forced = int(codes[target])

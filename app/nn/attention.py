@@ -5,6 +5,11 @@ are asked for, and an explicit softmax that also returns the per-head weights ``
 Keys and values may be shared by groups of queries (the beams of one sentence attend over the
 same source): with keys for ``G`` sentences and ``G * g`` query rows, rows ``n*g .. n*g+g-1`` use
 sentence ``n``'s keys, in one batched product, without copying the keys ``g`` times.
+
+T5's options (off by default): a head size other than d_model / heads, projections without
+biases, scores not divided by sqrt(head size), and an additive ``bias`` (1, H, T, S) on the
+scores (:class:`~app.nn.t5_parts.RelativePositionBias`), which the recorded pre-softmax scores
+include.
 """
 
 from __future__ import annotations
@@ -21,16 +26,27 @@ from app.nn.scores import masked_softmax
 
 
 class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model: int, heads: int, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        dropout: float = 0.0,
+        *,
+        head_dim: int | None = None,
+        bias: bool = True,
+        scaled: bool = True,
+    ) -> None:
         super().__init__()
-        if d_model % heads:
+        if head_dim is None and d_model % heads:
             raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
-        self.heads, self.head_dim = heads, d_model // heads
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+        self.heads, self.head_dim = heads, head_dim or d_model // heads
+        inner = heads * self.head_dim
+        self.q_proj = nn.Linear(d_model, inner, bias=bias)
+        self.k_proj = nn.Linear(d_model, inner, bias=bias)
+        self.v_proj = nn.Linear(d_model, inner, bias=bias)
+        self.out_proj = nn.Linear(inner, d_model, bias=bias)
         self.dropout = dropout
+        self.scaled = scaled  # scores / sqrt(head_dim); T5: False
 
     def split(self, x: Tensor) -> Tensor:
         """(B, T, D) -> (B, H, T, Dh)."""
@@ -74,9 +90,10 @@ class MultiHeadAttention(nn.Module):
         mask: Tensor | None = None,
         kv: tuple[Tensor, Tensor] | None = None,
         need_weights: bool = False,
+        bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """query: (B, T, D). Keys/values come from ``key_value`` (B, S, D) or ready-made ``kv``
-        (G, H, S, Dh), G dividing B (see the module docstring).
+        (G, H, S, Dh), G dividing B (see the module docstring); ``bias``: None or (1, H, T, S).
 
         mask: broadcastable to (G, H, T, S), True where a query may attend to a key.
         Returns the output (B, T, D) and, if asked, the weights (B, H, T, S).
@@ -85,26 +102,30 @@ class MultiHeadAttention(nn.Module):
         if kv is None:
             assert key_value is not None
             kv = self.project_kv(key_value)
-        return self.attend(q, kv[0], kv[1], mask, need_weights)
+        return self.attend(q, kv[0], kv[1], mask, need_weights, bias)
 
     def attend(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool, bias: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        """q: (B, H, T, Dh); k, v: (G, H, S, Dh) with B = G * g. Returns the projected output
-        (B, T, D) and, if asked, the weights (B, H, T, S)."""
-        out, weights = self.attend_heads(q, k, v, mask, need_weights)
+        """q: (B, H, T, Dh); k, v: (G, H, S, Dh) with B = G * g; bias: None or (1, H, T, S)
+        added to the scores. Returns the projected output (B, T, D) and, if asked, the weights
+        (B, H, T, S)."""
+        out, weights = self.attend_heads(q, k, v, mask, need_weights, bias)
         return inference.linear(self.out_proj, out), weights
 
     def attend_heads(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool, bias: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        """:meth:`attend` before the output projection: the heads' outputs side by side (B, T, D)
-        and, if asked, the weights (B, H, T, S)."""
+        """:meth:`attend` before the output projection: the heads' outputs side by side
+        (B, T, H * Dh) and, if asked, the weights (B, H, T, S)."""
         b, heads, t, dh = q.shape
         groups = k.size(0)
         g = b // groups
         if g > 1:  # the g rows of a group become g * t queries of one attention
             q = q.view(groups, g, heads, t, dh).transpose(1, 2).reshape(groups, heads, g * t, dh)
+            bias = None if bias is None else bias.repeat(1, 1, g, 1)  # (1, H, g*T, S)
+        if bias is not None or not self.scaled:
+            return self._attend_t5(q, k, v, mask, need_weights, bias, (b, g, t))
         p = self.dropout if self.training else 0.0
         weights = None
         if need_weights:  # batched products over (G * H) matrices: what ``@`` on 4-d tensors
@@ -119,6 +140,43 @@ class MultiHeadAttention(nn.Module):
             record(self, scores, mask, out)  # kept only inside app.nn.recording.recording()
         else:
             out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        return self._rows(out, weights, (b, g, t))
+
+    def _attend_t5(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        need_weights: bool,
+        bias: Tensor | None,
+        shape: tuple[int, int, int],
+    ) -> tuple[Tensor, Tensor | None]:
+        """:meth:`attend_heads` with T5's options, q (G, H, g*T, Dh): scores unscaled when
+        ``scaled`` is off, plus ``bias`` (1, H, g*T, S) when given, recorded with the bias."""
+        p = self.dropout if self.training else 0.0
+        scale = 1 / math.sqrt(self.head_dim) if self.scaled else 1.0
+        weights = None
+        if need_weights:
+            scores = torch.matmul(q, k.transpose(-1, -2)) * scale  # (G, H, g*T, S)
+            if bias is not None:
+                scores = scores + bias
+            weights = masked_softmax(scores, mask) if mask is not None else scores.softmax(-1)
+            dropped = nn.functional.dropout(weights, p, self.training) if p else weights
+            out = torch.matmul(dropped, v)  # (G, H, g*T, Dh)
+            record(self, scores, mask, out)
+        else:
+            additive = bias  # a boolean mask becomes -inf at the blocked keys, added to the bias
+            if mask is not None:
+                additive = torch.where(mask, q.new_zeros(()) if bias is None else bias, float("-inf"))
+            out = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=additive, dropout_p=p, scale=scale)
+        return self._rows(out, weights, shape)
+
+    def _rows(self, out: Tensor, weights: Tensor | None, shape: tuple[int, int, int]) -> tuple[Tensor, Tensor | None]:
+        """out (G, H, g*T, Dh), weights (G, H, g*T, S) -> (B, T, H * Dh) and (B, H, T, S), the
+        heads switched off (app.nn.ablation) zeroed."""
+        b, g, t = shape
+        groups, heads, _, dh = out.shape
         out = zero_heads(self, out)  # heads switched off by app.nn.ablation (usually none)
         if g > 1:  # back to rows
             out = out.view(groups, heads, g, t, dh).transpose(1, 2).reshape(b, heads, t, dh)

@@ -29,8 +29,11 @@ EOS_ID = 3
 
 ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "gelu_new", "silu")
 LAYOUT_FIELDS: tuple[str, ...] = (
-    "activation", "scale_embedding", "positions", "embedding_norm", "final_norm", "output_bias", "tied_output"
+    "activation", "scale_embedding", "positions", "embedding_norm", "final_norm", "output_bias", "tied_output",
+    *("head_dim", "norm", "norm_eps", "linear_bias", "scale_attention", "gated_ff", "scale_output"),
+    *("relative_buckets", "relative_max_distance"),
 )
+NORMS: tuple[str, ...] = ("layer", "rms")
 
 # 2: one record per architecture (only its own fields); 1: one flat record for all three.
 CONFIG_VERSION = 2
@@ -151,15 +154,27 @@ class TransformerConfig(SharedConfig):
     final_norm: bool | None = None  # a layer norm after each stack; None: when pre_norm
     output_bias: bool = False  # a bias on the output logits (BART/Marian's final_logits_bias)
     tied_output: bool = True  # the output layer is the embedding matrix; False: a layer of its own
+    # T5's pieces (app.nn.t5_parts); the defaults are again the shipped models' own.
+    head_dim: int | None = None  # size of each head's queries/keys/values; None: d_model // heads
+    norm: str = "layer"  # "layer" (LayerNorm) or "rms" (T5's: no mean, no bias)
+    norm_eps: float = 1e-5
+    linear_bias: bool = True  # biases on the attention and feed-forward projections
+    scale_attention: bool = True  # scores divided by sqrt(head size); T5: not
+    gated_ff: bool = False  # act(x W0) * (x W1) before the output projection (T5 v1.1, mT5)
+    scale_output: bool = False  # decoder output times d_model**-0.5 before the output layer (T5)
+    relative_buckets: int = 32  # positions="relative": buckets of the self-attention bias
+    relative_max_distance: int = 128  # positions="relative": the distance of the last bucket
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.d_model % self.heads:
+        if self.head_dim is None and self.d_model % self.heads:
             raise ValueError(f"d_model={self.d_model} is not divisible by heads={self.heads}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {self.activation!r}; choose one of {', '.join(ACTIVATIONS)}")
-        if self.positions not in ("sinusoidal", "learned"):
-            raise ValueError(f"unknown positions {self.positions!r}; choose sinusoidal or learned")
+        if self.positions not in ("sinusoidal", "learned", "relative"):
+            raise ValueError(f"unknown positions {self.positions!r}; choose sinusoidal, learned or relative")
+        if self.norm not in NORMS:
+            raise ValueError(f"unknown norm {self.norm!r}; choose one of {', '.join(NORMS)}")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields, the layout ones only where an import set them (so a shipped model's
@@ -189,7 +204,27 @@ class TransformerConfig(SharedConfig):
             and self.has_final_norm == self.pre_norm
             and not self.output_bias
             and self.tied_output
+            and self.t5_defaults
         )
+
+    @property
+    def t5_defaults(self) -> bool:
+        """Whether every T5 piece is off (head size d_model / heads, layer norms, biases, scaled
+        attention, a plain feed-forward, no output rescale): the layout the fast paths know."""
+        return (
+            self.head_dim in (None, self.d_model // self.heads)
+            and self.norm == "layer"
+            and self.norm_eps == 1e-5
+            and self.linear_bias
+            and self.scale_attention
+            and not self.gated_ff
+            and not self.scale_output
+        )
+
+    @property
+    def key_size(self) -> int:
+        """The size of each head's queries and keys."""
+        return self.d_model // self.heads if self.head_dim is None else self.head_dim
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:

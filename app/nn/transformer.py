@@ -3,7 +3,8 @@ sinusoidal positions, pre- or post-norm layers, and incremental decoding with a 
 
 Imported models (:mod:`app.hf`) use the same layers in the layout variants of
 :class:`~app.nn.config.TransformerConfig` (activation, learned positions, embedding and final
-norms, an output bias or an untied output layer); those decode through the general layer code."""
+norms, an output bias or an untied output layer, and T5's pieces from :mod:`app.nn.t5_parts`);
+those decode through the general layer code."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from app.nn.base import DecoderState, Seq2Seq, reorder_encoder
 from app.nn.config import TransformerConfig
 from app.nn.kv_cache import KVCache, select_all
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
+from app.nn.t5_parts import NewGELU, RelativePositionBias, make_norm
 
 Sublayer = Callable[[Tensor], tuple[Tensor, Tensor | None]]
 
@@ -39,9 +41,11 @@ def sinusoidal_positions(length: int, dim: int) -> Tensor:
 class Residual(nn.Module):
     """x + dropout(sublayer(norm(x))) for pre-norm, norm(x + dropout(sublayer(x))) for post-norm."""
 
-    def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool, norm: nn.Module | None = None) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        # typed as LayerNorm for the fast paths (app.nn.decoder_step, native), which read its
+        # fields and run only for the shipped layout; T5's RMSNorm reaches the general code only
+        self.norm = nn.LayerNorm(d_model) if norm is None else cast(nn.LayerNorm, norm)
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
@@ -54,19 +58,31 @@ class Residual(nn.Module):
 ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
     "relu": nn.ReLU,
     "gelu": nn.GELU,
-    "gelu_new": lambda: nn.GELU(approximate="tanh"),
+    "gelu_new": NewGELU,  # transformers' formula, not nn.GELU(approximate="tanh"): see NewGELU
     "silu": nn.SiLU,
 }
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, ff_dim: int, dropout: float, activation: str = "relu") -> None:
+    """last(act(first(x))), or with ``gated`` (T5 v1.1, mT5) last(act(first(x)) * gate(x));
+    ``bias`` False: projections without biases (T5)."""
+
+    def __init__(
+        self, d_model: int, ff_dim: int, dropout: float, activation: str = "relu", *, bias: bool = True, gated: bool = False
+    ) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(d_model, ff_dim), ACTIVATION_MODULES[activation](), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
-        )
+            nn.Linear(d_model, ff_dim, bias=bias), ACTIVATION_MODULES[activation](), nn.Dropout(dropout),
+            nn.Linear(ff_dim, d_model, bias=bias),
+        )  # fmt: skip
+        self.gate = nn.Linear(d_model, ff_dim, bias=bias) if gated else None
 
     def forward(self, x: Tensor) -> tuple[Tensor, None]:
+        """x: (..., D) -> (..., D)."""
+        if self.gate is not None:
+            first, act, drop, last = self.net
+            hidden = act(inference.linear(first, x)) * inference.linear(self.gate, x)
+            return inference.linear(last, drop(hidden)), None
         if self.training:
             return self.net(x), None
         first, act, _, last = self.net
@@ -74,22 +90,39 @@ class FeedForward(nn.Module):
         return inference.linear(last, torch.relu(hidden) if type(act) is nn.ReLU else act(hidden)), None
 
 
+def _attention(c: TransformerConfig) -> MultiHeadAttention:
+    """An attention of the config's geometry (T5: its own head size, no biases, unscaled)."""
+    return MultiHeadAttention(
+        c.d_model, c.heads, c.attention_dropout_p, head_dim=c.head_dim, bias=c.linear_bias, scaled=c.scale_attention
+    )
+
+
+def _feed_forward(c: TransformerConfig) -> FeedForward:
+    return FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p, c.activation, bias=c.linear_bias, gated=c.gated_ff)
+
+
+def _residual_block(c: TransformerConfig) -> Residual:
+    return Residual(c.d_model, c.dropout, c.pre_norm, make_norm(c))
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
-        self.ff = FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p, c.activation)
-        self.res_attn = Residual(c.d_model, c.dropout, c.pre_norm)
-        self.res_ff = Residual(c.d_model, c.dropout, c.pre_norm)
+        self.self_attn = _attention(c)
+        self.ff = _feed_forward(c)
+        self.res_attn = _residual_block(c)
+        self.res_ff = _residual_block(c)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None]:
-        """x: (B, S, D); mask: (B, 1, 1, S)."""
-        x, weights = self.res_attn(x, lambda y: self.self_attn(y, y, mask, need_weights=need_weights))
+    def forward(
+        self, x: Tensor, mask: Tensor, need_weights: bool, bias: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """x: (B, S, D); mask: (B, 1, 1, S); bias: None or (1, H, S, S) on the scores (T5)."""
+        x, weights = self.res_attn(x, lambda y: self.self_attn(y, y, mask, need_weights=need_weights, bias=bias))
         x, _ = self.res_ff(x, self.ff)
         return x, weights
 
     def packed(
-        self, x: Tensor, rows: Tensor, shape: tuple[int, int], mask: Tensor, need_weights: bool
+        self, x: Tensor, rows: Tensor, shape: tuple[int, int], mask: Tensor, need_weights: bool, bias: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """The layer at inference on the real positions only: x (N, D) holds the rows ``rows``
         (flat indices) of a padded (B, S) batch, ``shape`` = (B, S). Only attention needs the
@@ -103,7 +136,7 @@ class EncoderLayer(nn.Module):
         qkv = attn.qkv_rows(_norm(res, x) if res.pre_norm else x)  # (N, 3D)
         full = qkv.new_zeros(b * s, qkv.size(1)).index_copy_(0, rows, qkv)
         q, k, v = full.view(b, s, 3, attn.heads, attn.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, S, Dh)
-        heads, weights = attn.attend_heads(q, k, v, mask, need_weights)  # (B, S, D)
+        heads, weights = attn.attend_heads(q, k, v, mask, need_weights, bias)  # (B, S, H * Dh)
         out = inference.linear(attn.out_proj, heads.reshape(b * s, -1).index_select(0, rows))
         x = _residual(res, x, out, False)
         out, _ = self.ff(_norm(self.res_ff, x) if self.res_ff.pre_norm else x)
@@ -113,12 +146,12 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
-        self.cross_attn = MultiHeadAttention(c.d_model, c.heads, c.attention_dropout_p)
-        self.ff = FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p, c.activation)
-        self.res_self = Residual(c.d_model, c.dropout, c.pre_norm)
-        self.res_cross = Residual(c.d_model, c.dropout, c.pre_norm)
-        self.res_ff = Residual(c.d_model, c.dropout, c.pre_norm)
+        self.self_attn = _attention(c)
+        self.cross_attn = _attention(c)
+        self.ff = _feed_forward(c)
+        self.res_self = _residual_block(c)
+        self.res_cross = _residual_block(c)
+        self.res_ff = _residual_block(c)
 
     def forward(
         self,
@@ -128,9 +161,11 @@ class DecoderLayer(nn.Module):
         cross_kv: tuple[Tensor, Tensor],
         cross_mask: Tensor,
         need_weights: bool,
+        bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None, KVCache]:
         """x: (B, T, D) new positions after the ``cache``'s earlier ones (``self_mask`` None or
-        broadcastable to (B, H, T, t + T)). Returns x, the self weights (B, H, T, t + T), the
+        broadcastable to (B, H, T, t + T); ``bias`` None or (1, H, T, t + T) on the self scores,
+        T5's). Returns x, the self weights (B, H, T, t + T), the
         cross weights (B, H, T, S) and the cache grown by the T positions (written in place).
 
         The sublayers are called as plain functions (no module hooks, no closures): decoding runs
@@ -138,7 +173,7 @@ class DecoderLayer(nn.Module):
         pre, training = self.res_self.pre_norm, self.training
         qkv = self.self_attn.project_qkv(_norm(self.res_self, x) if pre else x)  # (3, B, H, T, Dh)
         cache = cache.append(qkv[1:])
-        out, self_w = self.self_attn.attend(qkv[0], *cache.pair(), self_mask, need_weights)
+        out, self_w = self.self_attn.attend(qkv[0], *cache.pair(), self_mask, need_weights, bias)
         x = _residual(self.res_self, x, out, training)
         y = _norm(self.res_cross, x) if pre else x
         out, cross_w = self.cross_attn(y, kv=cross_kv, mask=cross_mask, need_weights=need_weights)
@@ -150,6 +185,8 @@ class DecoderLayer(nn.Module):
 def _norm(residual: Residual, x: Tensor) -> Tensor:
     """The residual's layer norm as a function (the same arithmetic as calling the module)."""
     n = residual.norm
+    if not isinstance(n, nn.LayerNorm):  # T5's RMSNorm
+        return cast(Tensor, n(x))
     return nn.functional.layer_norm(x, n.normalized_shape, n.weight, n.bias, n.eps)
 
 
@@ -235,14 +272,18 @@ class Transformer(Seq2Seq):
         self.dropout = nn.Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
-        self.encoder_norm = nn.LayerNorm(c.d_model) if c.has_final_norm else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(c.d_model) if c.has_final_norm else nn.Identity()
+        self.encoder_norm = make_norm(c) if c.has_final_norm else nn.Identity()
+        self.decoder_norm = make_norm(c) if c.has_final_norm else nn.Identity()
         self.quantized_output: nn.Module | None = None  # an int8 copy of the tied output layer
         self._add_layout_parts(c)
 
     def _add_layout_parts(self, c: TransformerConfig) -> None:
         """The parts only imported layouts have (:attr:`TransformerConfig.standard_layout`):
-        learned position tables, embedding norms, an output bias, an untied output layer."""
+        learned position tables, embedding norms, an output bias, an untied output layer, T5's
+        relative position biases (one per stack, shared by its layers)."""
+        if c.positions == "relative":
+            self.encoder_relative = RelativePositionBias(c, bidirectional=True)
+            self.decoder_relative = RelativePositionBias(c, bidirectional=False)
         if c.positions == "learned":
             self.encoder_positions = nn.Parameter(torch.zeros(c.max_positions, c.d_model))
             self.decoder_positions = nn.Parameter(torch.zeros(c.max_positions, c.d_model))
@@ -264,11 +305,20 @@ class Transformer(Seq2Seq):
         if c.scale_embedding:
             x = x * math.sqrt(c.d_model)
         side = "encoder" if encoder else "decoder"
-        table = self.positions if c.positions == "sinusoidal" else getattr(self, f"{side}_positions")
-        x = x + table[offset : offset + length]
+        if c.positions != "relative":  # T5: positions enter as a bias on the attention scores
+            table = self.positions if c.positions == "sinusoidal" else getattr(self, f"{side}_positions")
+            x = x + table[offset : offset + length]
         if c.embedding_norm:
             x = getattr(self, f"{side}_embed_norm")(x)
         return self.dropout(x)
+
+    def _relative_bias(self, side: str, queries: int, offset: int = 0) -> Tensor | None:
+        """(1, H, Q, offset + Q) the self-attention bias of a stack (``side`` "encoder" or
+        "decoder") for Q queries from ``offset`` on, with ``positions="relative"``; else None."""
+        if self.config.positions != "relative":
+            return None
+        module = cast(RelativePositionBias, getattr(self, f"{side}_relative"))
+        return module(queries, offset + queries, offset)
 
     def encode(self, src: Tensor, need_weights: bool = False) -> EncoderOutput:
         mask = self.source_mask(src)
@@ -281,9 +331,10 @@ class Transformer(Seq2Seq):
             return self._encode_packed(src, mask, real, need_weights)
         x = self._embed(src, encoder=True)
         attn_mask = mask[:, None, None, :]  # (B, 1, 1, S)
+        bias = self._relative_bias("encoder", src.size(1))  # (1, H, S, S) or None
         rows = []
         for layer in self.encoder_layers:
-            x, w = layer(x, attn_mask, need_weights)
+            x, w = layer(x, attn_mask, need_weights, bias)
             rows.append(w)
         enc_self = torch.stack(rows, dim=1) if need_weights else None  # (B, L, H, S, S)
         return EncoderOutput(memory=self.encoder_norm(x), mask=mask, encoder_self=enc_self)
@@ -337,9 +388,10 @@ class Transformer(Seq2Seq):
         b, s = src.shape
         x = self._embed(src, encoder=True).reshape(b * s, -1).index_select(0, rows)  # (N, D)
         attn_mask = mask[:, None, None, :]  # (B, 1, 1, S)
+        bias = self._relative_bias("encoder", s)  # (1, H, S, S) or None
         weights: list[Tensor] = []
         for layer in self.encoder_layers:
-            x, w = cast(EncoderLayer, layer).packed(x, rows, (b, s), attn_mask, need_weights)
+            x, w = cast(EncoderLayer, layer).packed(x, rows, (b, s), attn_mask, need_weights, bias)
             if w is not None:
                 weights.append(w)
         x = self.encoder_norm(x)
@@ -403,9 +455,10 @@ class Transformer(Seq2Seq):
         self, x: Tensor, state: TransformerState, self_mask: Tensor | None, need_weights: bool
     ) -> tuple[Tensor, TransformerState, Tensor | None, Tensor | None]:
         self_rows, cross_rows, caches = [], [], []
+        bias = self._relative_bias("decoder", x.size(1), state.position)  # (1, H, T, t + T) or None
         for i, layer in enumerate(self.decoder_layers):
             past = KVCache() if state.self_cache is None else state.self_cache[i]
-            x, sw, cw, kv = layer(x, past, self_mask, state.cross_kv[i], state.cross_mask, need_weights)
+            x, sw, cw, kv = layer(x, past, self_mask, state.cross_kv[i], state.cross_mask, need_weights, bias)
             self_rows.append(sw)
             cross_rows.append(cw)
             caches.append(kv)
@@ -498,6 +551,8 @@ class Transformer(Seq2Seq):
         decoding, as a contiguous (D, V) matrix (app.nn.inference), or its int8 copy when the
         model was quantised (app.nn.quantize)."""
         c = self.config
+        if c.scale_output:  # T5 with a tied output layer
+            y = y * c.d_model**-0.5
         if not c.tied_output:
             logits = inference.linear(self.output, y)
         elif self.quantized_output is not None:

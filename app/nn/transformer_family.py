@@ -42,7 +42,7 @@ class TransformerFamily(Family):
             encoder_layers=config.encoder_layers,
             decoder_layers=config.decoder_layers,
             heads=config.heads,
-            key_dim=config.d_model // config.heads,
+            key_dim=config.key_size,  # d_model / heads, or T5's own head size
             source_positions=config.source_positions,
             target_positions=config.target_positions,
             explain_methods=EXPLAIN_METHODS,

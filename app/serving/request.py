@@ -65,6 +65,12 @@ class ServiceRequest:
     disable_heads: tuple[HeadRef, ...] = ()
     batch: bool = False
     target: str | None = None
+    source_lang: str | None = None  # a multilingual import's language codes (None: the card's)
+    target_lang: str | None = None
+
+    @property
+    def languages(self) -> tuple[str | None, str | None]:
+        return (self.source_lang, self.target_lang)
 
     @classmethod
     def of(cls, body: Body, **changes: Any) -> ServiceRequest:
@@ -109,6 +115,7 @@ class TranslateKey:
     disabled: tuple[HeadTuple, ...] = ()
     protect: bool = False
     stream: int = 0
+    languages: tuple[str | None, str | None] = (None, None)  # source_lang, target_lang (None: the card's)
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,16 @@ Prefix = Annotated[
         ),
     ),
 ]
+LanguageCode = Annotated[
+    Annotated[str, Field(min_length=1, max_length=40)] | None,
+    Field(
+        description=(
+            "A multilingual imported model's (M2M100, NLLB, mBART) language code for this request, e.g. 'de' "
+            "(M2M100), 'deu_Latn' (NLLB), 'de_DE' (mBART); default: the model card's pair. An unknown code, or "
+            "one given to a model without language codes, is a 422 listing the valid codes."
+        )
+    ),
+]
 Protect = Annotated[
     bool | None,
     Field(
@@ -192,6 +202,8 @@ class TranslateRequest(AnswerFields):
     return_beam: ReturnBeam = False
     prefix: Prefix = None
     protect: Protect = None
+    source_lang: LanguageCode = None
+    target_lang: LanguageCode = None
     return_scores: ReturnScores = False
     alternatives: Alternatives = 0
     explain: ExplainMethods = []
@@ -218,6 +230,8 @@ class BatchTranslateRequest(AnswerFields):
     max_length: MaxLength = None
     coverage_penalty: CoveragePenalty = None
     protect: Protect = None
+    source_lang: LanguageCode = None
+    target_lang: LanguageCode = None
     alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
     disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
 

@@ -96,6 +96,7 @@ class ModelService:
         gone: threading.Event | None = None,
         log: dict[str, Any] | None = None,
         on_step: StepCallback | None = None,
+        languages: tuple[str | None, str | None] = (None, None),
     ) -> list[TranslationResponse]:
         """Translate the request's texts (decoded together; each text has its own output budget,
         ``max_length`` or the default for its length, so it translates as it would alone).
@@ -105,12 +106,14 @@ class ModelService:
         itself, so it never protects unless asked, and asked it is a 422. ``protect`` copies
         numbers, names, emoji and links through placeholders
         (``Translator.translate_protected``); None is the model's default
-        (:func:`resolve_protect`)."""
+        (:func:`resolve_protect`). ``request.languages``: a multilingual import's source_lang and
+        target_lang (None: the card's); 422 naming the valid codes otherwise."""
         _check_protect(request, streamed=on_step is not None)
         served = await self.registry.acquire(request.model, self.settings.request_timeout_s)  # loads it if needed
         wanted = False if on_step is not None else request.protect  # the steps streamed are the search's own
         protect = resolve_protect(served, wanted, request.texts, prefix=request.prefix, return_beam=request.extras.return_beam)
         extras = replace(request.extras, return_beam=False) if protect else request.extras
+        check_languages(served, request.languages)
         limits.check_coverage(served, request.coverage_penalty)
         heads = ablation.check_disabled(served, request.disable_heads)
         choice = ablation.check_alignment(served, request.alignment)
@@ -134,7 +137,9 @@ class ModelService:
         ticket = self._ticket(list(request.texts), budgets, job, gone, cost)
         weights = options.weights or protect  # placing the spans reads the attention
         stream = 0 if on_step is None else id(ticket)
-        key = TranslateKey(request.model, request.decode_options(weights=weights), tuple(heads), protect, stream)
+        key = TranslateKey(
+            request.model, request.decode_options(weights=weights), tuple(heads), protect, stream, request.languages
+        )
         answers: list[TranslationResponse] = await self.scheduler.submit(
             key, ticket, self.registry.pinning(self._run_translate)
         )
@@ -200,6 +205,7 @@ class ModelService:
     ) -> list[list[TranslationResponse]]:
         assert isinstance(key, TranslateKey)
         served = self.get(key.model)
+        translator = served.translator.for_languages(*key.languages)
         texts = [text for ticket in tickets for text in ticket.texts]
         prefixes = [p for ticket in tickets for p in ticket.payload.prefixes]
         options = replace(
@@ -210,10 +216,10 @@ class ModelService:
 
         def decode() -> tuple[list[Translation], list[list[Placement]] | None]:
             if key.protect:
-                out = served.translator.translate_protected(texts, options, should_stop=should_stop)
+                out = translator.translate_protected(texts, options, should_stop=should_stop)
                 return [r.translation for r in out], [r.placements for r in out]
             on_step = tickets[0].payload.on_step if key.stream else None
-            return served.translator.translate(texts, options, should_stop=should_stop, on_step=on_step), None
+            return translator.translate(texts, options, should_stop=should_stop, on_step=on_step), None
 
         return answer_batch(served, tickets, decode, key.disabled)
 
@@ -237,6 +243,19 @@ def _check_protect(request: ServiceRequest, *, streamed: bool) -> None:
         raise InvalidInput(loc, "cannot be combined with protect: the shown output is scored, not searched")
     if request.protect and streamed:
         raise InvalidInput(("body", "protect"), "cannot be streamed: the output shown is scored after the search")
+
+
+def check_languages(served: ServedModel, languages: tuple[str | None, str | None]) -> None:
+    """InvalidInput (422) naming the field and the valid codes for a language the model does not
+    know, or any language given to a model without language codes."""
+    for i, field in enumerate(("source_lang", "target_lang")):
+        pair = (languages[0], None) if i == 0 else (None, languages[1])
+        if pair[i] is None:
+            continue
+        try:
+            served.translator.for_languages(*pair)
+        except ValueError as err:
+            raise InvalidInput(("body", field), str(err)) from None
 
 
 def resolve_protect(

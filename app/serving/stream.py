@@ -139,7 +139,9 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     served = service.get(body.model)
     asked = ServiceRequest.of(body)
     asked = replace(asked, extras=replace(asked.extras, explain=()))  # a stream's answer has no explanations
-    encoder = StepEvents(served.loaded, asked.answer, lambda: served.translator.source_ids(body.text))
+    encoder = StepEvents(
+        served.loaded, asked.answer, lambda: served.translator.for_languages(*asked.languages).source_ids(body.text)
+    )  # languages checked by service.translate before any step
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[bytes] = asyncio.Queue()
 

@@ -12,6 +12,7 @@ layer needs of :class:`~app.text.tokenizer.Tokenizer`: ``encode``, ``decode``, `
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -43,6 +44,20 @@ class Languages:
     def __post_init__(self) -> None:
         for name in ("source_prefix", "target_prefix", "hidden"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
+
+    @property
+    def codes(self) -> dict[str, str]:
+        """Each language code a request may name -> its piece: M2M100's ``__de__`` is "de",
+        NLLB's ``deu_Latn`` and mBART-50's ``de_DE`` are their own codes."""
+        return {_code_of(piece): piece for piece in self.hidden}
+
+    def code_of(self, pieces: tuple[str, ...]) -> str | None:
+        """The code of a one-piece prefix (the card's default pair), else None."""
+        return _code_of(pieces[0]) if len(pieces) == 1 else None
+
+
+def _code_of(piece: str) -> str:
+    return piece[2:-2] if len(piece) > 4 and piece.startswith("__") and piece.endswith("__") else piece
 
 
 class VocabTokenizer(Tokenizer):
@@ -114,6 +129,24 @@ class VocabTokenizer(Tokenizer):
     def source_prefix_ids(self) -> list[int]:
         """Ids every source starts with (M2M100/NLLB: the source language's code)."""
         return [self._ids[p] for p in self.languages.source_prefix]
+
+    def language_codes(self) -> list[str]:
+        """The codes ``for_languages`` takes, sorted (none: a model without language codes)."""
+        return sorted(self.languages.codes)
+
+    def for_languages(self, source: str | None, target: str | None) -> VocabTokenizer:
+        """This tokenizer with another source and/or target language (None: the saved one's);
+        ValueError naming the valid codes for one it does not know. Shares everything else."""
+        codes = self.languages.codes
+        for code in (source, target):
+            if code is not None and code not in codes:
+                known = ", ".join(sorted(codes)) or "none: this model has no language codes"
+                raise ValueError(f"unknown language code {code!r}; valid codes: {known}")
+        source_prefix = self.languages.source_prefix if source is None else (codes[source],)
+        target_prefix = self.languages.target_prefix if target is None else (codes[target],)
+        clone = copy.copy(self)
+        clone.languages = dataclasses.replace(self.languages, source_prefix=source_prefix, target_prefix=target_prefix)
+        return clone
 
     def target_prefix_ids(self) -> list[int]:
         """Ids every output is forced to start with (M2M100/NLLB: the target language's code)."""

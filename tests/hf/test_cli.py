@@ -33,12 +33,12 @@ def test_import_writes_a_float16_folder_that_loads(marian_source: Path, tmp_path
 
 
 def test_refused_family_names_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from transformers import T5Config
+    from transformers import FSMTConfig
 
-    T5Config(vocab_size=64, d_model=48, num_heads=3, d_kv=16, num_layers=2).save_pretrained(tmp_path / "t5")
-    assert main(["import", str(tmp_path / "t5"), "--out", str(tmp_path / "out")]) == 2
+    FSMTConfig(langs=["en", "de"], src_vocab_size=64, tgt_vocab_size=64, d_model=48).save_pretrained(tmp_path / "fsmt")
+    assert main(["import", str(tmp_path / "fsmt"), "--out", str(tmp_path / "out")]) == 2
     error = capsys.readouterr().err
-    assert "'t5'" in error and "relative position bias" in error
+    assert "'fsmt'" in error and "separate source and target vocabularies" in error
     assert not (tmp_path / "out").exists()
 
 
@@ -47,7 +47,7 @@ def test_unknown_family_lists_the_ones_imported(tmp_path: Path, capsys: pytest.C
 
     BertConfig(vocab_size=64, hidden_size=48, num_attention_heads=3, num_hidden_layers=1).save_pretrained(tmp_path / "bert")
     assert main(["import", str(tmp_path / "bert"), "--out", str(tmp_path / "out")]) == 2
-    assert "attnscope imports bart, m2m_100, marian, mbart" in capsys.readouterr().err
+    assert "attnscope imports bart, m2m_100, marian, mbart, mt5, t5" in capsys.readouterr().err
 
 
 def test_not_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -67,3 +67,18 @@ def test_shipped_layout_writes_no_layout_fields() -> None:
     written = config_to_dict(TransformerConfig(vocab_size=100))
     assert "activation" not in written and "positions" not in written
     assert config_to_dict(TransformerConfig(vocab_size=100, activation="gelu"))["activation"] == "gelu"
+
+
+def test_byte_level_bpe_is_refused_naming_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """BART's layers convert (tests/hf/test_layouts.py), its byte-level BPE tokenizer does not:
+    the import stops before loading weights and says why and what to import instead."""
+    from transformers import BartConfig
+
+    folder = tmp_path / "bart"
+    BartConfig(vocab_size=64, d_model=48, encoder_attention_heads=3, decoder_attention_heads=3).save_pretrained(folder)
+    (folder / "vocab.json").write_text('{"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}')
+    (folder / "merges.txt").write_text("#version: 0.2\n")
+    assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert "byte-level BPE" in error and "SentencePiece" in error and "mBART-50" in error
+    assert not (tmp_path / "out").exists()

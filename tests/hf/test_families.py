@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from builders import KINDS  # tests/hf (put on sys.path by its conftest)
+from builders import KINDS, language_id  # tests/hf (put on sys.path by its conftest)
 
 from app.decoding.beam import beam_search
 from app.decoding.greedy import greedy_decode
@@ -50,7 +50,7 @@ def numbering(original: tuple[Any, Any]) -> Renumbering:
 def _forced(family: str, tokenizer: Any) -> int | None:
     """The original's id of the target language code (multilingual families), else None."""
     pair = KINDS[family].pair
-    return None if pair is None else int(tokenizer.get_lang_id(pair[1]))
+    return None if pair is None else language_id(tokenizer, pair[1])
 
 
 def _batch(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,16 +62,26 @@ def _batch(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]
 def test_config_has_the_family_layout(loaded: LoadedModel, family: str) -> None:
     c = loaded.config
     assert isinstance(c, TransformerConfig)
-    assert (c.d_model, c.heads) == (48, 3) and c.positions == "learned" and not c.standard_layout
-    if family == "marian":  # post-norm, no final norms, swish
-        assert (c.encoder_layers, c.decoder_layers, c.pre_norm, c.has_final_norm, c.activation) == (3, 2, False, False, "silu")
-    else:  # M2M100: pre-norm with final norms, relu
-        assert (c.encoder_layers, c.decoder_layers, c.pre_norm, c.has_final_norm, c.activation) == (2, 3, True, True, "relu")
+    assert (c.d_model, c.heads) == (48, 3) and not c.standard_layout
+    if family.startswith("t5"):  # T5: its pieces; the gated variant with heads of 20 (inner 60)
+        assert (c.positions, c.norm, c.linear_bias, c.scale_attention, c.pre_norm) == ("relative", "rms", False, False, True)
+        assert (c.encoder_layers, c.decoder_layers, c.relative_buckets, c.relative_max_distance) == (3, 2, 8, 16)
+        gated = family == "t5gated"
+        assert (c.gated_ff, c.activation, c.key_size) == ((True, "gelu_new", 20) if gated else (False, "relu", 16))
+        return
+    assert c.positions == "learned"
+    layout = (c.encoder_layers, c.decoder_layers, c.pre_norm, c.has_final_norm, c.activation, c.embedding_norm)
+    assert layout == {
+        "marian": (3, 2, False, False, "silu", False),  # post-norm, no final norms, swish
+        "m2m100": (2, 3, True, True, "relu", False),  # pre-norm with final norms, relu
+        "nllb": (3, 2, True, True, "relu", False),  # M2M100's layers
+        "mbart50": (2, 3, True, True, "gelu", True),  # pre-norm, embedding and final norms
+    }[family]
 
 
 def test_card_records_origin_and_checks(loaded: LoadedModel) -> None:
     card = loaded.card
-    assert card["origin"]["family"] in ("marian", "m2m_100") and "license" in card
+    assert card["origin"]["family"] in ("marian", "m2m_100", "mbart", "t5") and "license" in card
     for copy in ("float32", "saved"):
         checks = card["conversion_checks"][copy]
         assert checks["max_logit_difference"] < 1e-4 and checks["max_attention_difference"] < 1e-5
@@ -156,6 +166,23 @@ def test_greedy_and_beam_equal_generate(
         assert out.tokens[b, : int(out.lengths[b])].tolist() == numbering.from_hf(expected)
 
 
+def _output_projections(hf_model: Any) -> dict[tuple[str, int], Any]:
+    """The original's output projections of encoder layer 0's self-attention, decoder layer 0's
+    and decoder layer 1's cross-attention (T5's names or the BART lineage's)."""
+    if hasattr(hf_model, "shared") and hasattr(hf_model, "encoder"):  # T5, mT5
+        blocks = hf_model.encoder.block, hf_model.decoder.block
+        return {
+            ("encoder_self", 0): blocks[0][0].layer[0].SelfAttention.o,
+            ("decoder_self", 0): blocks[1][0].layer[0].SelfAttention.o,
+            ("cross", 1): blocks[1][1].layer[1].EncDecAttention.o,
+        }
+    return {
+        ("encoder_self", 0): hf_model.model.encoder.layers[0].self_attn.out_proj,
+        ("decoder_self", 0): hf_model.model.decoder.layers[0].self_attn.out_proj,
+        ("cross", 1): hf_model.model.decoder.layers[1].encoder_attn.out_proj,
+    }
+
+
 def test_switched_off_head_equals_zeroed_output_projection(
     loaded: LoadedModel, original: tuple[Any, Any], numbering: Renumbering
 ) -> None:
@@ -168,21 +195,17 @@ def test_switched_off_head_equals_zeroed_output_projection(
     tgt_hf = torch.tensor([[hf_model.config.decoder_start_token_id, *target[:-1]]])
     keep = [i for i in range(len(numbering.order)) if i not in numbering.copies]
     assert isinstance(loaded.config, TransformerConfig)
-    dh = loaded.config.d_model // loaded.config.heads
-    modules = {
-        ("encoder_self", 0): hf_model.model.encoder.layers[0].self_attn,
-        ("decoder_self", 0): hf_model.model.decoder.layers[0].self_attn,
-        ("cross", 1): hf_model.model.decoder.layers[1].encoder_attn,
-    }
+    dh = loaded.config.key_size
+    modules = _output_projections(hf_model)
     with torch.no_grad():
         plain = loaded.model(src, tgt, need_weights=True)
         for (kind, layer), module in modules.items():
             with disabled_heads(loaded.model, [(kind, layer, 2)]):
                 ours = loaded.model(src, tgt, need_weights=True)
-            saved = module.out_proj.weight.clone()
-            module.out_proj.weight[:, 2 * dh : 3 * dh] = 0.0
+            saved = module.weight.clone()
+            module.weight[:, 2 * dh : 3 * dh] = 0.0
             theirs = hf_model(input_ids=torch.tensor([source]), decoder_input_ids=tgt_hf)
-            module.out_proj.weight.copy_(saved)
+            module.weight.copy_(saved)
             other = theirs.logits[0].index_select(-1, numbering.to_hf[keep])
             torch.testing.assert_close(ours.logits[0][:, keep], other, rtol=0, atol=1e-4)
             assert not torch.allclose(ours.logits, plain.logits)
@@ -192,3 +215,25 @@ def test_switched_off_head_equals_zeroed_output_projection(
                 assert not torch.allclose(ours.encoder_self[:, layer + 1 :], plain.encoder_self[:, layer + 1 :])
             else:  # a decoder head: the encoder does not change
                 torch.testing.assert_close(ours.encoder_self, plain.encoder_self)
+
+
+def test_explanation_trace_gives_the_model_numbers(loaded: LoadedModel) -> None:
+    """The explanations' own teacher-forced pass (app.explain.trace: encoder positions, T5's
+    bias, unscaled scores and RMS norms included) gives the model's logits and attention."""
+    from app.explain.trace import trace
+    from app.nn.config import EOS_ID
+    from app.nn.transformer import Transformer
+
+    model = loaded.model
+    assert isinstance(model, Transformer)
+    tok = loaded.tokenizer
+    source = tok.source_prefix_ids() + tok.encode(SAMPLES[2]) + [EOS_ID]
+    target = tok.target_prefix_ids() + tok.encode(TINY_PAIRS[1][1]) + [EOS_ID]
+    traced = trace(model, source, target)
+    with torch.no_grad():
+        out = model(torch.tensor([source]), torch.tensor([[BOS_ID, *target[:-1]]]), need_weights=True)
+    torch.testing.assert_close(traced.logits, out.logits, rtol=0, atol=1e-4)
+    assert out.encoder_self is not None and out.decoder_self is not None and out.cross is not None
+    for kind, blocks in (("encoder_self", traced.encoder), ("decoder_self", traced.decoder_self), ("cross", traced.cross)):
+        for layer, block in enumerate(blocks):
+            torch.testing.assert_close(block.weights[0], getattr(out, kind)[0, layer], rtol=0, atol=1e-5)
