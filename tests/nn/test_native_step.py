@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from app.decoding import beam_search, greedy_decode
-from app.nn import decoder_step, native
+from app.nn import native
 from app.nn.base import Seq2Seq
 from app.nn.kv_cache import GROWTH
 from app.nn.native import library
@@ -72,11 +72,8 @@ def _steps(model: Transformer, src: Tensor, tokens: Tensor, group: int, use_nati
     """model.step over forced tokens (N, T), N = sentences * group, native or Python."""
     with torch.inference_mode():
         enc = model.encode(src)
-        state = model.init_state(enc, group=group)
-        if use_native:
-            assert state.native is not None
-        else:
-            state.native, state.weights = None, decoder_step.prepare(model.decoder_layers)
+        state = model.init_state(enc, group=group, path="native" if use_native else "prepared")
+        assert (state.native is not None) == use_native
         out = []
         for t in range(tokens.size(1)):
             step, state = model.step(tokens[:, t], state, enc, need_weights=True)

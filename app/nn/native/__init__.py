@@ -1,7 +1,7 @@
 """A pre-norm Transformer's decoder step (and, int8, its encoder), and beam search's candidate
 selection, as one native (C++) operation each, built at install time.
 
-At one row per step the Python step (:mod:`app.nn.decoder_step`) is ~130 small PyTorch operations
+At one row per step the Python step (:mod:`app.nn.layers` on prepared weights) is ~130 small PyTorch operations
 around 19 matrix products, and their dispatch costs as much as the products, or several times
 the int8 ones. Three operations run a Transformer:
 
@@ -48,7 +48,7 @@ from app.nn.inference import Int8Product, PackedFp16Product, packs
 from app.nn.native import library
 
 if TYPE_CHECKING:
-    from app.nn.decoder_step import LayerWeights
+    from app.nn.layers import LayerWeights
 
 log = logging.getLogger(__name__)
 SOURCES = library.SOURCES
@@ -217,17 +217,19 @@ def _decoder(
     """(the operations, the products in the native order, the norms as (weight, bias) pairs) of a
     pre-norm decoder whose every product is a ``kind``; None when it does not apply (post-norm,
     another product, norms the operation does not take, or no build)."""
-    if not layers or not all(w.pre_norm for w in layers) or not isinstance(final_norm, torch.nn.LayerNorm):
-        return None
-    if any(w.eps != final_norm.eps for w in layers) or final_norm.weight is None or final_norm.bias is None:
+    if not layers or not all(w.pre_norm for w in layers):
         return None
     products: list[Any] = []
     norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = []
     for w in layers:
         products += [w.qkv, w.self_out, w.cross_q, w.cross_out, w.ff_in, w.ff_out]
-        norms += [w.norm_self, w.norm_cross, w.norm_ff]
+        norms += [w.norm_self, w.norm_cross, w.norm_ff]  # type: ignore[list-item]
     products.append(output)
-    norms.append(final_norm)
+    norms.append(final_norm)  # type: ignore[arg-type]
+    if not all(type(n) is torch.nn.LayerNorm and n.weight is not None and n.bias is not None for n in norms):
+        return None
+    if any(n.eps != final_norm.eps for n in norms):  # type: ignore[union-attr]
+        return None
     if not all(isinstance(p, kind) for p in products):
         return None
     namespace = ops()
