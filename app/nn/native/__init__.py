@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from app import config
-from app.nn.inference import Int8Product, PackedFp16Product, packs
+from app.nn.inference import Int8Product, PackedFp16Product
 from app.nn.native import library
 
 if TYPE_CHECKING:
@@ -152,10 +152,6 @@ class NativeStep:
     norms: list[Tensor]  # per layer: self, cross, feed-forward (weight, bias); then the final norm
     operands: tuple[list[Tensor], ...]  # per layer: qkv, self out, cross q, cross out, ff in, ff out; then the output
 
-    def takes(self, rows: int) -> bool:
-        """Whether a step of ``rows`` rows runs here (always: int8 products have one kernel)."""
-        return True
-
     def __call__(
         self,
         tokens: Tensor,
@@ -179,7 +175,9 @@ class NativeStep:
 @dataclass(frozen=True, eq=False)
 class NativeFp32Step:
     """A float decoder's weights as the native float step takes them: the Python step's
-    operations in C++, the same bits (products on FBGEMM's packed fp16 weights)."""
+    operations in C++, the same bits (products on FBGEMM's packed fp16 weights). It runs where
+    every product of a step's rows packs (one thread, or few rows: more go to MKL in the Python
+    step); the decode plan decides that once (:meth:`app.nn.transformer.Transformer.step_path`)."""
 
     op: Callable[..., Any]
     heads: int
@@ -188,11 +186,6 @@ class NativeFp32Step:
     norms: list[Tensor]
     packed: list[Tensor]
     bias: list[Tensor]
-
-    def takes(self, rows: int) -> bool:
-        """Whether a step of ``rows`` rows runs here: where every product packs (one thread, or
-        few rows; more go to MKL in the Python step)."""
-        return packs(rows)
 
     def __call__(
         self,
