@@ -20,8 +20,8 @@ costs nothing on a GPU at these sizes; the host asks whether all are done every 
 steps (one synchronisation each), so up to ``CHECK_EVERY - 1`` steps may run past the end.
 
 The arithmetic is the decoder layer's, :func:`app.nn.layers.decoder_layer` itself, given the
-static buffers (the same prepared weights, the same products), so the outputs are greedy decoding's: the tokens equal and the attention equal up to
-float rounding (softmax over the masked, longer rows sums in another order). Without a GPU the
+static buffers (the same prepared weights, the same products), so the outputs are greedy
+decoding's: the tokens equal and the attention equal up to float rounding (softmax over the masked, longer rows sums in another order). Without a GPU the
 same fixed-shape step runs eagerly (``graphs=False``), which is how the tests check it on the
 CPU. :func:`applies` says when the decode plan takes this path: a Transformer on CUDA whose
 step path is not the general one (at inference, no switched-off heads or recording), no prefix, not int8, and

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -147,6 +148,16 @@ def decoder_layer(
 def general(layer: DecoderLayer) -> LayerWeights:
     """The layer's weights as its modules compute (any layout; training, gradients): each linear
     layer through :func:`app.nn.inference.linear` (its cached product while decoding)."""
+    dropout = layer.res_self.dropout if layer.training else None
+    module_linear: Callable[[nn.Module], Linear] = lambda m: partial(inference.linear, m)  # noqa: E731
+    return _weights(layer, module_linear, layer.self_attn.qkv_rows, lambda x: layer.ff(x)[0], dropout=dropout)
+
+
+def _weights(
+    layer: DecoderLayer, linear: Callable[[nn.Module], Linear], qkv: Linear, feed_forward: Linear, **extra: Any
+) -> LayerWeights:
+    """The layer's :class:`LayerWeights`, each output projection and the cross queries as
+    ``linear(module)``."""
     sa, ca = layer.self_attn, layer.cross_attn
     return LayerWeights(
         pre_norm=layer.res_self.pre_norm,
@@ -155,12 +166,12 @@ def general(layer: DecoderLayer) -> LayerWeights:
         norm_self=layer.res_self.norm,
         norm_cross=layer.res_cross.norm,
         norm_ff=layer.res_ff.norm,
-        qkv=sa.qkv_rows,
-        self_out=lambda x: inference.linear(sa.out_proj, x),
-        cross_q=lambda x: inference.linear(ca.q_proj, x),
-        cross_out=lambda x: inference.linear(ca.out_proj, x),
-        feed_forward=lambda x: layer.ff(x)[0],
-        dropout=layer.res_self.dropout if layer.training else None,
+        qkv=qkv,
+        self_out=linear(sa.out_proj),
+        cross_q=linear(ca.q_proj),
+        cross_out=linear(ca.out_proj),
+        feed_forward=feed_forward,
+        **extra,
     )
 
 
@@ -201,24 +212,14 @@ def _biased(module: nn.Module) -> bool:
 
 
 def _prepared(layer: DecoderLayer) -> LayerWeights:
-    sa, ca = layer.self_attn, layer.cross_attn
     first, _, _, last = layer.ff.net
     ff_in, ff_out = linear_product(first), linear_product(last)
-    return LayerWeights(
-        pre_norm=layer.res_self.pre_norm,
-        self_attn=sa,
-        cross_attn=ca,
-        norm_self=layer.res_self.norm,
-        norm_cross=layer.res_cross.norm,
-        norm_ff=layer.res_ff.norm,
-        qkv=qkv_product(sa),
-        self_out=linear_product(sa.out_proj),
-        cross_q=linear_product(ca.q_proj),
-        cross_out=linear_product(ca.out_proj),
-        feed_forward=lambda x: ff_out(torch.relu(ff_in(x))),
-        ff_in=ff_in,
-        ff_out=ff_out,
-    )
+    relu = torch.relu  # the shipped layout's activation
+
+    def feed_forward(x: Tensor) -> Tensor:
+        return ff_out(relu(ff_in(x)))
+
+    return _weights(layer, linear_product, qkv_product(layer.self_attn), feed_forward, ff_in=ff_in, ff_out=ff_out)
 
 
 class CacheAppend:
