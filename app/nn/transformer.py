@@ -82,7 +82,13 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool) -> tuple[Tensor, Tensor | None]:
         """x: (B, S, D); mask: (B, 1, 1, S)."""
-        x, weights = self.res_attn(x, lambda y: self.self_attn(y, y, mask, need_weights=need_weights))
+        return self.run(x, lambda y: self.self_attn(y, y, mask, need_weights=need_weights))
+
+    def run(self, x: Tensor, attend: Sublayer) -> tuple[Tensor, Tensor | None]:
+        """The encoder layer (every form of it): its self-attention ``attend`` (normed x ->
+        output, weights) and the feed-forward, each a residual sublayer
+        (:func:`app.nn.layers.sublayer`)."""
+        x, weights = self.res_attn(x, attend)
         x, _ = self.res_ff(x, self.ff)
         return x, weights
 
@@ -106,9 +112,7 @@ class EncoderLayer(nn.Module):
             heads, weights = attn.attend_heads(q, k, v, mask, need_weights)  # (B, S, D)
             return inference.linear(attn.out_proj, heads.reshape(b * s, -1).index_select(0, rows)), weights
 
-        x, weights = self.res_attn(x, attend)
-        x, _ = self.res_ff(x, self.ff)
-        return x, weights
+        return self.run(x, attend)
 
 
 class DecoderLayer(nn.Module):
