@@ -289,12 +289,14 @@ class Transformer(Seq2Seq):
         """Which step decodes ``rows`` rows (chosen once per decode by the decode plan; every
         gate is here): the layers on the modules' weights while training or recording gradients,
         for the imported layouts, with heads switched off or scores recorded (the native steps
-        know neither);
-        else the native step of a pre-norm model where it applies (int8; float where every
-        product of ``rows`` rows runs on packed fp16 weights, :func:`app.nn.inference.packs`,
-        and :func:`app.nn.native.enabled`); else the layers on prepared weights."""
+        know neither); else the native step of a pre-norm model where it applies (int8; float
+        where every product of ``rows`` rows runs on packed fp16 weights,
+        :func:`app.nn.inference.packs`) and :func:`app.nn.native.enabled`; else the layers on
+        prepared weights."""
         c = self.config
-        if self.training or not inference.decoding() or not c.standard_layout or ablation.any_off() or recording.active():
+        if self.training or not inference.decoding() or not c.standard_layout:
+            return "general"
+        if ablation.any_off() or recording.active():
             return "general"
         if c.pre_norm and native.enabled() and (self.quantized_output is not None or inference.packs(rows)):
             return "native"
