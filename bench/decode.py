@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from app.decoding import DecodeOutput, beam_search, greedy_decode  # noqa: E402
 from app.nn import build_model  # noqa: E402
-from app.nn.base import DecoderState, Seq2Seq  # noqa: E402
+from app.nn.base import DecoderState, Seq2Seq, StepPath  # noqa: E402
 from app.nn.config import TransformerConfig  # noqa: E402
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput  # noqa: E402
 from bench.naive import naive_beam, naive_greedy  # noqa: E402
@@ -52,11 +52,16 @@ class NoEos(Seq2Seq):
     def encode(self, src: Tensor, need_weights: bool = False) -> EncoderOutput:
         return self.inner.encode(src, need_weights=need_weights)
 
-    def init_state(self, enc: EncoderOutput) -> DecoderState:
-        return self.inner.init_state(enc)
+    def init_state(self, enc: EncoderOutput, *, path: StepPath | None = None) -> DecoderState:
+        return self.inner.init_state(enc, path=path)
 
-    def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, DecoderState]:
-        return self.inner.init_beams(enc, beam_size)
+    def step_path(self, rows: int) -> StepPath:
+        return self.inner.step_path(rows)
+
+    def init_beams(
+        self, enc: EncoderOutput, beam_size: int, *, path: StepPath | None = None
+    ) -> tuple[EncoderOutput, DecoderState]:
+        return self.inner.init_beams(enc, beam_size, path=path)
 
     def step(
         self, tokens: Tensor, state: DecoderState, enc: EncoderOutput, need_weights: bool = False

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from app.decoding import DecodeOutput, beam_search, greedy_decode
-from app.nn.base import Seq2Seq
+from app.nn.base import Seq2Seq, StepPath
 from app.nn.outputs import EncoderOutput, StepOutput
 
 
@@ -46,7 +46,7 @@ class RecomputeEverything(Seq2Seq):
             memory=src[:, :, None], mask=self.source_mask(src), encoder_self=enc_self
         )
 
-    def init_state(self, enc: EncoderOutput) -> PrefixState:
+    def init_state(self, enc: EncoderOutput, *, path: StepPath | None = None) -> PrefixState:
         return PrefixState(enc.memory.new_empty(enc.memory.size(0), 0))
 
     def step(

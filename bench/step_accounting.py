@@ -34,7 +34,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from app.nn import decoder_step, inference  # noqa: E402
+from app.nn import inference  # noqa: E402
+from app.nn.layers import prepare  # noqa: E402
 from app.nn.transformer import Transformer  # noqa: E402
 from app.repository import load_model_folder  # noqa: E402
 from bench.peers import converted, padded, test_sentences  # noqa: E402
@@ -58,7 +59,7 @@ def attnscope_steps(model: Transformer, sources: list[torch.Tensor], rows: int) 
 
 
 def products_only(model: Transformer, count: int) -> Steps:
-    layers = decoder_step.prepare(model.decoder_layers)
+    layers = prepare(model.decoder_layers)
     assert layers is not None
     output = inference.matrix_product(model.embed, "output", model.embed.weight)  # (D,) -> (V,)
     d, ff = model.config.d_model, model.config.ff_dim
@@ -67,6 +68,7 @@ def products_only(model: Transformer, count: int) -> Steps:
     def run(n: int) -> None:
         for _ in range(count * n):
             for w in layers:
+                assert w.ff_in is not None and w.ff_out is not None
                 w.qkv(x), w.self_out(x), w.cross_q(x), w.cross_out(x), w.ff_in(x), w.ff_out(hidden)
             output(x)
 

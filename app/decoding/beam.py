@@ -155,7 +155,7 @@ class _Search:
         self.alive = list(range(batch))  # sentence of each group of ``width`` consecutive rows
         # The first step runs one row per sentence (its other beams would be copies of it, with no
         # score yet), as CTranslate2 does on the CPU; then model.expand_beams makes k of each.
-        self.rows_enc, self.state = model.init_beams(self.enc, 1)  # encoder rows: one per row, or per sentence
+        self.rows_enc, self.state = model.init_beams(self.enc, 1, path=self.plan.step)  # encoder rows: one per row, or per sentence
         self.width, self.expanded = 1, False  # rows per sentence at this step
         self.scores = torch.zeros(batch, device=self.device)
         self.host_scores = self.scores.tolist()

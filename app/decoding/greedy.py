@@ -86,7 +86,7 @@ def _decode(
     history, alive_per_step = AttentionHistory(), []
     alive = torch.arange(batch, device=device)  # the sentence each row decodes
     alive_list = list(range(batch))
-    rows_enc, state = model.step_inputs(enc), model.init_state(enc)
+    rows_enc, state = model.step_inputs(enc), model.init_state(enc, path=plan.step)
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)
     steps = 0
     for t in range(limit):

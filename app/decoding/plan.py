@@ -3,8 +3,10 @@
 The options are one frozen value that travels unchanged from the caller (the web service, the
 translator, evaluation) to the decoder. The plan is decided once per decode, here, from the
 options, the model and the device: greedy or beam search, the fixed-shape CUDA-graph greedy path,
-the native search operations, whether attention rows are recorded. The decoders read the plan
-and ask nothing else; the caller runs the decoder its ``search`` names.
+the native search operations, whether attention rows are recorded, and which code runs each
+decoder step (the model's :meth:`~app.nn.base.Seq2Seq.step_path`: a native step, the layers on
+prepared weights, or the layers on the modules' own). The decoders read the plan and ask nothing
+else; the caller runs the decoder its ``search`` names.
 
 Adding an option: a field of :class:`DecodeOptions` (and of :class:`DecodeKw`, for callers that
 pass options by keyword), read by the decoder that needs it."""
@@ -19,7 +21,7 @@ from torch import Tensor
 
 from app.decoding import static_greedy
 from app.nn import native
-from app.nn.base import Seq2Seq
+from app.nn.base import Seq2Seq, StepPath
 
 Search = Literal["greedy", "beam"]
 
@@ -91,12 +93,15 @@ class DecodePlan:
     search: greedy or beam. static: greedy in fixed shapes, each step a CUDA graph
     (:mod:`app.decoding.static_greedy`). record_weights: the steps return attention rows (asked
     for, or needed by beam search's coverage penalty). native_search: beam's top candidates and
-    greedy's best words through the native operations (:mod:`app.nn.native`, where built)."""
+    greedy's best words through the native operations (:mod:`app.nn.native`, where built).
+    step: the decoder step's path (:data:`~app.nn.base.StepPath`), handed to the model's state
+    once (``init_state``/``init_beams``), for the widest step of the decode."""
 
     search: Search
     static: bool = False
     record_weights: bool = True
     native_search: bool = True
+    step: StepPath = "general"
 
 
 def make_plan(
@@ -113,5 +118,9 @@ def make_plan(
     )
     coverage = (options.coverage_penalty or 0.0) > 0
     record = options.need_weights or (search == "beam" and coverage)
-    return DecodePlan(search=search, static=static, record_weights=record, native_search=native.enabled())
+    rows = src.size(0) * (options.beam_size if search == "beam" else 1)  # the widest step
+    return DecodePlan(
+        search=search, static=static, record_weights=record, native_search=native.enabled(),
+        step=model.step_path(rows),
+    )  # fmt: skip
 

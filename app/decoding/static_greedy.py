@@ -19,12 +19,12 @@ Finished sentences keep decoding (their extra tokens and rows are cut off at the
 costs nothing on a GPU at these sizes; the host asks whether all are done every ``CHECK_EVERY``
 steps (one synchronisation each), so up to ``CHECK_EVERY - 1`` steps may run past the end.
 
-The arithmetic is :func:`app.nn.decoder_step.layer_step`'s (the same prepared weights, the same
-products), so the outputs are greedy decoding's: the tokens equal and the attention equal up to
-float rounding (softmax over the masked, longer rows sums in another order). Without a GPU the
+The arithmetic is the decoder layer's, :func:`app.nn.layers.decoder_layer` itself, given the
+static buffers (the same prepared weights, the same products), so the outputs are greedy
+decoding's: the tokens equal and the attention equal up to float rounding (softmax over the masked, longer rows sums in another order). Without a GPU the
 same fixed-shape step runs eagerly (``graphs=False``), which is how the tests check it on the
-CPU. :func:`applies` says when :func:`~app.decoding.greedy.greedy_decode` takes this path: a
-Transformer on CUDA, at inference, no prefix, no switched-off heads or recording, not int8, and
+CPU. :func:`applies` says when the decode plan takes this path: a Transformer on CUDA whose
+step path is not the general one (at inference, no switched-off heads or recording), no prefix, not int8, and
 ``ATTNSCOPE_CUDA_GRAPHS=1`` (opt-in: the capture has not been run on a GPU yet; the fixed-shape
 step itself is tested against greedy decoding on the CPU). A captured graph serves one call at a time; a call
 that finds it busy takes the ordinary path instead of waiting.
@@ -45,7 +45,7 @@ from torch import Tensor, nn
 
 from app import config
 from app.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
-from app.nn import decoder_step
+from app.nn import layers
 from app.nn.base import Seq2Seq
 from app.nn.family import family_of
 from app.nn.transformer import Transformer
@@ -54,7 +54,6 @@ SOURCE_BUCKET = 16  # source positions are rounded up to a multiple of this
 LENGTH_BUCKET = 32  # and the decoding budget to a multiple of this
 CHECK_EVERY = 4  # steps between the host's "all finished?" checks
 KEEP = 8  # captured shapes kept per model (least recently used dropped)
-NEG_INF = float("-inf")
 logger = logging.getLogger(__name__)
 
 Key = tuple[int, int, int]  # (batch, source capacity, length capacity)
@@ -72,9 +71,8 @@ def applies(model: Seq2Seq, device: torch.device, prefix: Sequence[Sequence[int]
         device.type == "cuda"
         and prefix is None
         and family_of(model.config).fast_paths(model.config)  # the shipped Transformer layout
-        and not model.training
         and getattr(model, "quantized_output", None) is None
-        and decoder_step.applies()
+        and model.step_path(1) != "general"
         and enabled()
     )
 
@@ -94,7 +92,7 @@ class StaticGreedy:
     """The fixed-size buffers of one (batch, source capacity, length capacity) and its step."""
 
     def __init__(self, model: Transformer, key: Key, device: torch.device) -> None:
-        weights = decoder_step.prepare(model.decoder_layers)
+        weights = layers.prepare(model.decoder_layers)
         if weights is None:
             raise ValueError("the decoder layers cannot take the prepared step")
         self.model, self.weights = model, weights
@@ -102,7 +100,7 @@ class StaticGreedy:
         self.graph: torch.cuda.CUDAGraph | None = None
         c = model.config
         batch, source, length = key
-        layers, heads, dh = len(weights), c.heads, c.d_model // c.heads
+        count, heads, dh = len(weights), c.heads, c.d_model // c.heads
         with torch.inference_mode(False), torch.no_grad():  # plain tensors: usable in either mode
             def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> Tensor:
                 return torch.zeros(*shape, dtype=dtype, device=device)
@@ -110,16 +108,16 @@ class StaticGreedy:
             self.tokens = zeros(batch, dtype=torch.long)
             self.position = zeros(1, dtype=torch.long)
             self.key_positions = torch.arange(length, device=device)
-            self.self_kv = [zeros(2, batch, heads, length, dh) for _ in range(layers)]
-            self.cross_kv = [(zeros(batch, heads, source, dh), zeros(batch, heads, source, dh)) for _ in range(layers)]
-            self.blocked = torch.ones(batch, 1, 1, source, dtype=torch.bool, device=device)
+            self.self_kv = [zeros(2, batch, heads, length, dh) for _ in range(count)]
+            self.cross_kv = [(zeros(batch, heads, source, dh), zeros(batch, heads, source, dh)) for _ in range(count)]
+            self.source_mask = torch.zeros(batch, 1, 1, source, dtype=torch.bool, device=device)
             self.limits = zeros(batch, dtype=torch.long)
             self.lengths = zeros(batch, dtype=torch.long)
             self.done = zeros(batch, dtype=torch.bool)
             self.out_tokens = zeros(batch, length, dtype=torch.long)
             self.out_lp = zeros(batch, length)
-            self.self_rows = zeros(batch, layers, heads, length, length)
-            self.cross_rows = zeros(batch, layers, heads, length, source)
+            self.self_rows = zeros(batch, count, heads, length, length)
+            self.cross_rows = zeros(batch, count, heads, length, source)
 
     def load(self, cross_kv: list[tuple[Tensor, Tensor]], cross_mask: Tensor, limits: Tensor) -> None:
         """Start a decode: the sentences' cross keys/values (B, H, S, Dh) and mask (B, 1, 1, S),
@@ -131,33 +129,28 @@ class StaticGreedy:
                 k_buf[:, :, s:].zero_()
                 v_buf[:, :, :s].copy_(v)
                 v_buf[:, :, s:].zero_()
-            self.blocked[..., :s].copy_(~cross_mask)
-            self.blocked[..., s:].fill_(True)
+            self.source_mask[..., :s].copy_(cross_mask)
+            self.source_mask[..., s:].fill_(False)
             self.tokens.fill_(self.model.config.bos_id)
             self.position.zero_()
             self.limits.copy_(limits)
             self.lengths.copy_(limits)
             self.done.zero_()
 
-    def _layer(self, index: int, w: decoder_step.LayerWeights, x: Tensor, future: Tensor) -> Tensor:
-        """:func:`app.nn.decoder_step.layer_step` on the fixed buffers; records the rows."""
-        n, d = x.shape
-        heads = w.heads
-        dh = d // heads
-        scale = math.sqrt(dh)
-        pos = self.position
-        qkv = w.qkv(decoder_step.layer_norm(w, x, w.norm_self) if w.pre_norm else x)
-        qkv = qkv.view(n, 1, 3, heads, dh).permute(2, 0, 3, 1, 4)  # (3, N, H, 1, Dh)
-        cache = self.self_kv[index]  # (2, N, H, Lc, Dh)
-        cache.index_copy_(3, pos, qkv[1:])
-        length = cache.size(3)
-        scores = torch.bmm(qkv[0].reshape(n * heads, 1, dh), cache[0].view(n * heads, length, dh).transpose(1, 2))
-        self_w = scores.div_(scale).masked_fill_(future, NEG_INF).softmax(-1)  # (N*H, 1, Lc)
-        out = torch.bmm(self_w, cache[1].view(n * heads, length, dh)).view(n, d)
-        self.self_rows[:, index].index_copy_(2, pos, self_w.view(n, heads, 1, length))
-        x = decoder_step.self_attention_residual(w, x, out)
-        x, cross_w = decoder_step.cross_and_feed_forward(w, x, self.cross_kv[index], self.blocked)
-        self.cross_rows[:, index].index_copy_(2, pos, cross_w)  # (N, H, 1, Sc): one row per sentence
+    def _layer(self, index: int, w: layers.LayerWeights, x: Tensor, written: Tensor) -> Tensor:
+        """:func:`app.nn.layers.decoder_layer` on the fixed buffers: x (N, 1, D); the keys and
+        values written at the position, attention over the ``written`` ones (Lc,); records the
+        rows."""
+        pos, cache = self.position, self.self_kv[index]  # cache (2, N, H, Lc, Dh)
+
+        def kv(new: Tensor) -> tuple[Tensor, Tensor]:  # new (2, N, H, 1, Dh)
+            cache.index_copy_(3, pos, new)
+            return cache[0], cache[1]
+
+        masks = (written, self.source_mask)
+        x, self_w, cross_w = layers.decoder_layer(w, x, kv, masks, self.cross_kv[index], True)
+        self.self_rows[:, index].index_copy_(2, pos, self_w)  # type: ignore[arg-type]  # (N, H, 1, Lc)
+        self.cross_rows[:, index].index_copy_(2, pos, cross_w)  # type: ignore[arg-type]  # (N, H, 1, Sc)
         return x
 
     def step(self) -> None:
@@ -166,11 +159,11 @@ class StaticGreedy:
         m, c = self.model, self.model.config
         pos = self.position
         x = nn.functional.embedding(self.tokens, m.embed.weight, m.embed.padding_idx)
-        x = x * math.sqrt(c.d_model) + m.positions.index_select(0, pos)  # (N, D)
-        future = self.key_positions.gt(pos)  # (Lc,) keys not written yet
+        x = (x * math.sqrt(c.d_model) + m.positions.index_select(0, pos))[:, None]  # (N, 1, D)
+        written = self.key_positions.le(pos)  # (Lc,) keys written so far
         for index, w in enumerate(self.weights):
-            x = self._layer(index, w, x, future)
-        log_probs = torch.log_softmax(m.logits(m.decoder_norm(x)).float(), dim=-1)
+            x = self._layer(index, w, x, written)
+        log_probs = torch.log_softmax(m.logits(m.decoder_norm(x[:, 0])).float(), dim=-1)
         logp, tokens = never_emit(log_probs, c.pad_id, c.bos_id, inplace=True).max(dim=-1)
         finished = tokens.eq(c.eos_id) | self.limits.le(pos + 1)
         self.lengths.copy_(torch.where(finished & ~self.done, pos + 1, self.lengths))

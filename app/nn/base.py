@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 from torch import Tensor, nn
 
 from app.nn.config import ModelConfig
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
+
+StepPath = Literal["native", "prepared", "general"]
+"""Which code runs a decoder step, chosen once per decode (:meth:`Seq2Seq.step_path`): one native
+operation, the layers on weights prepared for decoding, or the layers on the modules' own."""
 
 
 class DecoderState(Protocol):
@@ -43,10 +47,18 @@ class Seq2Seq(nn.Module):
         """src: (B, S) token ids, padded with ``pad_id``."""
         raise NotImplementedError
 
-    def init_state(self, enc: EncoderOutput) -> DecoderState:
+    def init_state(self, enc: EncoderOutput, *, path: StepPath | None = None) -> DecoderState:
+        """The decoder state for ``enc``, its steps on ``path`` (:meth:`step_path`'s by default)."""
         raise NotImplementedError
 
-    def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, DecoderState]:
+    def step_path(self, rows: int) -> StepPath:
+        """Which step decodes ``rows`` rows (the decode plan asks once per decode): by default
+        the model's only one, its layers."""
+        return "general"
+
+    def init_beams(
+        self, enc: EncoderOutput, beam_size: int, *, path: StepPath | None = None
+    ) -> tuple[EncoderOutput, DecoderState]:
         """The state of ``beam_size`` rows per sentence (rows ``b*k .. b*k+k-1`` are sentence
         ``b``'s) and the encoder output to give :meth:`step` with it. By default each row gets
         its own copy of its sentence's encoder rows; a model whose state shares them across a
@@ -54,7 +66,7 @@ class Seq2Seq(nn.Module):
         batch = enc.mask.size(0)
         beams = torch.arange(batch, device=enc.mask.device).repeat_interleave(beam_size)
         rows = reorder_encoder(self.step_inputs(enc), beams)
-        return rows, self.init_state(rows)
+        return rows, self.init_state(rows, path=path)
 
     def expand_beams(
         self, enc: EncoderOutput, state: DecoderState, indices: Tensor, beam_size: int

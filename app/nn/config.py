@@ -194,7 +194,7 @@ class TransformerConfig(SharedConfig):
     def standard_layout(self) -> bool:
         """Whether this is the shipped models' layout (relu, scaled embeddings, sinusoidal
         positions, final norms iff pre-norm, tied output without bias): only that layout takes
-        the decoding fast paths (app.nn.decoder_step, app.nn.native, static greedy); the others
+        the decoding fast paths (app.nn.layers prepared, app.nn.native, static greedy); the others
         run the general layer code, which every layout shares."""
         return (
             self.activation == "relu"

@@ -119,7 +119,7 @@ class Family(ABC):
     def fast_paths(self, config: Any) -> bool:
         """Whether decoding paths outside the model written for the shipped Transformer's layout
         (static greedy, :mod:`app.decoding.static_greedy`) may run it. (The Transformer gates its
-        own step paths, :mod:`app.nn.decoder_step` and :mod:`app.nn.native`, inside itself.)"""
+        own step paths, :mod:`app.nn.layers` on prepared weights and :mod:`app.nn.native`, inside itself.)"""
         return False
 
 

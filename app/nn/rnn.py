@@ -13,7 +13,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from app.nn import inference
 from app.nn.ablation import is_off
-from app.nn.base import Seq2Seq
+from app.nn.base import Seq2Seq, StepPath
 from app.nn.config import RecurrentConfig, RNNConfig, SelfAttentiveRNNConfig
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
 from app.nn.recording import record
@@ -78,7 +78,8 @@ class RNNSeq2Seq(Seq2Seq):
         mask = self.source_mask(src)
         return self.encoder(self.dropout(self.embed(src)), mask, need_weights=need_weights)
 
-    def init_state(self, enc: EncoderOutput) -> RNNState:
+    def init_state(self, enc: EncoderOutput, *, path: StepPath | None = None) -> RNNState:
+        """An RNN has one step path (``path`` is ignored)."""
         assert enc.final is not None
         return RNNState(enc.final)
 

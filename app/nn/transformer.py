@@ -17,9 +17,9 @@ from typing import cast
 import torch
 from torch import Tensor, nn
 
-from app.nn import decoder_step, inference, native
+from app.nn import ablation, inference, layers, native, recording
 from app.nn.attention import MultiHeadAttention
-from app.nn.base import DecoderState, Seq2Seq, reorder_encoder
+from app.nn.base import DecoderState, Seq2Seq, StepPath, reorder_encoder
 from app.nn.config import TransformerConfig
 from app.nn.kv_cache import KVCache, select_all
 from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
@@ -50,9 +50,7 @@ class Residual(nn.Module):
         self.pre_norm = pre_norm
 
     def forward(self, x: Tensor, sublayer: Sublayer) -> tuple[Tensor, Tensor | None]:
-        out, weights = sublayer(self.norm(x) if self.pre_norm else x)
-        x = x + self.dropout(out)
-        return (x if self.pre_norm else self.norm(x)), weights
+        return layers.sublayer(x, self.norm, self.pre_norm, sublayer, self.dropout if self.training else None)
 
 
 ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
@@ -117,7 +115,13 @@ class EncoderLayer(nn.Module):
         self, x: Tensor, mask: Tensor, need_weights: bool, bias: Tensor | None = None
     ) -> tuple[Tensor, Tensor | None]:
         """x: (B, S, D); mask: (B, 1, 1, S); bias: None or (1, H, S, S) on the scores (T5)."""
-        x, weights = self.res_attn(x, lambda y: self.self_attn(y, y, mask, need_weights=need_weights, bias=bias))
+        return self.run(x, lambda y: self.self_attn(y, y, mask, need_weights=need_weights, bias=bias))
+
+    def run(self, x: Tensor, attend: Sublayer) -> tuple[Tensor, Tensor | None]:
+        """The encoder layer (every form of it): its self-attention ``attend`` (normed x ->
+        output, weights) and the feed-forward, each a residual sublayer
+        (:func:`app.nn.layers.sublayer`)."""
+        x, weights = self.res_attn(x, attend)
         x, _ = self.res_ff(x, self.ff)
         return x, weights
 
@@ -131,16 +135,17 @@ class EncoderLayer(nn.Module):
         The real positions get the numbers of :meth:`forward` (up to float rounding: the
         products have other sizes); the padded query rows' weights are not the same, and no
         one reads them (answers cut each matrix to its sentence)."""
-        attn, res = self.self_attn, self.res_attn
+        attn = self.self_attn
         b, s = shape
-        qkv = attn.qkv_rows(_norm(res, x) if res.pre_norm else x)  # (N, 3D)
-        full = qkv.new_zeros(b * s, qkv.size(1)).index_copy_(0, rows, qkv)
-        q, k, v = full.view(b, s, 3, attn.heads, attn.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, S, Dh)
-        heads, weights = attn.attend_heads(q, k, v, mask, need_weights, bias)  # (B, S, H * Dh)
-        out = inference.linear(attn.out_proj, heads.reshape(b * s, -1).index_select(0, rows))
-        x = _residual(res, x, out, False)
-        out, _ = self.ff(_norm(self.res_ff, x) if self.res_ff.pre_norm else x)
-        return _residual(self.res_ff, x, out, False), weights
+
+        def attend(y: Tensor) -> tuple[Tensor, Tensor | None]:
+            qkv = attn.qkv_rows(y)  # (N, 3D)
+            full = qkv.new_zeros(b * s, qkv.size(1)).index_copy_(0, rows, qkv)
+            q, k, v = full.view(b, s, 3, attn.heads, attn.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, S, Dh)
+            heads, weights = attn.attend_heads(q, k, v, mask, need_weights, bias)  # (B, S, H * Dh)
+            return inference.linear(attn.out_proj, heads.reshape(b * s, -1).index_select(0, rows)), weights
+
+        return self.run(x, attend)
 
 
 class DecoderLayer(nn.Module):
@@ -165,35 +170,14 @@ class DecoderLayer(nn.Module):
     ) -> tuple[Tensor, Tensor | None, Tensor | None, KVCache]:
         """x: (B, T, D) new positions after the ``cache``'s earlier ones (``self_mask`` None or
         broadcastable to (B, H, T, t + T); ``bias`` None or (1, H, T, t + T) on the self scores,
-        T5's). Returns x, the self weights (B, H, T, t + T), the
-        cross weights (B, H, T, S) and the cache grown by the T positions (written in place).
-
-        The sublayers are called as plain functions (no module hooks, no closures): decoding runs
-        this once per token and layer, where each avoided call is time saved."""
-        pre, training = self.res_self.pre_norm, self.training
-        qkv = self.self_attn.project_qkv(_norm(self.res_self, x) if pre else x)  # (3, B, H, T, Dh)
-        cache = cache.append(qkv[1:])
-        out, self_w = self.self_attn.attend(qkv[0], *cache.pair(), self_mask, need_weights, bias)
-        x = _residual(self.res_self, x, out, training)
-        y = _norm(self.res_cross, x) if pre else x
-        out, cross_w = self.cross_attn(y, kv=cross_kv, mask=cross_mask, need_weights=need_weights)
-        x = _residual(self.res_cross, x, out, training)
-        out, _ = self.ff(_norm(self.res_ff, x) if pre else x)
-        return _residual(self.res_ff, x, out, training), self_w, cross_w, cache
-
-
-def _norm(residual: Residual, x: Tensor) -> Tensor:
-    """The residual's layer norm as a function (the same arithmetic as calling the module)."""
-    n = residual.norm
-    if not isinstance(n, nn.LayerNorm):  # T5's RMSNorm
-        return cast(Tensor, n(x))
-    return nn.functional.layer_norm(x, n.normalized_shape, n.weight, n.bias, n.eps)
-
-
-def _residual(residual: Residual, x: Tensor, out: Tensor, training: bool) -> Tensor:
-    """``Residual.forward`` after its sublayer: x + dropout(out), normed after for post-norm."""
-    x = x + (residual.dropout(out) if training else out)
-    return x if residual.pre_norm else _norm(residual, x)
+        T5's). Returns x, the self weights (B, H, T, t + T), the cross weights (B, H, T, S) and
+        the cache grown by the T positions (written in place): :func:`app.nn.layers.decoder_layer`
+        on this layer's own weights."""
+        kv = layers.CacheAppend(cache)
+        x, self_w, cross_w = layers.decoder_layer(
+            layers.general(self), x, kv, (self_mask, cross_mask), cross_kv, need_weights, bias
+        )
+        return x, self_w, cross_w, kv.cache
 
 
 @dataclass
@@ -209,8 +193,11 @@ class TransformerState:
     cross_mask: Tensor
     position: int = 0
     group: int = 1
-    weights: list[decoder_step.LayerWeights] | None = None  # for decoder_step, when it applies
-    native: native.NativeStep | native.NativeFp32Step | None = None  # the whole step in one native call
+    # the step path the plan chose (Transformer.init_state): the whole step in one native call
+    # (``native``), the layers on weights prepared for decoding (``weights``), or neither: the
+    # layers on the modules' own weights
+    weights: list[layers.LayerWeights] | None = None
+    native: native.NativeStep | native.NativeFp32Step | None = None
 
     @cached_property
     def cross_blocked(self) -> Tensor:
@@ -222,10 +209,10 @@ class TransformerState:
         """Per layer, the self keys and values (N, H, t, Dh): views of the caches."""
         return None if self.self_cache is None else [c.pair() for c in self.self_cache]
 
-    def advanced(self, caches: list[KVCache]) -> TransformerState:
-        """This state one position on, with the caches grown by it (a step's result)."""
+    def advanced(self, caches: list[KVCache], by: int = 1) -> TransformerState:
+        """This state ``by`` positions on, with the caches grown by them (a step's result)."""
         grown = TransformerState(
-            caches, self.cross_kv, self.cross_mask, self.position + 1, self.group, self.weights, self.native
+            caches, self.cross_kv, self.cross_mask, self.position + by, self.group, self.weights, self.native
         )
         grown.cross_blocked = self.cross_blocked
         return grown
@@ -342,10 +329,27 @@ class Transformer(Seq2Seq):
     def _native_encoder(self) -> native.NativeEncoder | None:
         """The native int8 encoder (:mod:`app.nn.native`) when this model was quantised, is
         pre-norm, at inference with no head switched off or scores recorded; else None."""
-        if self.training or not decoder_step.applies():
+        if self.step_path(1) != "native":
             return None
         parts = self.native_parts()
         return None if parts is None else parts[0]
+
+    def step_path(self, rows: int) -> StepPath:
+        """Which step decodes ``rows`` rows (chosen once per decode by the decode plan; every
+        gate is here): the layers on the modules' weights while training or recording gradients,
+        for the imported layouts, with heads switched off or scores recorded (the native steps
+        know neither); else the native step of a pre-norm model where it applies (int8; float
+        where every product of ``rows`` rows runs on packed fp16 weights,
+        :func:`app.nn.inference.packs`) and :func:`app.nn.native.enabled`; else the layers on
+        prepared weights."""
+        c = self.config
+        if self.training or not inference.decoding() or not c.standard_layout:
+            return "general"
+        if ablation.any_off() or recording.active():
+            return "general"
+        if c.pre_norm and native.enabled() and (self.quantized_output is not None or inference.packs(rows)):
+            return "native"
+        return "prepared"
 
     def native_parts(self) -> tuple[native.NativeEncoder, native.NativeStep] | None:
         """The native int8 encoder and step of a quantised pre-norm model (None otherwise, or
@@ -361,16 +365,16 @@ class Transformer(Seq2Seq):
         return memo
 
     def _build_native(self) -> tuple[native.NativeEncoder, native.NativeStep] | None:
-        linear = decoder_step.linear_product
-        layers = []
+        linear = layers.linear_product
+        parts = []
         for module in self.encoder_layers:
             layer = cast(EncoderLayer, module)
             attn, (first, _, _, last) = layer.self_attn, layer.ff.net
-            products = [decoder_step.qkv_product(attn), *(linear(m) for m in (attn.out_proj, first, last))]
-            layers.append((layer.res_attn.norm, layer.res_ff.norm, products))
-        encoder = native.prepare_encoder(layers, self.encoder_norm, self.config.heads)
+            products = [layers.qkv_product(attn), *(linear(m) for m in (attn.out_proj, first, last))]
+            parts.append((layer.res_attn.norm, layer.res_ff.norm, products))
+        encoder = native.prepare_encoder(parts, self.encoder_norm, self.config.heads)
         output = None if self.quantized_output is None else linear(self.quantized_output)
-        step = None if output is None else native.prepare(decoder_step.prepare(self.decoder_layers), self.decoder_norm, output)
+        step = None if output is None else native.prepare(layers.prepare(self.decoder_layers), self.decoder_norm, output)
         return None if encoder is None or step is None else (encoder, step)
 
     def _real_rows(self, mask: Tensor) -> Tensor | None:
@@ -399,20 +403,25 @@ class Transformer(Seq2Seq):
         enc_self = torch.stack(weights, dim=1) if need_weights else None  # (B, L, H, S, S)
         return EncoderOutput(memory=memory, mask=mask, encoder_self=enc_self)
 
-    def init_state(self, enc: EncoderOutput, group: int = 1) -> TransformerState:
+    def init_state(self, enc: EncoderOutput, group: int = 1, *, path: StepPath | None = None) -> TransformerState:
         """The state of ``group`` rows per sentence of ``enc``, sharing its cross keys/values
-        (made contiguous once here, so that no decoding step copies them)."""
+        (made contiguous once here, so that no decoding step copies them), for the steps of
+        ``path`` (the decode plan's; None: :meth:`step_path`'s for these rows). With gradients
+        recorded the layers run on their own weights (the prepared ones carry no gradient); a
+        native step that cannot be built (no library, weights not fp16 numbers) leaves the
+        prepared layers."""
         cross, rows = [], self._real_rows(enc.mask)  # projected on the real positions only
         for layer in self.decoder_layers:
             k, v = cast(DecoderLayer, layer).cross_attn.project_kv(enc.memory, rows)
             cross.append((k.contiguous(), v.contiguous()))
-        parts = None if self.training else self.native_parts()
-        step: native.NativeStep | native.NativeFp32Step | None
-        if parts is not None:  # int8: the native step takes every step it can
-            weights, step = None, parts[1]
-        else:  # the step's plain-tensor layers know the shipped layout only
-            weights = decoder_step.prepare(self.decoder_layers) if self.config.standard_layout else None
-            step = self._native_fp32(weights)
+        path = path or self.step_path(enc.mask.size(0) * group)
+        if not inference.decoding():
+            path = "general"
+        weights = None if path == "general" else layers.prepare(self.decoder_layers)
+        step: native.NativeStep | native.NativeFp32Step | None = None
+        if path == "native":
+            parts = self.native_parts()
+            step = parts[1] if parts is not None else self._native_fp32(weights)
         return TransformerState(
             self_cache=None,
             cross_kv=cross,
@@ -422,7 +431,7 @@ class Transformer(Seq2Seq):
             native=step,
         )
 
-    def _native_fp32(self, weights: list[decoder_step.LayerWeights] | None) -> native.NativeFp32Step | None:
+    def _native_fp32(self, weights: list[layers.LayerWeights] | None) -> native.NativeFp32Step | None:
         """The native float step (the Python step's operations in C++, the same bits) when the
         products are on packed fp16 weights (the shipped models), pre-norm, at inference."""
         if weights is None or self.training or self.quantized_output is not None or not native.enabled():
@@ -430,10 +439,12 @@ class Transformer(Seq2Seq):
         output = inference.matrix_product(self.embed, "output", self.embed.weight)
         return native.prepare_fp32(weights, self.decoder_norm, output, self.embed.padding_idx or 0)
 
-    def init_beams(self, enc: EncoderOutput, beam_size: int) -> tuple[EncoderOutput, TransformerState]:
+    def init_beams(
+        self, enc: EncoderOutput, beam_size: int, *, path: StepPath | None = None
+    ) -> tuple[EncoderOutput, TransformerState]:
         """Cross keys/values projected once per sentence and shared by its beams; ``step``
         reads the source mask from the state, so the encoder output stays one row per sentence."""
-        return self.step_inputs(enc), self.init_state(enc, group=beam_size)
+        return self.step_inputs(enc), self.init_state(enc, group=beam_size, path=path)
 
     def expand_beams(
         self, enc: EncoderOutput, state: DecoderState, indices: Tensor, beam_size: int
@@ -454,71 +465,45 @@ class Transformer(Seq2Seq):
     def _decode(
         self, x: Tensor, state: TransformerState, self_mask: Tensor | None, need_weights: bool
     ) -> tuple[Tensor, TransformerState, Tensor | None, Tensor | None]:
+        """The decoder stack on x (B, T, D), T new positions after the state's: every layer is
+        :func:`app.nn.layers.decoder_layer`, on the state's prepared weights where the plan chose
+        them, else on the modules' own. Returns the normed output (B, T, D), the grown state and,
+        if asked, the self (B, L, H, T, t) and cross (B, L, H, T, S) weights."""
+        weights = state.weights or [layers.general(cast(DecoderLayer, layer)) for layer in self.decoder_layers]
         self_rows, cross_rows, caches = [], [], []
         bias = self._relative_bias("decoder", x.size(1), state.position)  # (1, H, T, t + T) or None
-        for i, layer in enumerate(self.decoder_layers):
-            past = KVCache() if state.self_cache is None else state.self_cache[i]
-            x, sw, cw, kv = layer(x, past, self_mask, state.cross_kv[i], state.cross_mask, need_weights, bias)
+        for i, w in enumerate(weights):
+            kv = layers.CacheAppend(KVCache() if state.self_cache is None else state.self_cache[i])
+            x, sw, cw = layers.decoder_layer(
+                w, x, kv, (self_mask, state.cross_mask), state.cross_kv[i], need_weights, bias
+            )
             self_rows.append(sw)
             cross_rows.append(cw)
-            caches.append(kv)
-        new_state = TransformerState(
-            caches, state.cross_kv, state.cross_mask, state.position + x.size(1), state.group
-        )
+            caches.append(kv.cache)
+        new_state = state.advanced(caches, by=x.size(1))
         if not need_weights:
             return self.decoder_norm(x), new_state, None, None
-        return self.decoder_norm(x), new_state, torch.stack(self_rows, 1), torch.stack(cross_rows, 1)
+        return self.decoder_norm(x), new_state, torch.stack(self_rows, 1), torch.stack(cross_rows, 1)  # type: ignore[arg-type]
 
     def step(
         self, tokens: Tensor, state: TransformerState, enc: EncoderOutput, need_weights: bool = False
     ) -> tuple[StepOutput, TransformerState]:
-        fast = not self.training and decoder_step.applies()
-        if fast and state.native is not None and state.native.takes(tokens.size(0)):
+        """One new token per row through the step path the state holds (:meth:`init_state`). On
+        prepared weights attention always takes the explicit softmax, as the native steps do
+        (the same bits whether or not the rows are asked for)."""
+        if state.native is not None:
             return self._native_step(tokens, state, state.native, need_weights)
-        if fast and state.weights is not None:
-            y, state, self_w, cross_w = self._fast_step(tokens, state, need_weights)
-        else:
-            x = self._embed(tokens[:, None], offset=state.position)  # (N, 1, D)
-            y, state, self_w, cross_w = self._decode(x, state, None, need_weights)
-            y = y[:, 0]
-            self_w = None if self_w is None else self_w[:, :, :, 0]
-            cross_w = None if cross_w is None else cross_w[:, :, :, 0]
-        logits = self.logits(y)  # (N, V)
+        x = self._embed(tokens[:, None], offset=state.position)  # (N, 1, D)
+        y, state, self_w, cross_w = self._decode(x, state, None, need_weights or state.weights is not None)
+        logits = self.logits(y[:, 0])  # (N, V)
         return (
             StepOutput(
                 torch.log_softmax(logits.float(), dim=-1),
-                cross=cross_w,  # (N, L, H, S)
-                decoder_self=self_w,  # (N, L, H, t)
+                cross=cross_w[:, :, :, 0] if need_weights and cross_w is not None else None,  # (N, L, H, S)
+                decoder_self=self_w[:, :, :, 0] if need_weights and self_w is not None else None,  # (N, L, H, t)
             ),
             state,
         )
-
-    def _fast_step(
-        self, tokens: Tensor, state: TransformerState, need_weights: bool
-    ) -> tuple[Tensor, TransformerState, Tensor | None, Tensor | None]:
-        """The decoder on one new token per row through :func:`app.nn.decoder_step.layer_step`:
-        the same numbers as ``_decode`` on one position. Returns the normed output (N, D), the
-        grown state and, if asked, the self (N, L, H, t+1) and cross (N, L, H, S) rows."""
-        assert state.weights is not None
-        if state.position + 1 > self.config.max_positions:
-            raise ValueError(f"sequence of {state.position + 1} tokens exceeds max_positions")
-        x = nn.functional.embedding(tokens, self.embed.weight, self.embed.padding_idx)
-        x = x * math.sqrt(self.config.d_model) + self.positions[state.position]  # (N, D)
-        self_rows, cross_rows, caches = [], [], []
-        blocked = state.cross_blocked
-        for i, weights in enumerate(state.weights):
-            cache = KVCache() if state.self_cache is None else state.self_cache[i]
-            x, sw, cw, cache = decoder_step.layer_step(
-                weights, x, cache, state.cross_kv[i], blocked, need_weights=need_weights
-            )
-            caches.append(cache)
-            self_rows.append(sw)
-            cross_rows.append(cw)
-        grown = state.advanced(caches)
-        y = self.decoder_norm(x)
-        if not need_weights:
-            return y, grown, None, None
-        return y, grown, torch.stack(self_rows, 1), torch.stack(cross_rows, 1)  # type: ignore[arg-type]
 
     def _native_step(
         self,
@@ -568,7 +553,7 @@ class Transformer(Seq2Seq):
         length = tgt_in.size(1)
         causal = torch.ones(length, length, dtype=torch.bool, device=src.device).tril()
         y, _, self_w, cross_w = self._decode(
-            self._embed(tgt_in), self.init_state(enc), causal[None, None], need_weights
+            self._embed(tgt_in), self.init_state(enc, path="general"), causal[None, None], need_weights
         )
         return Seq2SeqOutput(
             logits=self.logits(y),

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from app.decoding import DecodeOutput
 from app.nn import build_model
-from app.nn.base import Seq2Seq
+from app.nn.base import Seq2Seq, StepPath
 from app.nn.config import EOS_ID, SCORES, RNNConfig
 from app.nn.outputs import EncoderOutput, StepOutput
 from app.testing import tiny_config
@@ -109,7 +109,7 @@ class ScriptedModel(Seq2Seq):
             memory=torch.zeros(*src.shape, 1), mask=self.source_mask(src), final=sentence
         )
 
-    def init_state(self, enc: EncoderOutput) -> PrefixState:
+    def init_state(self, enc: EncoderOutput, *, path: StepPath | None = None) -> PrefixState:
         return PrefixState(torch.zeros(enc.mask.size(0), 0, dtype=torch.long))
 
     def step(

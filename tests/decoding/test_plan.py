@@ -3,6 +3,8 @@ decoders follow it, and the options are one frozen, hashable value."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 from torch import Tensor
@@ -61,3 +63,38 @@ def test_options_by_keyword_equal_the_options_object(model: Seq2Seq, src: Tensor
         by_keyword = beam_search(model, src, beam_size=2, max_length=7, alpha=0.3)
         by_object = beam_search(model, src, DecodeOptions(beam_size=2, max_length=7, alpha=0.3))
     assert torch.equal(by_keyword.tokens, by_object.tokens) and torch.equal(by_keyword.scores, by_object.scores)
+
+
+def test_the_plan_chooses_the_decoder_step_once_and_the_state_holds_it(
+    tiny: Callable[..., Seq2Seq], src: Tensor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.nn.ablation import disabled_heads
+    from app.nn.recording import recording
+    from app.nn.transformer import Transformer
+
+    rnn, transformer = tiny("rnn"), tiny("transformer")
+    assert isinstance(transformer, Transformer)
+    beams = DecodeOptions(beam_size=4)
+    with torch.no_grad():
+        assert make_plan(rnn, src, beams).step == "general"  # one step path
+        monkeypatch.setenv("ATTNSCOPE_NATIVE", "0")
+        assert make_plan(transformer, src, beams).step == "prepared"
+        with disabled_heads(transformer, [("cross", 0, 1)]):  # the native step knows no heads
+            assert make_plan(transformer, src, beams).step == "general"
+        with recording():
+            assert make_plan(transformer, src, beams).step == "general"
+        plan = make_plan(transformer, src, DecodeOptions(beam_size=1))
+        state = transformer.init_state(transformer.encode(src), path=plan.step)
+        assert state.weights is not None and state.native is None
+        threads = torch.get_num_threads()
+        monkeypatch.delenv("ATTNSCOPE_NATIVE")
+        try:  # the float native step takes up to 24 rows on several threads: the widest step counts
+            torch.set_num_threads(2)
+            assert transformer.step_path(6 * 4) == transformer.step_path(1) == "native"
+            assert make_plan(transformer, src, DecodeOptions(beam_size=7)).step == "prepared"  # 28 rows
+        finally:
+            torch.set_num_threads(threads)
+    assert make_plan(transformer, src, beams).step == "general"  # gradients recorded
+    transformer.train()
+    with torch.no_grad():
+        assert make_plan(transformer, src, beams).step == "general"

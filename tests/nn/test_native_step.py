@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from app.decoding import beam_search, greedy_decode
-from app.nn import decoder_step, native
+from app.nn import native
 from app.nn.base import Seq2Seq
 from app.nn.kv_cache import GROWTH
 from app.nn.native import library
@@ -72,11 +72,8 @@ def _steps(model: Transformer, src: Tensor, tokens: Tensor, group: int, use_nati
     """model.step over forced tokens (N, T), N = sentences * group, native or Python."""
     with torch.inference_mode():
         enc = model.encode(src)
-        state = model.init_state(enc, group=group)
-        if use_native:
-            assert state.native is not None
-        else:
-            state.native, state.weights = None, decoder_step.prepare(model.decoder_layers)
+        state = model.init_state(enc, group=group, path="native" if use_native else "prepared")
+        assert (state.native is not None) == use_native
         out = []
         for t in range(tokens.size(1)):
             step, state = model.step(tokens[:, t], state, enc, need_weights=True)
@@ -215,9 +212,10 @@ def test_the_float_native_step_leaves_many_rows_on_several_threads_to_python(
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(2)  # products of more than 24 rows go to MKL's threads
-        assert step.takes(24) and not step.takes(25)
-        torch.set_num_threads(1)
-        assert step.takes(25)
+        with torch.no_grad():
+            assert model.step_path(24) == "native" and model.step_path(25) == "prepared"
+            torch.set_num_threads(1)
+            assert model.step_path(25) == "native"
     finally:
         torch.set_num_threads(threads)
     rough = make_model("transformer", heads=4, decoder_layers=2)  # weights not fp16 numbers

@@ -1,7 +1,7 @@
 """A pre-norm Transformer's decoder step (and, int8, its encoder), and beam search's candidate
 selection, as one native (C++) operation each, built at install time.
 
-At one row per step the Python step (:mod:`app.nn.decoder_step`) is ~130 small PyTorch operations
+At one row per step the Python step (:mod:`app.nn.layers` on prepared weights) is ~130 small PyTorch operations
 around 19 matrix products, and their dispatch costs as much as the products, or several times
 the int8 ones. Three operations run a Transformer:
 
@@ -44,11 +44,11 @@ import torch
 from torch import Tensor
 
 from app import config
-from app.nn.inference import Int8Product, PackedFp16Product, packs
+from app.nn.inference import Int8Product, PackedFp16Product
 from app.nn.native import library
 
 if TYPE_CHECKING:
-    from app.nn.decoder_step import LayerWeights
+    from app.nn.layers import LayerWeights
 
 log = logging.getLogger(__name__)
 SOURCES = library.SOURCES
@@ -152,10 +152,6 @@ class NativeStep:
     norms: list[Tensor]  # per layer: self, cross, feed-forward (weight, bias); then the final norm
     operands: tuple[list[Tensor], ...]  # per layer: qkv, self out, cross q, cross out, ff in, ff out; then the output
 
-    def takes(self, rows: int) -> bool:
-        """Whether a step of ``rows`` rows runs here (always: int8 products have one kernel)."""
-        return True
-
     def __call__(
         self,
         tokens: Tensor,
@@ -179,7 +175,9 @@ class NativeStep:
 @dataclass(frozen=True, eq=False)
 class NativeFp32Step:
     """A float decoder's weights as the native float step takes them: the Python step's
-    operations in C++, the same bits (products on FBGEMM's packed fp16 weights)."""
+    operations in C++, the same bits (products on FBGEMM's packed fp16 weights). It runs where
+    every product of a step's rows packs (one thread, or few rows: more go to MKL in the Python
+    step); the decode plan decides that once (:meth:`app.nn.transformer.Transformer.step_path`)."""
 
     op: Callable[..., Any]
     heads: int
@@ -188,11 +186,6 @@ class NativeFp32Step:
     norms: list[Tensor]
     packed: list[Tensor]
     bias: list[Tensor]
-
-    def takes(self, rows: int) -> bool:
-        """Whether a step of ``rows`` rows runs here: where every product packs (one thread, or
-        few rows; more go to MKL in the Python step)."""
-        return packs(rows)
 
     def __call__(
         self,
@@ -217,17 +210,19 @@ def _decoder(
     """(the operations, the products in the native order, the norms as (weight, bias) pairs) of a
     pre-norm decoder whose every product is a ``kind``; None when it does not apply (post-norm,
     another product, norms the operation does not take, or no build)."""
-    if not layers or not all(w.pre_norm for w in layers) or not isinstance(final_norm, torch.nn.LayerNorm):
-        return None
-    if any(w.eps != final_norm.eps for w in layers) or final_norm.weight is None or final_norm.bias is None:
+    if not layers or not all(w.pre_norm for w in layers):
         return None
     products: list[Any] = []
     norms: list[torch.nn.LayerNorm | tuple[Tensor, Tensor]] = []
     for w in layers:
         products += [w.qkv, w.self_out, w.cross_q, w.cross_out, w.ff_in, w.ff_out]
-        norms += [w.norm_self, w.norm_cross, w.norm_ff]
+        norms += [w.norm_self, w.norm_cross, w.norm_ff]  # type: ignore[list-item]
     products.append(output)
-    norms.append(final_norm)
+    norms.append(final_norm)  # type: ignore[arg-type]
+    if not all(type(n) is torch.nn.LayerNorm and n.weight is not None and n.bias is not None for n in norms):
+        return None
+    if any(n.eps != final_norm.eps for n in norms):  # type: ignore[union-attr]
+        return None
     if not all(isinstance(p, kind) for p in products):
         return None
     namespace = ops()

@@ -1,4 +1,4 @@
-"""The decoding step's straight-through layer (app.nn.decoder_step) computes exactly what the
+"""The decoding step's straight-through layer (app.nn.layers on prepared weights) computes exactly what the
 general layer code computes, bit for bit, and the in-place key/value cache (app.nn.kv_cache)
 behaves like an immutable value."""
 
@@ -10,7 +10,6 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.nn import decoder_step
 from app.nn.ablation import disabled_heads
 from app.nn.base import Seq2Seq
 from app.nn.kv_cache import GROWTH, KVCache
@@ -36,12 +35,9 @@ def _decode(
     """Steps over tokens (N, T), N = sentences * group, with or without the fast layer."""
     with torch.no_grad():
         enc = model.encode(src)
-        state = model.init_state(enc, group=group)
-        if state.native is not None:  # an int8 model's native step: tests/nn/test_native_step.py
-            state.native, state.weights = None, decoder_step.prepare(model.decoder_layers)
-        assert state.weights is not None
-        if not fast:
-            state.weights = None  # the general layer code
+        # the native steps: tests/nn/test_native_step.py
+        state = model.init_state(enc, group=group, path="prepared" if fast else "general")
+        assert (state.weights is not None) == fast
         out = []
         for t in range(tokens.size(1)):
             step, state = model.step(tokens[:, t], state, enc, need_weights=True)
