@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.nn.config import ModelConfig
+    from app.repository import LoadedModel
     from app.training.presets import TrainConfig
+    from app.translator import Translator
 
 from app.alignment.rows import ROWS
 from app.allocator import keep_freed_memory
@@ -26,10 +28,25 @@ def _pair(text: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
+Subparsers = argparse._SubParsersAction  # what add_subparsers returns; each _add_* adds one command
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnscope", description="Neural MT models and their attention.")
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_serve, _add_build_native, _add_train, _add_evaluate, _add_align_corpus, _add_distill,
+                _add_download, _add_tokenizer, _add_import):  # fmt: skip
+        add(sub)
+    from app.vision.cli import add_commands as add_vision_commands
 
+    add_vision_commands(sub)
+    from app.analysis.cli import add_command as add_analyze_command
+
+    add_analyze_command(sub)
+    return parser
+
+
+def _add_serve(sub: Subparsers) -> None:
     serve = sub.add_parser("serve", help="serve the models over HTTP (API and pages)")
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
@@ -47,9 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--replica-gpus", type=float, default=None, help="--ray: GPUs per replica (default 0)")
     serve.add_argument("--max-loaded-models", type=int, default=None,
                        help="models kept loaded at once, others loaded on first use (default: all)")
+
+
+def _add_build_native(sub: Subparsers) -> None:
     native = sub.add_parser("build-native", help="build and check the native decoder operations (make install does)")
     native.add_argument("--force", action="store_true", help="rebuild even if a valid build is there")
 
+
+def _add_train(sub: Subparsers) -> None:
     from app.nn.config import SCORES
     from app.training.presets import PRESETS
 
@@ -94,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "or --set label_smoothing=0.2")
     train.add_argument("--quiet", action="store_true", help="no progress bars")
 
+
+def _add_evaluate(sub: Subparsers) -> None:
     ev = sub.add_parser("evaluate", help="BLEU of a model folder on the test sets")
     ev.add_argument("model", help="a model folder")
     ev.add_argument("--data-dir", default=None)
@@ -145,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="first pick GNMT's coverage penalty on the validation set (after the length penalty, "
                          "if tuned too; saved with --update-card), and report test BLEU with and without it")
 
+
+def _add_align_corpus(sub: Subparsers) -> None:
     al = sub.add_parser("align-corpus", help="reference word alignments (eflomal, grow-diag-final-and)")
     al.add_argument("--pair", type=_pair, default=("en", "de"), help="e.g. en-de or en-fr")
     al.add_argument("--data-dir", default=None)
@@ -152,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="splits aligned (and written) besides train")
     al.add_argument("--out-dir", default=None, help="where the references go (default <data-dir>/alignments)")
 
+
+def _add_distill(sub: Subparsers) -> None:
     di = sub.add_parser("distill", help="a teacher model's translations of a split, for sequence-level distillation")
     di.add_argument("model", help="the teacher's model folder")
     di.add_argument("--out", required=True, help="file of source<TAB>translation lines (.gz to compress)")
@@ -161,9 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
     di.add_argument("--batch-size", type=int, default=128)
     di.add_argument("--device", default=None)
 
+
+def _add_download(sub: Subparsers) -> None:
     dl = sub.add_parser("download", help="fetch Multi30k task 1 (en, de, fr) from its public repository")
     dl.add_argument("--data-dir", default=None)
 
+
+def _add_tokenizer(sub: Subparsers) -> None:
     tok = sub.add_parser("tokenizer", help="train a joint SentencePiece model for a pair")
     tok.add_argument("--pair", type=_pair, default=("en", "de"))
     tok.add_argument("--vocab-size", type=int, default=8000)
@@ -172,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--byte-fallback", action="store_true",
                      help="byte pieces instead of <unk>, digits split, no normalisation (lossless)")
 
+
+def _add_import(sub: Subparsers) -> None:
     imp = sub.add_parser("import", help="import a Hugging Face encoder-decoder as a model folder (extra: attnscope[hf])")
     imp.add_argument("source", help="a folder saved with save_pretrained, or a hub id (e.g. Helsinki-NLP/opus-mt-en-de)")
     imp.add_argument("--out", required=True, help="model folder to write (e.g. models/en-de-opus-mt)")
@@ -179,14 +213,6 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--dtype", choices=["float16", "bfloat16", "float32"], default="float16",
                      help="weights as stored (the checks run in float32 and again on the stored copy)")
     imp.add_argument("--pair", type=_pair, default=None, help="language pair, e.g. en-de (default: from the source)")
-
-    from app.vision.cli import add_commands as add_vision_commands
-
-    add_vision_commands(sub)
-    from app.analysis.cli import add_command as add_analyze_command
-
-    add_analyze_command(sub)
-    return parser
 
 
 def _parse_value(text: str) -> Any:
@@ -334,14 +360,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from app.device import resolve_device
     from app.repository import load_model_folder, write_card
-    from app.training.data import TEST_SPLITS, load_parallel
-    from app.training.evaluate import (
-        attention_entropy,
-        coverage_comparison,
-        evaluate,
-        tune_coverage_penalty,
-        tune_length_penalty,
-    )
+    from app.training.data import TEST_SPLITS
+    from app.training.evaluate import attention_entropy
     from app.translator import Translator
 
     loaded = load_model_folder(args.model, resolve_device(args.device), quantize=args.quantize)
@@ -377,6 +397,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             merged = {**loaded.card.get("attention_entropy", {}), **entropy["attention_entropy"]}
             write_card(loaded.path, {**loaded.card, **entropy, "attention_entropy": merged})
         return 0
+    return _evaluate_bleu(args, loaded, translator, corpus=corpus, splits=splits)
+
+
+def _evaluate_bleu(
+    args: argparse.Namespace, loaded: LoadedModel, translator: Translator, *, corpus: Path, splits: typing.Sequence[str]
+) -> int:
+    """``evaluate``'s default: BLEU of ``splits`` (after tuning the length/coverage penalties on
+    val when asked), printed and, with ``--update-card``, merged into the card."""
+    from app.repository import write_card
+    from app.training.data import load_parallel
+    from app.training.evaluate import (
+        coverage_comparison,
+        evaluate,
+        tune_coverage_penalty,
+        tune_length_penalty,
+    )
+
     tuned: dict[str, Any] = {}
     if args.tune_length_penalty or args.tune_coverage_penalty:
         val = load_parallel(corpus, "val", loaded.source_lang, loaded.target_lang)

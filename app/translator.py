@@ -15,7 +15,7 @@ from typing import Unpack
 import torch
 from torch import Tensor
 
-from app.alignment.hard import Choice, WordAttention, word_level_attention
+from app.alignment.hard import Choice, Side, WordAttention, word_level_attention
 from app.decoding import DecodeOutput, Hypothesis, beam_search, greedy_decode, score_targets
 from app.decoding.plan import DecodeKw, DecodeOptions, make_plan, options_of
 from app.decoding.steps import StepCallback
@@ -291,9 +291,9 @@ class Translator:
         merge)."""
         assert result.hypothesis.cross is not None  # only models with cross-attention get here
         words = word_level_attention(
-            self.loaded.tokenizer, source=source, target=result.text, source_ids=result.source_ids,
-            target_ids=result.target_ids, cross=result.hypothesis.cross, choice=self._alignment_choice(),
-            source_lang=self.loaded.source_lang, target_lang=self.loaded.target_lang,
+            self.loaded.tokenizer, source=Side(source, result.source_ids, self.loaded.source_lang),
+            target=Side(result.text, result.target_ids, self.loaded.target_lang), cross=result.hypothesis.cross,
+            choice=self._alignment_choice(),
         )  # fmt: skip
         if words.matrix is None:
             words.matrix = torch.zeros(len(words.target_spans), len(words.source_spans))

@@ -2,7 +2,8 @@
 (a temporary git worktree) and from this checkout, on the same models folder, both running at
 once; POST /api/translate (every attention matrix in the answer) goes to each in turn, so both
 see the same machine load. Prints the median ms per model and beam size and the ratio
-after/before.
+after/before, and (on Linux) each server's CPU ms per request: on a shared machine, where the
+wall-clock time also counts what other processes held the cores, that is the steadier number.
 
     .venv/bin/python bench/api_ab.py --before 02e2a37 [--models en-de-transformer ...] [--requests 12]
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -47,6 +49,16 @@ def post_ms(url: str, body: dict[str, object]) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+def cpu_ms(pid: int) -> float:
+    """The CPU time (user + system) process ``pid`` has used so far, in ms (Linux: /proc); NaN
+    elsewhere. Clock ticks (10 ms): meaningful summed over many requests."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) * 1e3 / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--before", required=True, help="a git revision to compare this checkout with")
@@ -69,19 +81,27 @@ def main() -> None:
         stack.callback(
             subprocess.run, ["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(worktree)], check=False
         )
-        before, _ = stack.enter_context(server_process(models_dir, Path(tmp) / "before.log", checkout=worktree))
-        after, _ = stack.enter_context(server_process(models_dir, Path(tmp) / "after.log"))
-        print(f"\nbefore = {args.before}, after = this checkout; median ms of {args.requests} requests each\n")
-        print("| model | beam | before | after | after / before |\n| --- | ---: | ---: | ---: | ---: |")
+        before, old_server = stack.enter_context(server_process(models_dir, Path(tmp) / "before.log", checkout=worktree))
+        after, new_server = stack.enter_context(server_process(models_dir, Path(tmp) / "after.log"))
+        pids = {before: old_server.pid, after: new_server.pid}
+        print(f"\nbefore = {args.before}, after = this checkout; median ms of {args.requests} requests each, "
+              "and the server's CPU ms per request (mean)\n")
+        print("| model | beam | before | after | after / before | CPU before | CPU after | after / before |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for model in args.models:
             for beam in args.beams:
                 times: dict[str, list[float]] = {before: [], after: []}
+                cpu = {before: 0.0, after: 0.0}
                 for i in range(args.requests):
                     body = {"model": model, "text": SENTENCES[i % len(SENTENCES)], "beam_size": beam}
                     for url in (before, after) if i % 2 else (after, before):
+                        start = cpu_ms(pids[url])
                         times[url].append(post_ms(url, body))
+                        cpu[url] += cpu_ms(pids[url]) - start
                 old, new = statistics.median(times[before]), statistics.median(times[after])
-                print(f"| {model} | {beam} | {old:.0f} | {new:.0f} | {new / old:.2f}× |", flush=True)
+                old_cpu, new_cpu = cpu[before] / args.requests, cpu[after] / args.requests
+                print(f"| {model} | {beam} | {old:.0f} | {new:.0f} | {new / old:.2f}× "
+                      f"| {old_cpu:.1f} | {new_cpu:.1f} | {new_cpu / old_cpu:.2f}× |", flush=True)
 
 
 if __name__ == "__main__":

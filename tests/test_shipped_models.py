@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from app.alignment.hard import hard_alignment, trained_rows, word_level_attention
+from app.alignment.hard import Side, hard_alignment, trained_rows, word_level_attention
 from app.alignment.links import parse_pharaoh
 from app.nn.config import UNK_ID
 from app.repository import (
@@ -212,8 +212,8 @@ def test_the_en_de_head_trained_on_reading_rows_aligns_by_them(shipped: dict[str
     pairs = {}
     for rows in ("reads", "produces"):
         hard = hard_alignment(word_level_attention(
-            loaded.tokenizer, source=source, target=target, source_ids=result.source_ids, target_ids=result.target_ids,
-            cross=result.hypothesis.cross, choice=(1, 4), source_lang="en", target_lang="de", rows=rows,  # type: ignore[arg-type]
+            loaded.tokenizer, source=Side(source, result.source_ids, "en"), target=Side(target, result.target_ids, "de"),
+            cross=result.hypothesis.cross, choice=(1, 4), rows=rows,  # type: ignore[arg-type]
         ))
         pairs[rows] = {(hard.source_words[i], hard.target_words[j]) for i, j in parse_pharaoh(hard.pharaoh)}
     content = {("man", "Mann"), ("blue", "blauen"), ("shirt", "Hemd"), ("riding", "fährt"), ("bicycle", "Fahrrad"), ("street", "Straße")}

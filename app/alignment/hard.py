@@ -51,29 +51,31 @@ class WordAttention:
     matrix: Tensor | None
 
 
+@dataclass(frozen=True)
+class Side:
+    """One side of a translation: its text, its token ids (a final ``</s>`` is dropped) and its
+    language (for the Moses words)."""
+
+    text: str
+    ids: list[int]
+    lang: str
+
+    def content_ids(self) -> list[int]:
+        return self.ids[:-1] if self.ids and self.ids[-1] == EOS_ID else self.ids
+
+
 def word_level_attention(
-    tokenizer: Tokenizer,
-    *,
-    source: str,
-    target: str,
-    source_ids: list[int],
-    target_ids: list[int],
-    cross: Tensor,
-    choice: Choice,
-    source_lang: str,
-    target_lang: str,
-    rows: Rows = "produces",
+    tokenizer: Tokenizer, *, source: Side, target: Side, cross: Tensor, choice: Choice, rows: Rows = "produces"
 ) -> WordAttention:
-    """cross: (L, H, T, S) attention of ids that may end with ``</s>`` (``source_ids`` and
-    ``target_ids`` are the token ids of the rows and columns; a final EOS is dropped); each
-    target piece's row chosen by ``rows`` (app.alignment.heads.aligning_rows)."""
-    src_ids = source_ids[:-1] if source_ids and source_ids[-1] == EOS_ID else source_ids
-    tgt_ids = target_ids[:-1] if target_ids and target_ids[-1] == EOS_ID else target_ids
-    src_tokens, tgt_tokens = moses_words(source, source_lang), moses_words(target, target_lang)
-    src_spans, tgt_spans = locate(source, src_tokens), locate(target, tgt_tokens)
+    """cross: (L, H, T, S) attention whose rows are ``target.ids`` and columns ``source.ids``
+    (each may end with ``</s>``, dropped); each target piece's row chosen by ``rows``
+    (app.alignment.heads.aligning_rows)."""
+    src_ids, tgt_ids = source.content_ids(), target.content_ids()
+    src_tokens, tgt_tokens = moses_words(source.text, source.lang), moses_words(target.text, target.lang)
+    src_spans, tgt_spans = locate(source.text, src_tokens), locate(target.text, tgt_tokens)
     if not src_tokens or not tgt_tokens or not src_ids or not tgt_ids:
         return WordAttention(src_tokens, tgt_tokens, src_spans, tgt_spans, None)
-    words = build_word_map(tokenizer.pieces, source, target, src_ids, tgt_ids, src_spans, tgt_spans)
+    words = build_word_map(tokenizer.pieces, source.text, target.text, src_ids, tgt_ids, src_spans, tgt_spans)
     if choice == "average":
         attn = cross.float().mean((0, 1))
     else:

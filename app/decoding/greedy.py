@@ -21,7 +21,7 @@ from app.decoding.plan import DecodeKw, DecodeOptions, DecodePlan, make_plan, op
 from app.decoding.steps import Candidate, DecodeStep, StepCallback
 from app.nn import native
 from app.nn.base import Seq2Seq, reorder_encoder
-from app.nn.outputs import StepOutput
+from app.nn.outputs import EncoderOutput, StepOutput
 
 
 @torch.no_grad()
@@ -112,7 +112,7 @@ def _decode(
             out_lp[alive, t] = logp
         steps = t + 1
         if on_step is not None:
-            _report(on_step, t, alive_list, step, log_probs, tokens, logp, out_lp, enc.encoder_self)
+            on_step(_step_event(t, alive_list, step, log_probs, tokens=tokens, logp=logp, out_lp=out_lp, enc=enc))
         finished = tokens.eq(c.eos_id)
         if t + 1 >= first_limit:  # a sentence may be out of budget
             finished |= row_limits[alive].le(t + 1)
@@ -149,30 +149,22 @@ def _forced(prefixes: list[list[int]], device: torch.device) -> Tensor:
     return forced.to(device)
 
 
-def _report(
-    on_step: StepCallback,
-    t: int,
-    alive: list[int],
-    step: StepOutput,
-    log_probs: Tensor,
-    tokens: Tensor,
-    logp: Tensor,
-    out_lp: Tensor,
-    encoder_self: Tensor | None,
-) -> None:
-    """Tell ``on_step`` what step ``t`` did. log_probs: (N, V); tokens, logp: (N,) the chosen
-    tokens and their log-probabilities; out_lp: (B, limit) every sentence's so far."""
+def _step_event(
+    t: int, alive: list[int], step: StepOutput, log_probs: Tensor, *, tokens: Tensor, logp: Tensor, out_lp: Tensor,
+    enc: EncoderOutput,
+) -> DecodeStep:
+    """What step ``t`` did, for ``on_step``. log_probs: (N, V); tokens, logp: (N,) the chosen
+    tokens and their log-probabilities; out_lp: (B, limit) every sentence's so far; ``enc``'s
+    encoder_self goes with step 0 only."""
     totals = out_lp[alive, : t + 1].sum(1).tolist()
     chosen: list[Candidate | None] = [
         Candidate(parent=r, token=w, logprob=lp, score=total)
         for r, (w, lp, total) in enumerate(zip(tokens.tolist(), logp.tolist(), totals, strict=True))
     ]
-    on_step(
-        DecodeStep(
-            step=t, sentences=alive, log_probs=log_probs, cross=step.cross, decoder_self=step.decoder_self,
-            chosen=chosen, encoder_self=encoder_self if t == 0 else None,
-        )  # fmt: skip
-    )
+    return DecodeStep(
+        step=t, sentences=alive, log_probs=log_probs, cross=step.cross, decoder_self=step.decoder_self,
+        chosen=chosen, encoder_self=enc.encoder_self if t == 0 else None,
+    )  # fmt: skip
 
 
 def _paths(alive_per_step: list[list[int]], batch: int) -> list[list[int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.alignment.hard import Choice, hard_alignment, trained_rows, word_level_attention
+from app.alignment.hard import Choice, Side, hard_alignment, trained_rows, word_level_attention
 from app.alignment.rows import Rows
 from app.nn.ablation import HeadTuple, attention_module
 from app.serving.errors import InvalidInput
@@ -53,9 +53,8 @@ def word_alignment(served: ServedModel, result: Translation, choice: tuple[Choic
         return None
     loaded, (which, rows) = served.loaded, choice
     hard = hard_alignment(word_level_attention(
-        loaded.tokenizer, source=source, target=target, source_ids=result.source_ids, target_ids=result.target_ids,
-        cross=result.hypothesis.cross, choice=which, source_lang=loaded.source_lang, target_lang=loaded.target_lang,
-        rows=rows,
+        loaded.tokenizer, source=Side(source, result.source_ids, loaded.source_lang),
+        target=Side(target, result.target_ids, loaded.target_lang), cross=result.hypothesis.cross, choice=which, rows=rows,
     ))
     head: CrossHead | str = (
         "average" if which == "average" else CrossHead(kind="cross", layer=which[0], head=which[1], rows=rows)

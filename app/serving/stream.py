@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Any, cast
 
 import orjson
@@ -137,8 +136,7 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     search the live hypotheses with back-pointers), then an ``answer`` event holding exactly what
     ``/api/translate`` answers (see docs/api.md, "Streaming"). Not with ``protect``."""
     served = service.get(body.model)
-    asked = ServiceRequest.of(body)
-    asked = replace(asked, extras=replace(asked.extras, explain=()))  # a stream's answer has no explanations
+    asked = ServiceRequest.of(body)  # as /api/translate's, explain included (issue 34)
     encoder = StepEvents(
         served.loaded, asked.answer, lambda: served.translator.for_languages(*asked.languages).source_ids(body.text)
     )  # languages checked by service.translate before any step

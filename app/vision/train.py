@@ -31,6 +31,7 @@ from app.vision.scenes import make_scenes
 
 logger = logging.getLogger(__name__)
 VALIDATION_ITEMS = 5000
+Best = tuple[float, dict[str, torch.Tensor]]  # (validation score, a copy of the weights)
 
 
 @dataclass(frozen=True)
@@ -99,19 +100,10 @@ def train(
     dev = resolve_device(device)
     torch.manual_seed(settings.seed)
     model = build_model(kind, dataset, overrides or {}).to(dev)
-    train_items, val_items = split_train(load_items("train", data_dir))
-    train_items, val_items = train_items.to(dev), val_items.to(dev)
-    test_items = load_items("test", data_dir).to(dev)
-    # Canvases are drawn with a generator on the training device (no host-device copies, so
-    # the GPU never waits on the CPU); scenes need their layouts on the CPU for the captions.
-    generator = torch.Generator(dev if dataset != "scenes" else "cpu").manual_seed(settings.seed)
-    if dataset == "scenes":
-        val_set: Any = make_scenes(val_items, settings.val_examples, torch.Generator().manual_seed(1))
-    else:
-        val_set = fixed_canvases(val_items, dataset, n=settings.val_examples, seed=1, size=_canvas(model))
+    train_items, val_set, test_items, generator = _data(model, dataset, data_dir, dev, settings)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     curve: list[dict[str, Any]] = []
-    best: tuple[float, dict[str, torch.Tensor]] | None = None
+    best: Best | None = None
     start = time.monotonic()
     running: dict[str, torch.Tensor] = {}  # summed on the device: no sync per step
     bar = tqdm(total=settings.steps, disable=not progress, desc=Path(out_dir).name, mininterval=5)
@@ -139,14 +131,12 @@ def train(
             running, since = {}, 0
             curve.append(point)
             bar.set_postfix(val=f"{score:.4f}")
-            if best is None or score > best[0]:
-                best = (score, {k: v.detach().clone() for k, v in model.state_dict().items()})
+            best = _better(best, score, model)
     bar.close()
     if since:  # stopped by the time budget between two validations
         score, point = _validate(model, val_set, since, running, step, start)
         curve.append(point)
-        if best is None or score > best[0]:
-            best = (score, {k: v.detach().clone() for k, v in model.state_dict().items()})
+        best = _better(best, score, model)
     if best is not None:
         model.load_state_dict(best[1])
     train_time = time.monotonic() - start
@@ -166,6 +156,31 @@ def train(
     folders.save_folder(out_dir, model.cpu(), dataset=dataset, card=card)
     logger.info("wrote %s (test: %s)", out_dir, {k: v for k, v in test.items() if k != "samples"})
     return card
+
+
+def _data(
+    model: nn.Module, dataset: str, data_dir: str | Path | None, dev: torch.device, settings: TrainSettings
+) -> tuple[Items, Any, Items, torch.Generator]:
+    """(training items, the fixed validation set, test items, the training draws' generator),
+    the items on ``dev``."""
+    train_items, val_items = split_train(load_items("train", data_dir))
+    train_items, val_items = train_items.to(dev), val_items.to(dev)
+    test_items = load_items("test", data_dir).to(dev)
+    # Canvases are drawn with a generator on the training device (no host-device copies, so
+    # the GPU never waits on the CPU); scenes need their layouts on the CPU for the captions.
+    generator = torch.Generator(dev if dataset != "scenes" else "cpu").manual_seed(settings.seed)
+    if dataset == "scenes":
+        val_set: Any = make_scenes(val_items, settings.val_examples, torch.Generator().manual_seed(1))
+    else:
+        val_set = fixed_canvases(val_items, dataset, n=settings.val_examples, seed=1, size=_canvas(model))
+    return train_items, val_set, test_items, generator
+
+
+def _better(best: Best | None, score: float, model: nn.Module) -> Best:
+    """``best``, or ``model``'s weights if ``score`` beats it."""
+    if best is None or score > best[0]:
+        return score, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return best
 
 
 def _canvas(model: nn.Module) -> int:

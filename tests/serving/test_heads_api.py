@@ -12,7 +12,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.alignment.hard import hard_alignment, word_level_attention
+from app.alignment.hard import Side, hard_alignment, word_level_attention
 from app.alignment.links import format_pharaoh, parse_pharaoh
 from app.alignment.words import moses_words
 from app.nn.config import EOS_ID
@@ -81,9 +81,9 @@ def test_a_head_trained_on_reading_rows_aligns_by_them_unless_asked_otherwise(
     cross = torch.tensor(reads["attention"]["cross"])
     for answer, rows in ((reads, "reads"), (produces, "produces")):
         want = hard_alignment(word_level_attention(
-            loaded.tokenizer, source=TEXT, target=target, source_ids=loaded.tokenizer.encode(TEXT) + [EOS_ID],
-            target_ids=loaded.tokenizer.encode(target) + [EOS_ID], cross=cross, choice=(1, 0),
-            source_lang="en", target_lang="de", rows=rows,  # type: ignore[arg-type]
+            loaded.tokenizer, source=Side(TEXT, loaded.tokenizer.encode(TEXT) + [EOS_ID], "en"),
+            target=Side(target, loaded.tokenizer.encode(target) + [EOS_ID], "de"), cross=cross, choice=(1, 0),
+            rows=rows,  # type: ignore[arg-type]
         ))
         assert answer["word_alignment"]["pharaoh"] == want.pharaoh
 

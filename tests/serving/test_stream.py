@@ -147,6 +147,23 @@ def test_streamed_attention_honours_kinds_and_precision(http: httpx.Client) -> N
     assert events[-1][1]["attention"]["cross"] == rebuild_greedy(steps)["attention"]["cross"]
 
 
+@pytest.mark.parametrize("model", ["en-de-transformer", "en-de-rnn-additive"])
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_the_answer_event_keeps_explain(http: httpx.Client, model: str, beam_size: int) -> None:
+    """Issue 34: the final event is /api/translate's answer to the same body, `explain` included
+    (the stream used to drop it, so its answer had no explanations)."""
+    body = {"model": model, "text": TEXT, "beam_size": beam_size, "max_length": 10,
+            "explain": ["norm", "rollout", "alti", "value_zeroing"]}  # fmt: skip
+    expected = http.post("/api/translate", json={**body, "protect": False}).json()
+    assert expected["explanations"] is not None
+    answer = stream(http, body)[-1]
+    assert answer[0] == "answer"
+    assert list(answer[1]) == list(expected)
+    assert {k: v for k, v in answer[1].items() if k != "timing_ms"} == {
+        k: v for k, v in expected.items() if k != "timing_ms"
+    }
+
+
 def test_errors_before_the_first_step_are_plain_json(http: httpx.Client) -> None:
     unknown = http.post("/api/translate/stream", json={"model": "nope", "text": TEXT})
     assert unknown.status_code == 404 and "available" in unknown.json()
