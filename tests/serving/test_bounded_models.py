@@ -10,9 +10,10 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -23,6 +24,8 @@ from app.serving.residency import Residency
 from app.testing import TINY_KINDS, build_tiny_models, running_server
 
 from .conftest import make_client
+
+T = TypeVar("T")
 
 A, B = "en-de-rnn-additive", "en-de-transformer"
 REQUEST = {"text": "a dog runs on the grass", "beam_size": 2}
@@ -46,6 +49,13 @@ def expected(two_models: Path) -> dict[str, dict[str, Any]]:
 def bounded(two_models: Path) -> Iterator[TestClient]:
     with make_client(two_models, max_loaded_models=1) as client:
         yield client
+
+
+def run_loop(coroutine: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` in a thread of its own: the browser tests' Playwright keeps an event loop
+    running in the main thread (a full run), where asyncio.run() refuses to start another."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, coroutine).result()
 
 
 def _answer(client: TestClient, model: str) -> dict[str, Any]:
@@ -153,7 +163,7 @@ def test_concurrent_requests_for_one_model_load_it_once() -> None:
     threads = [threading.Thread(target=lambda: residency.pinned("b").__enter__()) for _ in range(4)]
     for t in threads:
         t.start()
-    assert asyncio.run(many()) == ["model b"] * 8
+    assert run_loop(many()) == ["model b"] * 8
     for t in threads:
         t.join(10)
     assert loads.calls == {"b": 1}
@@ -178,7 +188,7 @@ def test_waiting_past_the_deadline_is_503_model_is_loading() -> None:
     loads.release.clear()
     residency = _residency(1, loads)
     with pytest.raises(Unavailable, match="model c is loading") as caught:
-        asyncio.run(residency.acquire("c", timeout_s=0.05))
+        run_loop(residency.acquire("c", timeout_s=0.05))
     assert caught.value.retry_after_s == 2
     loads.release.set()
 
