@@ -38,7 +38,7 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
   const transformer = details.score === null || details.score === undefined;
   const dk = details.key_dim || 1;
   const root2 = details.score_scale ?? Math.sqrt(dk); // what q·k is divided by (1: not scaled)
-  const scaled = transformer && root2 !== 1;
+  const scaled = transformer && details.score_scale !== 1; // an answer without the field: scaled, as before
   // ‖f(x_j)‖ per key (the `norm` explanation's norm_values): the size of what each key moves
   const sizes = details.explanations?.norm_values?.[kind]?.[layer]?.[head] || null;
   const maxSize = sizes ? Math.max(...sizes, 1e-9) : 1;
