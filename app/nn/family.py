@@ -52,7 +52,9 @@ class Geometry:
     ``kinds``: the attention kinds it returns, in API order; ``encoder_layers`` /
     ``decoder_layers``: layers of ``encoder_self`` and of ``cross``/``decoder_self``; ``heads``
     per layer; ``key_dim``: the size of one head's keys (the raw scores of ``q·k/√key_dim`` or
-    the RNN's state size); ``source_positions`` / ``target_positions``: the longest source and
+    the RNN's state size); ``score_scale``: the number a head's q·k is divided by to give its raw
+    score (√key_dim; 1.0 for a model that does not scale, T5's; None for a model without q·k,
+    the RNNs: the answer leaves it out); ``source_positions`` / ``target_positions``: the longest source and
     output (EOS included) it has positions for (None: unbounded); ``explain_methods``: the
     methods of :mod:`app.explain` it computes."""
 
@@ -64,6 +66,7 @@ class Geometry:
     source_positions: int | None = None
     target_positions: int | None = None
     explain_methods: tuple[str, ...] = ()
+    score_scale: float | None = None
 
     def layers_of(self, kind: str) -> int:
         """Layers of attention ``kind`` (``encoder_self`` counts the encoder's)."""

@@ -3,6 +3,7 @@ which :mod:`app.hf` converts into it): L layers × H heads of each attention kin
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
@@ -46,6 +47,7 @@ class TransformerFamily(Family):
             source_positions=config.source_positions,
             target_positions=config.target_positions,
             explain_methods=EXPLAIN_METHODS,
+            score_scale=math.sqrt(config.key_size) if config.scale_attention else 1.0,
         )
 
     def head_module(self, model: nn.Module, kind: str, layer: int) -> nn.Module:

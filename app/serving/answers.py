@@ -55,7 +55,10 @@ _PLACEHOLDER = "\x00large\x00"
 
 
 def _answer_bytes(answer: TranslationResponse) -> bytes:
-    large = [name for name in _FIELDS if name != "attention" and _leaves(getattr(answer, name)) > _SLAB_FLOATS]
+    large = [
+        name for name in _FIELDS
+        if name != "attention" and getattr(answer, name) is not None and _leaves(getattr(answer, name)) > _SLAB_FLOATS
+    ]  # fmt: skip
     plain = _plain(answer, exclude={"attention", *large})
     attention = plain.get("attention")
     if isinstance(attention, dict) and any(isinstance(a, np.ndarray) and a.size > _SLAB_FLOATS for a in attention.values()):
@@ -132,7 +135,11 @@ def _plain(answer: TranslationResponse, exclude: set[str]) -> dict[str, Any]:
     """The answer as a dict in field order: pydantic's JSON-mode dump of every field but those
     ``exclude``d, which stay as they are (the attention: arrays, or lists in an answer made elsewhere)."""
     fields = answer.model_dump(mode="json", exclude=exclude)
-    return {name: getattr(answer, name) if name in exclude else fields[name] for name in _FIELDS}
+    return {
+        name: getattr(answer, name) if name in exclude else fields[name]
+        for name in _FIELDS
+        if name in exclude or name in fields  # a field pydantic leaves out (exclude_if) stays out
+    }
 
 
 _FIELDS = tuple(TranslationResponse.model_fields)

@@ -141,7 +141,9 @@ def extra_fields(loaded: LoadedModel, result: Translation, extras: Extras, decim
         if found.contexts is not None and norms is not None:
             fields["context_norms"] = norms.to("cpu", torch.float64).round(decimals=6).tolist()
             fields["context_vectors"] = found.contexts.to("cpu", torch.float64).round(decimals=6).tolist()
-        fields["key_dim"] = geometry_of(loaded.config).key_dim
+        geometry = geometry_of(loaded.config)
+        fields["key_dim"] = geometry.key_dim
+        fields["score_scale"] = geometry.score_scale
     if extras.alternatives:
         ids = [i for step in found.alternatives for i, _ in step]
         pieces = iter(loaded.tokenizer.pieces(ids))

@@ -141,7 +141,7 @@ Protect = Annotated[
 ]
 ReturnScores = Annotated[
     bool,
-    Field(description="Add `attention_scores` (before the softmax), `context_norms`, `context_vectors` and `key_dim`."),
+    Field(description="Add `attention_scores` (before the softmax), `context_norms`, `context_vectors`, `key_dim` and `score_scale`."),
 ]
 Alternatives = Annotated[
     int,
@@ -430,6 +430,16 @@ class TranslationResponse(BaseModel):
     key_dim: int | None = Field(
         default=None,
         description="Only with return_scores: d_k, the size of the vectors a score compares (the Transformer divides q·k by √d_k).",
+    )
+    score_scale: float | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,  # absent unless set: older answers keep their bytes
+        description=(
+            "Only with return_scores, for a model whose scores are q·k (absent otherwise, and for the RNNs): "
+            "the number a head's q·k is divided by to give its raw score: √d_k for the Transformers that scale "
+            "(the shipped ones), 1.0 for those that do not (imported T5/mT5, whose self-attention scores add "
+            "a relative position bias to q·k)."
+        ),
     )
     alternatives: list[list[Alternative]] | None = Field(
         default=None,

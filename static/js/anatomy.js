@@ -1,7 +1,8 @@
 // The anatomy of one attention step, with the model's real numbers: for one query (a heatmap
 // row) and one head, the raw score of every key, the softmax that turns them into weights, and
 // the context vector they mix, with the formula of this model's score function. For the
-// Transformer also q·k and the division by √d_k. The numbers come from the API's
+// Transformer also q·k and the division by √d_k (`score_scale`; a model that does not scale, an
+// imported T5, shows its scores as they are: q·k plus a position bias). The numbers come from the API's
 // `return_scores` answer (fetched once per translation).
 import { el, role, setChildren } from "./dom.js";
 import { KIND_LABELS, axesOf } from "./matrix.js";
@@ -36,7 +37,8 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
   const axes = axesOf(details, kind);
   const transformer = details.score === null || details.score === undefined;
   const dk = details.key_dim || 1;
-  const root2 = Math.sqrt(dk);
+  const root2 = details.score_scale ?? Math.sqrt(dk); // what q·k is divided by (1: not scaled)
+  const scaled = transformer && details.score_scale !== 1; // an answer without the field: scaled, as before
   // ‖f(x_j)‖ per key (the `norm` explanation's norm_values): the size of what each key moves
   const sizes = details.explanations?.norm_values?.[kind]?.[layer]?.[head] || null;
   const maxSize = sizes ? Math.max(...sizes, 1e-9) : 1;
@@ -57,7 +59,7 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
       "tr",
       { class: masked ? "masked" : "", dataset: { key: String(i), score: masked ? "" : String(s), weight: String(w) } },
       el("th", { scope: "row", class: "tok" }, axes.cols[i]),
-      transformer ? el("td", { class: "num" }, masked ? "–" : (s * root2).toFixed(2)) : null,
+      scaled ? el("td", { class: "num" }, masked ? "–" : (s * root2).toFixed(2)) : null,
       el("td", { class: "num" }, fmt(s, 3)),
       el("td", { class: "bar-cell signed" }, el("span", { class: "axis" }), scoreBar),
       el("td", { class: "num" }, masked ? "–" : (Math.exp(s - maxExp) / total).toFixed(4)),
@@ -79,8 +81,8 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
         "tr",
         {},
         el("th", { scope: "col" }, keyName),
-        transformer ? el("th", { scope: "col", title: "the dot product of this head's query and key" }, "q · k") : null,
-        el("th", { scope: "col" }, transformer ? `÷ √${dk} = score` : "score"),
+        scaled ? el("th", { scope: "col", title: "the dot product of this head's query and key" }, "q · k") : null,
+        el("th", { scope: "col" }, scaled ? `÷ √${dk} = score` : "score"),
         el("th", { scope: "col" }, "① raw score"),
         el("th", { scope: "col" }, "softmax"),
         el("th", { scope: "col" }, "② weight α"),
@@ -91,8 +93,11 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
     el("tbody", {}, rows),
   );
   const steps = [
-    el("li", {}, el("strong", {}, "Score"), " every key against the query: ", el("code", {}, formulaFor(details, kind)),
-      transformer ? ` (d_k = ${dk}, √d_k = ${root2.toFixed(2)})` : ""),
+    transformer && !scaled
+      ? el("li", { dataset: { unscaled: "" } }, el("strong", {}, "Score"), " every key against the query: ", el("code", {}, "score(q, kᵢ) = q · kᵢ"),
+        ` (d_k = ${dk}): scores are q·k (+ position bias), not scaled by √d_k.`)
+      : el("li", {}, el("strong", {}, "Score"), " every key against the query: ", el("code", {}, formulaFor(details, kind)),
+        transformer ? ` (d_k = ${dk}, √d_k = ${root2.toFixed(2)})` : ""),
     el("li", {}, el("strong", {}, "Softmax"), ` turns the scores into weights that sum to one: αᵢ = exp(scoreᵢ) / Σⱼ exp(scoreⱼ)${real.length < scores.length ? "; masked keys get zero" : ""}.`),
     kind === "cross"
       ? el("li", {}, el("strong", {}, "Weighted sum"), " of the ", transformer ? "values" : "encoder states", ": c = Σᵢ αᵢ ", transformer ? "vᵢ" : "hᵢ", ", the context vector below.")

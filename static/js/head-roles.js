@@ -1,7 +1,7 @@
 // Head roles from a model's corpus analysis (`attnscope analyze`, shipped as the model folder's
 // analysis/heads.json, served by GET /api/models/{id}/analysis): on the Models page a layer × head
 // grid per attention kind coloured by role, the statistics on hover; in the explorer a badge on
-// each head's thumbnail. Models without an analysis (404) show neither. Roles and their rules:
+// each head's thumbnail, and on each chip of the Translate page's Heads card. Models without an analysis (404) show neither. Roles and their rules:
 // docs/analysis.md. The analysis counts layers and heads from 0; the page from 1.
 import { el, plotlyReady } from "./dom.js";
 import { KIND_LABELS, KIND_ORDER } from "./matrix.js";
@@ -140,4 +140,20 @@ export function watchExplorerRoles(explorerRoot, modelOf) {
   const observer = new MutationObserver(decorate);
   observer.observe(grid, { childList: true });
   return observer;
+}
+
+/** Badge each chip of the Heads card (the buttons `[data-head="layer:head"]` in `list`, heads of
+ *  `kind` of model `id`) with its head's role, the role's statistics added to its tooltip.
+ *  `current()` names the model shown once the analysis is in: nothing is added if it changed. */
+export async function badgeChips(list, id, kind, current) {
+  const analysis = await loadAnalysis(id);
+  if (!analysis || current() !== id) return;
+  const heads = headsOf(analysis, kind);
+  for (const chip of list.querySelectorAll("[data-head]")) {
+    const h = heads.get(chip.dataset.head);
+    if (!h || chip.querySelector(".role-badge")) continue;
+    chip.append(" ", badge(h));
+    chip.dataset.headRole = h.role;
+    chip.title = `${chip.title}. Role over a corpus: ${describeHead(h).join(" · ")}`;
+  }
 }

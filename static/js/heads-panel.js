@@ -8,7 +8,7 @@ import { runContrast } from "./contrast-view.js";
 import { el, plotlyReady, role, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";
 import { headFacts } from "./head-facts.js";
-import { watchExplorerRoles } from "./head-roles.js";
+import { badgeChips, watchExplorerRoles } from "./head-roles.js";
 import { loadModels, pageCards } from "./models-api.js";
 
 const card = document.getElementById("heads-card");
@@ -60,6 +60,7 @@ function render() {
       onclick: () => { off.has(key) ? off.delete(key) : off.add(key); render(); },
     }, `${headName(l, h)}${f1 == null ? "" : ` · F1 ${f1.toFixed(2)}`}`);
   }));
+  badgeChips(list, m.id, "cross", () => model()?.id); // each head's role, where the model has an analysis
 }
 
 /** The request for the sentence on screen: the one translated last (not whatever the text box

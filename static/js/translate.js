@@ -141,8 +141,15 @@ function renderModelInfo() {
   $("#model-info").textContent = model ? infoLine(model) : "";
 }
 
-/** What the player streams: the form's sentence, model and beam (nothing kept as written: the
- *  stream shows the search itself), with the scores for the anatomy of each step. */
+/** The fields every translate request of the form sends (the player's stream too): sentence,
+ *  model, beam and the explorer's explanation method (`explain`, so that an answer the stream
+ *  ends with draws the method shown, as a normal translate's does). */
+function formFields(model, text, beam) {
+  return { model: model.id, text, beam_size: beam, ...explainView.request(model) };
+}
+
+/** What the player streams: the form's fields (nothing kept as written: the stream shows the
+ *  search itself), with the scores for the anatomy of each step. */
 function playRequest() {
   const text = textBox.value.trim();
   const model = modelById(modelSelect.value);
@@ -152,7 +159,7 @@ function playRequest() {
   }
   const beam = beamSize();
   beamInput.value = String(beam);
-  const body = { model: model.id, text, beam_size: beam, return_beam: beam > 1, return_scores: true, protect: false };
+  const body = { ...formFields(model, text, beam), return_beam: beam > 1, return_scores: true, protect: false };
   return { body, model };
 }
 
@@ -185,7 +192,7 @@ async function translate({ view = null, target = null, prefix = null } = {}) {
   setBusy(button, true);
   button.querySelector(".btn-label").textContent = "Translating…";
   try {
-    const body = { model: model.id, text, beam_size: beam, return_beam: true, ...explainView.request(model) };
+    const body = { ...formFields(model, text, beam), return_beam: true };
     if (prefix) body.prefix = prefix;
     if (!protectBox.checked) body.protect = false;
     const response = await postJSON("/api/translate", body);

@@ -182,3 +182,19 @@ def test_a_refused_stream_says_why(page: Page, server_url: str) -> None:
     page.click(f"{PLAYER} [data-role=player-play]")
     page.wait_for_function(f"() => document.querySelector('{PLAYER}').dataset.state === 'error'")
     assert "422" in page.inner_text(f"{PLAYER} .player-status")
+
+
+def test_the_player_asks_for_the_explanation_shown(page: Page, server_url: str) -> None:
+    """With an explanation method on, Play streams the normal request's fields, `explain`
+    included, and the answer it ends with draws that method as the normal translate did."""
+    open_translated(page, server_url, beam=1)
+    with page.expect_response("**/api/translate"):
+        page.click("#explorer [data-role=explain-switch] [data-method=norm]")
+    wait_idle(page)
+    before = drawn(page)
+    with page.expect_request("**/api/translate/stream") as request:
+        play_to_the_end(page)
+    body = request.value.post_data_json
+    assert "norm" in body["explain"] and (body["model"], body["text"], body["beam_size"]) == ("en-de-transformer", SENTENCE, 1)
+    assert page.get_attribute("#explorer [data-role=explain-switch] [data-method=norm]", "aria-checked") == "true"
+    assert drawn(page) == before

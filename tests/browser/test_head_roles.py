@@ -115,3 +115,24 @@ def test_the_explorer_head_grid_shows_each_heads_role(page: Page, server_url: st
     assert badges(page) == expected("encoder_self")
     # The "avg" thumbnail of each layer is no head: it has no badge.
     assert page.locator("#explorer [data-role=grid] .thumb.avg .role-badge").count() == 0
+
+
+def test_the_heads_card_chips_show_each_heads_role(page: Page, server_url: str) -> None:
+    """Each chip of the Heads card ("L1 · H2 · F1 …") carries its cross-attention head's role
+    as a badge and in its tooltip; a model without an analysis keeps plain chips."""
+    page.goto(f"{server_url}/?text=")
+    page.wait_for_selector("body[data-ready=true]")
+    page.select_option("#model", MODEL)
+    chips = page.locator("#heads-card [data-role=heads-list] [data-head]")
+    expect(chips.locator(".role-badge")).to_have_count(4)
+    roles = chips.evaluate_all("cs => Object.fromEntries(cs.map(c => [c.dataset.head, c.querySelector('.role-badge').dataset.headRole]))")
+    assert roles == expected("cross")
+    chip = page.locator("#heads-card [data-head='0:1']")
+    expect(chip).to_contain_text("L1 · H2")
+    expect(chip.locator(".role-badge")).to_have_text(SHORT[ROLES["cross"][0][1]])
+    assert "Role over a corpus: alignment" in (chip.get_attribute("title") or "")
+    chip.click()  # switching a head off redraws the chips: the roles come back
+    expect(page.locator("#heads-card [data-head='0:1'][aria-pressed=true] .role-badge")).to_have_count(1)
+    page.select_option("#model", "en-de-rnn-additive")
+    expect(chips.first).to_be_visible()
+    expect(chips.locator(".role-badge")).to_have_count(0)
