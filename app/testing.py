@@ -19,7 +19,7 @@ from app.config import REPO_ROOT
 from app.nn.config import ModelConfig, score_of
 from app.nn.factory import build_model
 from app.nn.family import family
-from app.repository import save_model_folder
+from app.repository import load_model_folder, save_model_folder
 from app.text.tokenizer import Tokenizer
 
 TINY_PAIRS: list[tuple[str, str]] = [
@@ -90,6 +90,20 @@ def build_tiny_models(
         )
         folders.append(folder)
     return folders
+
+
+def build_sharp_transformer(root: Path) -> Path:
+    """A tiny Transformer folder (2 + 2 layers, 2 heads) under ``root`` with weights large enough
+    (N(0, 0.7²), seed 0) that its output depends on the input and on single heads (the default
+    tiny init repeats one token): what the head-ablation tests need."""
+    (folder,) = build_tiny_models(root, kinds=[k for k in TINY_KINDS if k[0] == "transformer"])
+    loaded = load_model_folder(folder, torch.device("cpu"))
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in loaded.model.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator) * 0.7)
+    save_model_folder(folder, loaded.model, loaded.tokenizer, source_lang="en", target_lang="de", card=loaded.card)
+    return folder
 
 
 def free_port() -> int:

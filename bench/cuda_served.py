@@ -25,13 +25,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.testing import server_process  # noqa: E402
-
-SENTENCES = [
-    "A man is riding a bicycle.",
-    "Two dogs play in the snow.",
-    "A little girl in a pink dress climbs a tree in the park.",
-    "A group of people stand outside a building, waiting for the bus.",
-]
+from bench.cuda_parity import SENTENCES  # noqa: E402  (the same four sentences as the in-process parity)
 
 
 def ask(client: httpx.Client, url: str, model: str, text: str, beam: int) -> dict[str, Any]:

@@ -108,26 +108,24 @@ export class Explorer {
   }
   /** Show a new translation (drops any teacher-forced result). */
   setResponse(response, model) {
-    this.playing = false;
-    this.response = response;
-    this.model = model;
-    this.aligned = null;
-    this.root.hidden = false;
-    // A head the page picked (the default view) is picked again for this one (another model
-    // has another best head); a head the user chose stays.
-    if (this.defaultHead) this.state.layer = null;
-    return this.update({});
+    return this.show(response, model, false);
   }
 
   /** Show a translation still being made (the player, explorer-player.js): an answer-shaped
    *  object of the rows so far, drawn in the large heatmap alone (no grid, no onRender, no
    *  teacher-forced view) until setResponse shows an answer again. */
   showPartial(response, model) {
-    this.playing = true;
+    return this.show(response, model, true);
+  }
+
+  show(response, model, playing) {
+    this.playing = playing;
     this.response = response;
     this.model = model;
     this.aligned = null;
     this.root.hidden = false;
+    // A head the page picked (the default view) is picked again for this one (another model
+    // has another best head); a head the user chose stays.
     if (this.defaultHead) this.state.layer = null;
     return this.update({});
   }

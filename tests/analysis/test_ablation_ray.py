@@ -16,8 +16,8 @@ import torch
 from app.analysis.ablation import RayRun, ablation_bleu_on_ray
 from app.analysis.distributed import connect, import_ray
 from app.cli import build_parser, main
-from app.repository import LoadedModel, load_model_folder, save_model_folder
-from app.testing import TINY_KINDS, TINY_PAIRS, build_tiny_models
+from app.repository import LoadedModel, load_model_folder
+from app.testing import TINY_PAIRS, build_sharp_transformer
 from app.training.ablation import ablation_bleu
 from app.training.data import SPLITS
 from app.translator import Translator
@@ -27,14 +27,7 @@ from app.translator import Translator
 def model(tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
     """A tiny Transformer (2 + 2 layers, 2 heads) with weights large enough that single heads
     change its output (as tests/training/test_ablation.py builds it)."""
-    (folder,) = build_tiny_models(tmp_path_factory.mktemp("ablation-ray"), kinds=[k for k in TINY_KINDS if k[0] == "transformer"])
-    loaded = load_model_folder(folder, torch.device("cpu"))
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in loaded.model.parameters():
-            p.copy_(torch.randn(p.shape, generator=generator) * 0.7)
-    save_model_folder(folder, loaded.model, loaded.tokenizer, source_lang="en", target_lang="de", card=loaded.card)
-    return load_model_folder(folder, torch.device("cpu"))
+    return load_model_folder(build_sharp_transformer(tmp_path_factory.mktemp("ablation-ray")), torch.device("cpu"))
 
 
 @pytest.fixture(scope="module")

@@ -84,6 +84,14 @@ def marian_folder(
     return folder
 
 
+# The fairseq-derived families' (M2M100, NLLB, mBART) shared tiny sizes and ids, and no dropout.
+FAIRSEQ_SIZES = dict(
+    encoder_attention_heads=3, decoder_attention_heads=3, encoder_ffn_dim=80, decoder_ffn_dim=80,
+    max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+)
+NO_DROPOUT = dict(dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0)
+
+
 def m2m100_folder(folder: Path, *, seed: int = 0) -> Path:
     """A tiny M2M100 (pre-norm, final norms, fairseq's sinusoidal positions, language codes)
     of odd sizes: d_model 48, 3 heads, 2 encoder and 3 decoder layers, relu."""
@@ -99,10 +107,9 @@ def m2m100_folder(folder: Path, *, seed: int = 0) -> Path:
     config = M2M100Config(
         vocab_size=max(tokenizer.lang_code_to_id.values()) + 1 + 8,  # the codes, then 8 "madeup words"
         d_model=48, encoder_layers=2, decoder_layers=3,
-        encoder_attention_heads=3, decoder_attention_heads=3, encoder_ffn_dim=80, decoder_ffn_dim=80,
-        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+        **FAIRSEQ_SIZES,
         activation_function="relu", scale_embedding=True, init_std=0.3,
-        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0,
+        **NO_DROPOUT,
     )
     torch.manual_seed(seed)
     model = M2M100ForConditionalGeneration(config).eval()
@@ -158,10 +165,9 @@ def nllb_folder(folder: Path, *, seed: int = 1) -> Path:
     )
     config = M2M100Config(
         vocab_size=len(tokenizer), d_model=48, encoder_layers=3, decoder_layers=2,
-        encoder_attention_heads=3, decoder_attention_heads=3, encoder_ffn_dim=80, decoder_ffn_dim=80,
-        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+        **FAIRSEQ_SIZES,
         activation_function="relu", scale_embedding=True, init_std=0.3,
-        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0,
+        **NO_DROPOUT,
     )
     torch.manual_seed(seed)
     model = M2M100ForConditionalGeneration(config).eval()
@@ -182,10 +188,9 @@ def mbart50_folder(folder: Path, *, seed: int = 2) -> Path:
     tokenizer = MBart50Tokenizer.from_pretrained(str(folder), src_lang="en_XX", tgt_lang="de_DE")
     config = MBartConfig(
         vocab_size=len(tokenizer), d_model=48, encoder_layers=2, decoder_layers=3,
-        encoder_attention_heads=3, decoder_attention_heads=3, encoder_ffn_dim=80, decoder_ffn_dim=80,
-        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+        **FAIRSEQ_SIZES,
         activation_function="gelu", scale_embedding=False, init_std=0.3,
-        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0, encoder_layerdrop=0.0, decoder_layerdrop=0.0,
+        **NO_DROPOUT,
     )
     torch.manual_seed(seed)
     model = MBartForConditionalGeneration(config).eval()

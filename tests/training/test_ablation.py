@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from app.nn.ablation import disabled_heads
-from app.repository import LoadedModel, load_model_folder, save_model_folder
-from app.testing import TINY_KINDS, TINY_PAIRS, build_tiny_models
+from app.repository import LoadedModel, load_model_folder
+from app.testing import TINY_KINDS, TINY_PAIRS, build_sharp_transformer, build_tiny_models
 from app.training.ablation import ablation_bleu
 from app.training.data import load_parallel
 from app.training.evaluate import bleu_scores, translate_corpus
@@ -27,15 +27,7 @@ SOURCES = [source for source, _ in TINY_PAIRS]
 def model(tmp_path_factory: pytest.TempPathFactory) -> LoadedModel:
     """A tiny Transformer (2 + 2 layers, 2 heads) with weights large enough that its output
     depends on the input and on single heads (the default tiny init repeats one token)."""
-    root = tmp_path_factory.mktemp("ablation")
-    (folder,) = build_tiny_models(root, kinds=[k for k in TINY_KINDS if k[0] == "transformer"])
-    loaded = load_model_folder(folder, torch.device("cpu"))
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in loaded.model.parameters():
-            p.copy_(torch.randn(p.shape, generator=generator) * 0.7)
-    save_model_folder(folder, loaded.model, loaded.tokenizer, source_lang="en", target_lang="de", card=loaded.card)
-    return load_model_folder(folder, torch.device("cpu"))
+    return load_model_folder(build_sharp_transformer(tmp_path_factory.mktemp("ablation")), torch.device("cpu"))
 
 
 @pytest.fixture(scope="module")
