@@ -379,8 +379,11 @@ async function init() {
   renderModelInfo();
   renderExamples();
   const first = !params.has("text");
-  if (first && modelSelect.value) textBox.value = examplesFor(modelById(modelSelect.value)?.source_lang || "en")[0] || "";
-  if (textBox.value.trim() && modelSelect.value) {
+  // Text typed while the model list loaded (a slow start: the server still loading its models)
+  // is the visitor's: never replaced by the example, and translated when they ask.
+  const typed = first && textBox.value.trim() !== "";
+  if (first && !typed && modelSelect.value) textBox.value = examplesFor(modelById(modelSelect.value)?.source_lang || "en")[0] || "";
+  if (!typed && textBox.value.trim() && modelSelect.value) {
     // A first visit shows a translated example at once, in the default view (the best-aligned head).
     await translate({ view: first ? null : viewFromParams(params), target: params.get("target"), prefix: params.get("prefix") });
   }

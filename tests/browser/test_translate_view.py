@@ -31,6 +31,21 @@ def test_the_first_heatmap_starts_above_the_fold_and_the_word_marker_is_explaine
     shoot(page, "translate-1400")
 
 
+def test_text_typed_while_the_model_list_loads_is_kept_not_replaced_by_the_example(page: Page, server_url: str) -> None:
+    typed = "Three cats sleep on a red sofa."  # not one of the examples
+    held: list[Any] = []
+    page.route("**/api/models", lambda route: held.append(route))  # the list arrives only when released below
+    with page.expect_request("**/api/models"):
+        page.goto(f"{server_url}/")
+    page.fill("#text", typed)
+    held[0].continue_()
+    page.wait_for_selector("body[data-ready=true]")
+    expect(page.locator("#model")).not_to_have_value("")
+    expect(page.locator("#text")).to_have_value(typed)
+    page.click("#translate-btn")
+    expect(page).to_have_url(re.compile(r"text=Three\+cats"))
+
+
 def test_layers_and_heads_are_counted_from_one_and_the_page_says_once_that_the_api_counts_from_0(page: Page, server_url: str) -> None:
     open_translate(page, server_url)
     translate(page, SENTENCE)
