@@ -27,7 +27,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# A C++ compiler: the native decoder steps are built in this image, below (app/nn/native; never
+# A C++ compiler: the native decoder steps are built in this image, below (attnscope/nn/native; never
 # when serving; without them decoding takes the slower Python steps). Fashion-MNIST for the Vision page's samples,
 # where the base image's Debian has the package (without it the page has none; text is unaffected).
 RUN apt-get update \
@@ -41,15 +41,15 @@ RUN pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
 
 # The other dependencies, from pyproject.toml alone (a stub package), so code edits keep them cached.
 COPY pyproject.toml ./
-RUN mkdir -p app && touch app/__init__.py README.md \
+RUN mkdir -p attnscope && touch attnscope/__init__.py README.md \
     && pip install -e . \
-    && rm -rf app README.md
+    && rm -rf attnscope README.md
 
 # The code, pages and models. The install is editable, so the app finds templates/, static/
 # and models/ beside itself, as in a checkout.
 COPY . .
 # Built and checked here, at install time, so the container starts serving in seconds.
-RUN python -m app.nn.native || echo "no native decoder operations: serving takes the Python step"
+RUN python -m attnscope.nn.native || echo "no native decoder operations: serving takes the Python step"
 
 RUN useradd --create-home --uid 10001 attnscope
 USER attnscope

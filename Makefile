@@ -19,12 +19,12 @@ $(STAMP): pyproject.toml
 # The native decoder operations are compiled here, at install time, never when serving: into the
 # venv, named by a hash of their sources and torch's version. Without a C++ compiler the server
 # takes the Python step (same results, slower); `make native` tries again.
-$(NATIVE): $(STAMP) $(wildcard app/nn/native/*.cpp) app/nn/native/library.py
-	@$(PY) -m app.nn.native || echo "attnscope: the native operations were not built; serving takes the Python step"
+$(NATIVE): $(STAMP) $(wildcard attnscope/nn/native/*.cpp) attnscope/nn/native/library.py
+	@$(PY) -m attnscope.nn.native || echo "attnscope: the native operations were not built; serving takes the Python step"
 	@touch $(NATIVE)
 
 native: $(STAMP)
-	$(PY) -m app.nn.native --force
+	$(PY) -m attnscope.nn.native --force
 	@touch $(NATIVE)
 
 serve: install

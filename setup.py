@@ -1,8 +1,8 @@
 """Ships the pages and the model repository inside the wheel.
 
-``templates/``, ``static/`` and ``models/`` live beside ``app/`` in the checkout (where the
-editable install reads them); a wheel (``pip install .``) carries copies at ``app/shipped/<name>``,
-which ``app.config.shipped`` finds, so an installed ``attnscope serve`` serves them from any
+``templates/``, ``static/`` and ``models/`` live beside ``attnscope/`` in the checkout (where the
+editable install reads them); a wheel (``pip install .``) carries copies at ``attnscope/shipped/<name>``,
+which ``attnscope.config.shipped`` finds, so an installed ``attnscope serve`` serves them from any
 directory. Everything else is in pyproject.toml."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-SHIPPED = ("static", "templates", "models")  # app.config.SHIPPED
+SHIPPED = ("static", "templates", "models")  # attnscope.config.SHIPPED
 LEFT_OUT = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
 
 
@@ -29,7 +29,7 @@ class BuildWithShipped(build_py):
         for name in SHIPPED:
             source = ROOT / name
             if source.is_dir():
-                target = Path(self.build_lib) / "app" / "shipped" / name
+                target = Path(self.build_lib) / "attnscope" / "shipped" / name
                 shutil.rmtree(target, ignore_errors=True)  # no stale files from an earlier build
                 shutil.copytree(source, target, ignore=LEFT_OUT)
 

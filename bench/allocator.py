@@ -1,4 +1,4 @@
-"""Page faults of beam search with and without app.allocator's malloc tuning (the measurement
+"""Page faults of beam search with and without attnscope.allocator's malloc tuning (the measurement
 tests/test_allocator.py used to assert; it depends on the machine's state: transparent huge
 pages, other processes, glibc's dynamic mmap threshold, so it is a benchmark, not a test).
 
@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = """
 import resource, sys
 import torch
-from app.allocator import keep_freed_memory
-from app.decoding import beam_search
-from app.repository import load_model_folder
+from attnscope.allocator import keep_freed_memory
+from attnscope.decoding import beam_search
+from attnscope.repository import load_model_folder
 
 applied = keep_freed_memory(int(sys.argv[1]))
 torch.set_num_threads(1)

@@ -20,8 +20,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.config import REPO_ROOT, get_settings  # noqa: E402
-from app.testing import server_process  # noqa: E402
+from attnscope.config import REPO_ROOT, get_settings  # noqa: E402
+from attnscope.testing import server_process  # noqa: E402
 
 VOLATILE = {"timing_ms"}
 

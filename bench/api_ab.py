@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.config import REPO_ROOT  # noqa: E402
-from app.testing import server_process  # noqa: E402
+from attnscope.config import REPO_ROOT  # noqa: E402
+from attnscope.testing import server_process  # noqa: E402
 
 SENTENCES = [
     "A man is riding a bicycle.",

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.testing import running_server  # noqa: E402
+from attnscope.testing import running_server  # noqa: E402
 
 SENTENCES = [
     "A man is riding a bicycle.",

@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from app.repository import load_model_folder  # noqa: E402
+from attnscope.repository import load_model_folder  # noqa: E402
 from bench.peers import Run, attnscope_runner, decode_all, test_sentences, with_env  # noqa: E402
 
 
@@ -104,7 +104,7 @@ def main() -> None:
     systems: dict[str, Run] = {"attnscope (all attention)": with_graphs(attnscope_runner(loaded.model, True), False)}
     systems["attnscope (no attention)"] = with_graphs(attnscope_runner(loaded.model, need_weights=False), False)
     graphs = with_graphs(attnscope_runner(loaded.model, need_weights=True), True)
-    if device.type == "cuda":  # greedy steps replayed as CUDA graphs (app/decoding/static_greedy.py)
+    if device.type == "cuda":  # greedy steps replayed as CUDA graphs (attnscope/decoding/static_greedy.py)
         plain = systems["attnscope (all attention)"]
         pairs = zip(decode_all(graphs, sources, 1, 1), decode_all(plain, sources, 1, 1), strict=True)
         same = sum(a == b for a, b in pairs)

@@ -15,8 +15,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.repository import discover, load_model_folder  # noqa: E402
-from app.translator import Translator  # noqa: E402
+from attnscope.repository import discover, load_model_folder  # noqa: E402
+from attnscope.translator import Translator  # noqa: E402
 
 SENTENCES = [
     "A man is riding a bicycle.",

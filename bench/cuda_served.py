@@ -24,7 +24,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.testing import server_process  # noqa: E402
+from attnscope.testing import server_process  # noqa: E402
 from bench.cuda_parity import SENTENCES  # noqa: E402  (the same four sentences as the in-process parity)
 
 

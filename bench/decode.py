@@ -31,11 +31,11 @@ from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from app.decoding import DecodeOutput, beam_search, greedy_decode  # noqa: E402
-from app.nn import build_model  # noqa: E402
-from app.nn.base import DecoderState, Seq2Seq, StepPath  # noqa: E402
-from app.nn.config import TransformerConfig  # noqa: E402
-from app.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput  # noqa: E402
+from attnscope.decoding import DecodeOutput, beam_search, greedy_decode  # noqa: E402
+from attnscope.nn import build_model  # noqa: E402
+from attnscope.nn.base import DecoderState, Seq2Seq, StepPath  # noqa: E402
+from attnscope.nn.config import TransformerConfig  # noqa: E402
+from attnscope.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput  # noqa: E402
 from bench.naive import naive_beam, naive_greedy  # noqa: E402
 
 Decoder = Callable[..., DecodeOutput]

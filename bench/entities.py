@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from app.repository import load_model_folder  # noqa: E402
-from app.text import protect  # noqa: E402
-from app.translator import Translator  # noqa: E402
+from attnscope.repository import load_model_folder  # noqa: E402
+from attnscope.text import protect  # noqa: E402
+from attnscope.translator import Translator  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data" / "entities.tsv"
@@ -106,7 +106,7 @@ def corpus_cost(translator: Translator, data: Path, split: str, *, beam: int) ->
     span to protect are translated twice (the others are the same text either way)."""
     import gzip
 
-    from app.training.evaluate import bleu_scores
+    from attnscope.training.evaluate import bleu_scores
 
     lang = translator.loaded.target_lang
     with gzip.open(data / f"{split}.en.gz", "rt", encoding="utf-8") as f:

@@ -1,4 +1,4 @@
-"""Cost of each explanation method (app.explain) per sentence on the shipped models: the
+"""Cost of each explanation method (attnscope.explain) per sentence on the shipped models: the
 median and mean wall time of one method on the first N test2016 sentences, teacher-forced on
 their reference translations, one CPU thread. Compare with the plain teacher-forced pass
 (``forward``, what /api/align runs anyway).
@@ -19,10 +19,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.config import data_dir as resolve_data_dir  # noqa: E402
-from app.explain import applicable, explain  # noqa: E402
-from app.repository import load_model_folder  # noqa: E402
-from app.translator import Translator  # noqa: E402
+from attnscope.config import data_dir as resolve_data_dir  # noqa: E402
+from attnscope.explain import applicable, explain  # noqa: E402
+from attnscope.repository import load_model_folder  # noqa: E402
+from attnscope.translator import Translator  # noqa: E402
 
 
 def sentences(folder: Path, target: str, count: int) -> list[tuple[str, str]]:

@@ -25,10 +25,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "hf"))
 
-from app.config import REPO_ROOT  # noqa: E402
-from app.hf.importer import import_model  # noqa: E402
-from app.repository import load_model_folder  # noqa: E402
-from app.translator import Translator  # noqa: E402
+from attnscope.config import REPO_ROOT  # noqa: E402
+from attnscope.hf.importer import import_model  # noqa: E402
+from attnscope.repository import load_model_folder  # noqa: E402
+from attnscope.translator import Translator  # noqa: E402
 
 SENTENCE = "A man in a blue shirt is standing on a ladder cleaning windows."
 

@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.config import REPO_ROOT, default_data_dir  # noqa: E402
-from app.testing import running_server  # noqa: E402
+from attnscope.config import REPO_ROOT, default_data_dir  # noqa: E402
+from attnscope.testing import running_server  # noqa: E402
 
 FALLBACK = [
     "A man is riding a bicycle.",

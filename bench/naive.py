@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from app.decoding import DecodeOutput, beam_search, greedy_decode
-from app.nn.base import Seq2Seq, StepPath
-from app.nn.outputs import EncoderOutput, StepOutput
+from attnscope.decoding import DecodeOutput, beam_search, greedy_decode
+from attnscope.nn.base import Seq2Seq, StepPath
+from attnscope.nn.outputs import EncoderOutput, StepOutput
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""What the native operations (app/nn/native) win, in one process: the same decodes with them
+"""What the native operations (attnscope/nn/native) win, in one process: the same decodes with them
 and through the Python step (``ATTNSCOPE_NATIVE=0``), alternating, median ms per sentence.
 
     .venv/bin/python bench/native_ab.py [--rounds 7] [--threads 1]
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from app.nn import native
-from app.repository import load_model_folder
-from app.translator import Translator
+from attnscope.nn import native
+from attnscope.repository import load_model_folder
+from attnscope.translator import Translator
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 SENTENCES = [

@@ -20,7 +20,7 @@ What each returns:
 - attnscope: every attention matrix (encoder self, decoder self, cross; all layers and heads);
   ``attnscope-noattn`` asks for none (the fused SDPA kernel); ``attnscope-int8``: all matrices,
   int8 linear layers (``ATTNSCOPE_QUANTIZE=int8``: FBGEMM's int8 products, the native step of
-  app/nn/native); ``attnscope-int8-py``: the same through the Python step (``ATTNSCOPE_NATIVE=0``).
+  attnscope/nn/native); ``attnscope-int8-py``: the same through the Python step (``ATTNSCOPE_NATIVE=0``).
 - HF transformers: ``output_attentions=True`` (every matrix, eager attention).
 - CTranslate2: ``return_attention=True`` (one matrix per sentence: the last layer's cross-attention
   averaged over heads), fp32 and int8.
@@ -46,12 +46,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from app.allocator import keep_freed_memory  # noqa: E402
-from app.decoding import beam_search, greedy_decode  # noqa: E402
-from app.decoding.output import max_target_length  # noqa: E402
-from app.nn.transformer import Transformer, sinusoidal_positions  # noqa: E402
-from app.repository import LoadedModel, load_model_folder  # noqa: E402
-from app.training.data import SPLITS  # noqa: E402
+from attnscope.allocator import keep_freed_memory  # noqa: E402
+from attnscope.decoding import beam_search, greedy_decode  # noqa: E402
+from attnscope.decoding.output import max_target_length  # noqa: E402
+from attnscope.nn.transformer import Transformer, sinusoidal_positions  # noqa: E402
+from attnscope.repository import LoadedModel, load_model_folder  # noqa: E402
+from attnscope.training.data import SPLITS  # noqa: E402
 
 Run = Callable[[list[list[int]], int], list[list[int]]]  # (sources with EOS, beam) -> outputs
 ALPHA = 0.6
@@ -333,7 +333,7 @@ def main() -> None:
     parser.add_argument(
         "--keep-freed-mb", type=int, default=256,
         help="malloc tuning of the whole process, every system alike, as `attnscope serve` does "
-        "(app/allocator.py); 0: glibc's defaults",
+        "(attnscope/allocator.py); 0: glibc's defaults",
     )
     args = parser.parse_args()
 
@@ -354,7 +354,7 @@ def main() -> None:
         elif name == "attnscope-noattn":
             runners[name] = attnscope_runner(loaded.model, need_weights=False)
         elif name in ("attnscope-int8", "attnscope-int8-py"):
-            from app.nn.quantize import quantize
+            from attnscope.nn.quantize import quantize
 
             int8 = attnscope_runner(quantize(load_model_folder(args.model).model, "int8"), need_weights=True)  # type: ignore[arg-type]
             runners[name] = int8 if name == "attnscope-int8" else python_step(int8)

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from app.testing import server_process
+from attnscope.testing import server_process
 
 MODEL = "en-de-transformer"
 HERE = Path(__file__).resolve().parent.parent  # this checkout (``app`` may be installed from another)

@@ -21,14 +21,14 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.testing import free_port  # noqa: E402
+from attnscope.testing import free_port  # noqa: E402
 
 
 def start(models_dir: str, extra: list[str]) -> tuple[subprocess.Popen[bytes], str, float]:
     """The server started as a user would; returns it, its URL and its seconds to ready."""
     port = free_port()
     began = time.monotonic()
-    command = [sys.executable, "-m", "app.cli", "serve", "--port", str(port), "--models-dir", models_dir, *extra]
+    command = [sys.executable, "-m", "attnscope.cli", "serve", "--port", str(port), "--models-dir", models_dir, *extra]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     while True:

@@ -34,10 +34,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from app.nn import inference  # noqa: E402
-from app.nn.layers import prepare  # noqa: E402
-from app.nn.transformer import Transformer  # noqa: E402
-from app.repository import load_model_folder  # noqa: E402
+from attnscope.nn import inference  # noqa: E402
+from attnscope.nn.layers import prepare  # noqa: E402
+from attnscope.nn.transformer import Transformer  # noqa: E402
+from attnscope.repository import load_model_folder  # noqa: E402
 from bench.peers import converted, padded, test_sentences  # noqa: E402
 
 Steps = Callable[[int], None]  # decode every sentence for exactly n steps

@@ -13,9 +13,9 @@ import time
 
 import torch
 
-from app.config import REPO_ROOT
-from app.repository import load_model_folder
-from app.translator import Translator
+from attnscope.config import REPO_ROOT
+from attnscope.repository import load_model_folder
+from attnscope.translator import Translator
 
 
 def peak_rss_mb() -> float:

@@ -20,12 +20,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.alignment.corpus import default_align_dir, load_references  # noqa: E402
-from app.alignment.heads import build_word_map, word_attention  # noqa: E402
-from app.config import data_dir  # noqa: E402
-from app.nn.config import BOS_ID, EOS_ID  # noqa: E402
-from app.repository import load_model_folder  # noqa: E402
-from app.training.data import load_parallel  # noqa: E402
+from attnscope.alignment.corpus import default_align_dir, load_references  # noqa: E402
+from attnscope.alignment.heads import build_word_map, word_attention  # noqa: E402
+from attnscope.config import data_dir  # noqa: E402
+from attnscope.nn.config import BOS_ID, EOS_ID  # noqa: E402
+from attnscope.repository import load_model_folder  # noqa: E402
+from attnscope.training.data import load_parallel  # noqa: E402
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """The numbers of docs/architecture.md, measured from the source (nothing is imported or run):
-files and lines per package of ``app/``, functions over 60 and 80 lines, functions over 8
-parameters, ``isinstance`` checks in ``app/serving``, and the import edges between packages.
+files and lines per package of ``attnscope/``, functions over 60 and 80 lines, functions over 8
+parameters, ``isinstance`` checks in ``attnscope/serving``, and the import edges between packages.
 
     python scripts/code_stats.py            # a table
     python scripts/code_stats.py --json     # the same numbers as JSON
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]  # --root DIR measures another checko
 
 @dataclass
 class Unit:
-    """One package of app/ (``nn``) or its top-level modules together (``(top)``)."""
+    """One package of attnscope/ (``nn``) or its top-level modules together (``(top)``)."""
 
     files: int = 0
     lines: int = 0
@@ -46,7 +46,7 @@ def unit_of(path: Path, app: Path) -> str:
 
 def imported_unit(name: str, app: Path) -> str | None:
     parts = name.split(".")
-    if parts[0] != "app" or len(parts) < 2:
+    if parts[0] != "attnscope" or len(parts) < 2:
         return None
     return parts[1] if (app / parts[1]).is_dir() else "(top)"
 
@@ -64,7 +64,7 @@ def measure_file(path: Path, root: Path, unit: Unit, name: str) -> None:
     unit.files += 1
     unit.lines += text.count("\n")
     tree = ast.parse(text)
-    rel, app = path.relative_to(root), root / "app"
+    rel, app = path.relative_to(root), root / "attnscope"
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             length = (node.end_lineno or node.lineno) - node.lineno + 1
@@ -80,14 +80,14 @@ def measure_file(path: Path, root: Path, unit: Unit, name: str) -> None:
         elif isinstance(node, ast.Import):
             unit.imports.update(u for a in node.names if (u := imported_unit(a.name, app)) and u != name)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module] if node.module != "app" else [f"app.{a.name}" for a in node.names]
+            names = [node.module] if node.module != "attnscope" else [f"attnscope.{a.name}" for a in node.names]
             unit.imports.update(u for n in names if (u := imported_unit(n, app)) and u != name)
 
 
 def measure(root: Path = ROOT) -> dict[str, Unit]:
     """Every unit of ``root/app``, by name."""
     units: dict[str, Unit] = defaultdict(Unit)
-    app = root / "app"
+    app = root / "attnscope"
     for path in sorted(app.rglob("*")):
         if "__pycache__" in path.parts or path.is_dir():
             continue

@@ -61,7 +61,7 @@ retrack)  # after them: the index as HEAD has it again, nothing committed in bet
   ;;
 setup)  # its own call, carrying .whl: with .whl-ct2 too the tree would pass 64 MiB
   setup
-  "$PYTHON" -c "import fastapi, pydantic, app.config; print('attnscope imports on', __import__('sys').version)"
+  "$PYTHON" -c "import fastapi, pydantic, attnscope.config; print('attnscope imports on', __import__('sys').version)"
   ;;
 pack)
   [ -x .venv/bin/pip ] || die "run 'make install' first: the versions are the ones .venv has"
@@ -117,7 +117,7 @@ import sys, tempfile
 from pathlib import Path
 sys.path.insert(0, "tests/hf")
 from builders import KINDS
-from app.hf.importer import import_model
+from attnscope.hf.importer import import_model
 for name, kind in KINDS.items():
     try:
         source = kind.build(Path(tempfile.mkdtemp()) / name)
@@ -135,7 +135,7 @@ evaluate)  # every model in gpu/models on test2016, side by side on the CPU core
   mkdir -p "$out/runs"
   for folder in gpu/models/*/; do
     name=$(basename "$folder")
-    OMP_NUM_THREADS=2 "$PYTHON" -m app.cli evaluate "$folder" --splits test2016 --device cpu \
+    OMP_NUM_THREADS=2 "$PYTHON" -m attnscope.cli evaluate "$folder" --splits test2016 --device cpu \
       --data-dir "$ATTNSCOPE_DATA_DIR" > "$out/runs/$name.json" 2> "$out/runs/$name.log" &
   done
   wait
@@ -159,7 +159,7 @@ distill)
   mkdir -p gpu
   for teacher in en-de-transformer en-de-transformer-aligned; do
     [ -d "gpu/models/$teacher" ] || die "gpu/models/$teacher missing: scripts/device.sh pack en-de-transformer en-de-transformer-aligned"
-    [ -f "gpu/kd-$teacher.tsv.gz" ] || "$PYTHON" -m app.cli distill "gpu/models/$teacher" --split train --beam 5 \
+    [ -f "gpu/kd-$teacher.tsv.gz" ] || "$PYTHON" -m attnscope.cli distill "gpu/models/$teacher" --split train --beam 5 \
       --device "$DEVICE" --batch-size 256 --out "gpu/kd-$teacher.tsv.gz"
   done
   cat gpu/kd-en-de-transformer.tsv.gz gpu/kd-en-de-transformer-aligned.tsv.gz > gpu/kd-en-de.tsv.gz
@@ -172,7 +172,7 @@ train)
   mkdir -p gpu
   resume=()
   [ -d "runs/$name" ] && resume=(--resume)
-  setsid nohup "$PYTHON" -m app.cli train --out "gpu/$name" --run-dir "runs/$name" --device "$DEVICE" \
+  setsid nohup "$PYTHON" -m attnscope.cli train --out "gpu/$name" --run-dir "runs/$name" --device "$DEVICE" \
     --max-time "$seconds" "${resume[@]}" "$@" > "gpu/$name.log" 2>&1 < /dev/null &
   echo "started $name (pid $!), log gpu/$name.log"
   ;;

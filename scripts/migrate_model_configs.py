@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.nn.config import config_to_dict  # noqa: E402
-from app.repository import CONFIG_FILE, FORMAT_VERSION, load_model_folder, read_config  # noqa: E402
+from attnscope.nn.config import config_to_dict  # noqa: E402
+from attnscope.repository import CONFIG_FILE, FORMAT_VERSION, load_model_folder, read_config  # noqa: E402
 
 
 def migrate(folder: Path) -> bool:

@@ -34,7 +34,7 @@ def _num(value: Any, digits: int = 2) -> str:
 def read_run(folder: Path) -> list[dict[str, Any]]:
     """The table rows of one run folder: itself, then each model it replaced (card history)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from app.text.tokenizer import Tokenizer  # the repository's, imported only when needed
+    from attnscope.text.tokenizer import Tokenizer  # the repository's, imported only when needed
 
     card = json.loads((folder / "card.json").read_text())
     model = card.get("hyperparameters", {}).get("model", {})

@@ -1,5 +1,5 @@
 """The "Score functions compared" table of docs/findings.md, from the model cards under ``models/``
-(the same rows as the Models page: app/score_table.py). Prints the markdown, or with ``--write``
+(the same rows as the Models page: attnscope/score_table.py). Prints the markdown, or with ``--write``
 replaces the part of docs/findings.md between the ``score-table`` markers.
 
     .venv/bin/python scripts/score_table.py --write docs/findings.md
@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.repository import discover, read_card  # noqa: E402
-from app.score_table import score_rows  # noqa: E402
+from attnscope.repository import discover, read_card  # noqa: E402
+from attnscope.score_table import score_rows  # noqa: E402
 
 BEGIN, END = "<!-- score-table:begin -->", "<!-- score-table:end -->"
 

@@ -14,7 +14,7 @@ mkdir -p runs/tok runs/logs "$OUT"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 
 for pair in en-de en-fr; do
-  [ -f runs/tok/$pair.model ] || $PYTHON -m app.cli tokenizer --pair $pair --data-dir "$DATA" --out runs/tok/$pair.model
+  [ -f runs/tok/$pair.model ] || $PYTHON -m attnscope.cli tokenizer --pair $pair --data-dir "$DATA" --out runs/tok/$pair.model
 done
 
 budget=()
@@ -25,7 +25,7 @@ train() {
   local pair=${name:0:5}
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do sleep 1; done
   echo "training $name"
-  $PYTHON -m app.cli train --out "$OUT/$name" --pair "$pair" --data-dir "$DATA" \
+  $PYTHON -m attnscope.cli train --out "$OUT/$name" --pair "$pair" --data-dir "$DATA" \
     --tokenizer runs/tok/$pair.model --quiet "${budget[@]}" "$@" $EXTRA > runs/logs/$name.log 2>&1 &
 }
 

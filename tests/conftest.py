@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from app.testing import TINY_KINDS, build_tiny_models
+from attnscope.testing import TINY_KINDS, build_tiny_models
 
 # Property tests (hypothesis) draw the same examples on every run, so the suite never fails by
 # chance; HYPOTHESIS_PROFILE=explore draws new ones (and remembers failures in .hypothesis/).

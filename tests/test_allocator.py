@@ -1,4 +1,4 @@
-"""app.allocator: with glibc's malloc tuned, a buffer the size of a beam-search step's (logits of
+"""attnscope.allocator: with glibc's malloc tuned, a buffer the size of a beam-search step's (logits of
 32 sentences x 5 beams x 8,000 words: ~5 MB) comes from the heap and stays there when freed, so
 the next step reuses it; with glibc's defaults it is a fresh mapping, handed back when freed.
 
@@ -14,13 +14,13 @@ import sys
 
 import pytest
 
-from app.config import REPO_ROOT
+from attnscope.config import REPO_ROOT
 
 SIZE = 8 << 20
 
 SCRIPT = """
 import ctypes, ctypes.util, sys
-from app.allocator import keep_freed_memory
+from attnscope.allocator import keep_freed_memory
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (

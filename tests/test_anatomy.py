@@ -10,13 +10,13 @@ import threading
 import pytest
 import torch
 
-from app.anatomy import anatomy
-from app.decoding import beam_search, greedy_decode
-from app.nn.base import Seq2Seq
-from app.nn.config import EOS_ID, SCORES
-from app.nn.factory import build_model
-from app.nn.recording import ScoreRecorder, record, recording
-from app.testing import tiny_config
+from attnscope.anatomy import anatomy
+from attnscope.decoding import beam_search, greedy_decode
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import EOS_ID, SCORES
+from attnscope.nn.factory import build_model
+from attnscope.nn.recording import ScoreRecorder, record, recording
+from attnscope.testing import tiny_config
 
 VOCAB = 40
 KINDS = [("rnn", s) for s in SCORES if s != "none"] + [("self_attentive_rnn", "additive"), ("transformer", "additive")]

@@ -8,10 +8,10 @@ import dataclasses
 import pytest
 import torch
 
-from app.attribution import attribute, correlations, normalise_rows, spearman_rows, summary
-from app.nn.config import EOS_ID
-from app.nn.factory import build_model
-from app.testing import tiny_config
+from attnscope.attribution import attribute, correlations, normalise_rows, spearman_rows, summary
+from attnscope.nn.config import EOS_ID
+from attnscope.nn.factory import build_model
+from attnscope.testing import tiny_config
 
 torch.set_num_threads(1)
 

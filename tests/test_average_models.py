@@ -11,9 +11,9 @@ from pathlib import Path
 
 import torch
 
-from app.repository import TOKENIZER_FILE, load_model_folder
-from app.testing import REPO_ROOT, build_tiny_models
-from app.translator import Translator
+from attnscope.repository import TOKENIZER_FILE, load_model_folder
+from attnscope.testing import REPO_ROOT, build_tiny_models
+from attnscope.translator import Translator
 
 SCRIPT = REPO_ROOT / "scripts" / "average_models.py"
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.cli import main
-from app.repository import load_model_folder
-from app.testing import TINY_PAIRS
-from app.training import data
-from app.training.data import SPLITS, TEST_SPLITS
-from app.translator import Translator
+from attnscope.cli import main
+from attnscope.repository import load_model_folder
+from attnscope.testing import TINY_PAIRS
+from attnscope.training import data
+from attnscope.training.data import SPLITS, TEST_SPLITS
+from attnscope.translator import Translator
 
 torch.set_num_threads(1)  # tiny models; threads only add overhead on a busy machine
 

@@ -1,4 +1,4 @@
-"""Every function in ``app/`` stays readable: at most 80 lines and 8 parameters (issue 29,
+"""Every function in ``attnscope/`` stays readable: at most 80 lines and 8 parameters (issue 29,
 shared/STYLE.md). Read from the source with ``ast`` (nothing is imported); a method's ``self`` or
 ``cls`` is not counted, ``*args`` and ``**kwargs`` are one parameter each; nested functions and
 methods count like any other."""
@@ -8,19 +8,19 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent.parent / "app"
+APP = Path(__file__).resolve().parent.parent / "attnscope"
 MAX_LINES = 80
 MAX_PARAMETERS = 8
 
 
 def functions() -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-    """(``path:line name``, node) of every function and method under app/."""
+    """(``path:line name``, node) of every function and method under attnscope/."""
     found = []
     for path in sorted(APP.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                found.append((f"app/{path.relative_to(APP)}:{node.lineno} {node.name}", node))
+                found.append((f"attnscope/{path.relative_to(APP)}:{node.lineno} {node.name}", node))
     return found
 
 

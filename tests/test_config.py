@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.config import (
+from attnscope.config import (
     IN_CHECKOUT,
     REPO_ROOT,
     Settings,
@@ -73,7 +73,7 @@ def test_get_settings_is_cached(monkeypatch: pytest.MonkeyPatch) -> None:
         get_settings.cache_clear()
 
 
-APP = REPO_ROOT / "app"
+APP = REPO_ROOT / "attnscope"
 
 
 def _environment_reads(tree: ast.AST) -> list[str]:
@@ -91,8 +91,8 @@ def _environment_reads(tree: ast.AST) -> list[str]:
 
 
 def test_no_attnscope_variable_is_read_outside_settings() -> None:
-    """Every ATTNSCOPE_* switch is a Settings field, read through app.config (get_settings or
-    current), never with os.environ elsewhere in app/."""
+    """Every ATTNSCOPE_* switch is a Settings field, read through attnscope.config (get_settings or
+    current), never with os.environ elsewhere in attnscope/."""
     stray = {
         f"{path.relative_to(REPO_ROOT)}: {name}"
         for path in APP.rglob("*.py")
@@ -130,7 +130,7 @@ def test_current_refuses_what_settings_refuses(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_fashion_mnist_dir_is_one_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from app.vision import data
+    from attnscope.vision import data
 
     monkeypatch.delenv("ATTNSCOPE_FASHION_MNIST_DIR", raising=False)
     assert data.data_dir() == Settings().fashion_mnist_dir == data.DEFAULT_DIR

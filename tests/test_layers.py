@@ -1,8 +1,8 @@
 """The package's layers import downward only (docs/architecture.md).
 
 Imports are read from the source with ``ast`` (nothing is imported), the ones inside functions
-included: a lazy import is still a dependency. A unit is a subpackage of ``app`` (``app.nn``) or a
-top-level module (``app.translator``)."""
+included: a lazy import is still a dependency. A unit is a subpackage of ``app`` (``attnscope.nn``) or a
+top-level module (``attnscope.translator``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent.parent / "app"
+APP = Path(__file__).resolve().parent.parent / "attnscope"
 WEB = {"serving", "cli"}  # the web layer and the command line: the top, nothing imports them
 # The layers below the web; none of them may import serving (or the command line) at all.
 BELOW_WEB = {"nn", "decoding", "text", "training", "alignment", "vision", "explain", "analysis", "hf",
@@ -20,11 +20,11 @@ BELOW_WEB = {"nn", "decoding", "text", "training", "alignment", "vision", "expla
 
 def _unit(module: str) -> str | None:
     parts = module.split(".")
-    return parts[1] if parts[0] == "app" and len(parts) > 1 else None
+    return parts[1] if parts[0] == "attnscope" and len(parts) > 1 else None
 
 
 def import_graph() -> dict[str, dict[str, list[str]]]:
-    """unit -> imported unit -> the files (relative to app/) that import it."""
+    """unit -> imported unit -> the files (relative to attnscope/) that import it."""
     graph: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     for path in sorted(APP.rglob("*.py")):
         rel = path.relative_to(APP)
@@ -36,7 +36,7 @@ def import_graph() -> dict[str, dict[str, list[str]]]:
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-                names = names[:1] if node.module != "app" else names[1:]
+                names = names[:1] if node.module != "attnscope" else names[1:]
             else:
                 continue
             for name in names:

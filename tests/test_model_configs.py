@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.nn.config import CONFIG_CLASSES, config_from_dict, config_to_dict
-from app.repository import CONFIG_FILE, discover, read_config
+from attnscope.nn.config import CONFIG_CLASSES, config_from_dict, config_to_dict
+from attnscope.repository import CONFIG_FILE, discover, read_config
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 FOLDERS = discover(MODELS_DIR)

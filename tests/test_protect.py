@@ -1,11 +1,11 @@
-"""Copying through placeholders (app.text.protect): which spans are protected, the masked text,
+"""Copying through placeholders (attnscope.text.protect): which spans are protected, the masked text,
 and where attention puts each span back, on hand-built attention matrices."""
 
 from __future__ import annotations
 
 import torch
 
-from app.text.protect import PLACEHOLDERS, find_spans, mask, restore
+from attnscope.text.protect import PLACEHOLDERS, find_spans, mask, restore
 
 
 def no_bytes(word: str) -> bool:
@@ -161,7 +161,7 @@ def test_glued_inside_a_word_only_the_placeholder_part_goes() -> None:
 
 
 def test_a_text_of_spans_alone_is_copied_through() -> None:
-    from app.text.protect import copy_through, nothing_to_translate
+    from attnscope.text.protect import copy_through, nothing_to_translate
 
     for text in ("🍕🍕🍕", " 42 ", "www.example.org", "😀 😀!"):
         masked = mask(text, find_spans(text, no_bytes))

@@ -12,9 +12,9 @@ from types import ModuleType
 
 import pytest
 
-from app.repository import load_model_folder
-from app.text.spans import FoundSpan
-from app.translator import ProtectedTranslation, Translator
+from attnscope.repository import load_model_folder
+from attnscope.text.spans import FoundSpan
+from attnscope.translator import ProtectedTranslation, Translator
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = ["en-de-transformer", "en-de-transformer-aligned", "en-fr-transformer", "en-fr-transformer-aligned"]

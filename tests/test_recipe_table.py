@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.testing import REPO_ROOT, tiny_tokenizer
+from attnscope.testing import REPO_ROOT, tiny_tokenizer
 
 SCRIPT = REPO_ROOT / "scripts" / "recipe_table.py"
 

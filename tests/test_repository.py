@@ -10,11 +10,11 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from app.decoding import greedy_decode
-from app.nn import build_model
-from app.nn.base import Seq2Seq
-from app.nn.config import SCORES
-from app.repository import (
+from attnscope.decoding import greedy_decode
+from attnscope.nn import build_model
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import SCORES
+from attnscope.repository import (
     CARD_FILE,
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -23,8 +23,8 @@ from app.repository import (
     load_model_folder,
     save_model_folder,
 )
-from app.testing import tiny_config
-from app.text import Tokenizer
+from attnscope.testing import tiny_config
+from attnscope.text import Tokenizer
 
 KINDS = [("rnn", s) for s in SCORES] + [
     ("self_attentive_rnn", "additive"),

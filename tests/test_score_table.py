@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from app.nn.config import SCORES
-from app.nn.scores import build_score
-from app.repository import discover, read_card
-from app.score_table import SCORE_FUNCTIONS, score_parameter_count, score_rows
+from attnscope.nn.config import SCORES
+from attnscope.nn.scores import build_score
+from attnscope.repository import discover, read_card
+from attnscope.score_table import SCORE_FUNCTIONS, score_parameter_count, score_rows
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from app.alignment.hard import Side, hard_alignment, trained_rows, word_level_attention
-from app.alignment.links import parse_pharaoh
-from app.nn.config import UNK_ID
-from app.repository import (
+from attnscope.alignment.hard import Side, hard_alignment, trained_rows, word_level_attention
+from attnscope.alignment.links import parse_pharaoh
+from attnscope.nn.config import UNK_ID
+from attnscope.repository import (
     CARD_FILE,
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -21,10 +21,10 @@ from app.repository import (
     LoadedModel,
     load_model_folder,
 )
-from app.text.tokenizer import Tokenizer
-from app.training.data import TEST_SPLITS
-from app.training.evaluate import LENGTH_BUCKETS, bucket_name
-from app.translator import Translator
+from attnscope.text.tokenizer import Tokenizer
+from attnscope.training.data import TEST_SPLITS
+from attnscope.training.evaluate import LENGTH_BUCKETS, bucket_name
+from attnscope.translator import Translator
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 SHIPPED = [

@@ -1,10 +1,10 @@
-"""Which spans are copied through (app.text.spans): links, and names told by how a tokenizer
+"""Which spans are copied through (attnscope.text.spans): links, and names told by how a tokenizer
 splits them, here a hand-made one: "known" words are one piece, anything else a piece per two
 letters (the shape of an 8,000-piece Multi30k vocabulary: ▁J ü r gen)."""
 
 from __future__ import annotations
 
-from app.text.spans import find_spans
+from attnscope.text.spans import find_spans
 
 KNOWN = {"a", "the", "two", "family", "japanese", "three", "people", "man", "dog", "visit", "write"}
 

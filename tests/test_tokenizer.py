@@ -11,9 +11,9 @@ import sentencepiece as spm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.nn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from app.testing import TINY_PAIRS, tiny_tokenizer
-from app.text import EOS_PIECE, Tokenizer, group_words
+from attnscope.nn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from attnscope.testing import TINY_PAIRS, tiny_tokenizer
+from attnscope.text import EOS_PIECE, Tokenizer, group_words
 
 SENTENCES = [s for pair in TINY_PAIRS for s in pair]
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import torch
 
-from app.decoding import beam_search, greedy_decode
-from app.nn.config import EOS_ID
-from app.repository import LoadedModel, load_model_folder
-from app.testing import build_tiny_models
-from app.translator import DEFAULT_LENGTH_PENALTY, Translation, Translator
+from attnscope.decoding import beam_search, greedy_decode
+from attnscope.nn.config import EOS_ID
+from attnscope.repository import LoadedModel, load_model_folder
+from attnscope.testing import build_tiny_models
+from attnscope.translator import DEFAULT_LENGTH_PENALTY, Translation, Translator
 
 FOLDERS = ["en-de-transformer", "en-de-rnn-additive", "en-de-rnn-none", "en-de-self-attentive"]
 TEXTS = ["A man is riding a bicycle.", "Two dogs."]
@@ -102,7 +102,7 @@ def test_beam_uses_the_length_penalty_saved_in_the_card(tmp_path: Path, monkeypa
         seen.append(args[2].alpha)  # the options the translator decodes with
         return beam_search(*args, **kwargs)
 
-    monkeypatch.setattr("app.translator.beam_search", spy)
+    monkeypatch.setattr("attnscope.translator.beam_search", spy)
     translator.translate(["Two dogs play in the snow."], beam_size=4, max_length=6)
     translator.translate(["Two dogs play in the snow."], beam_size=4, max_length=6, alpha=0.1)
     assert seen == [2.5, 0.1]

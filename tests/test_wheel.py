@@ -4,7 +4,7 @@ them from any directory.
 The wheel is built from a copy of the checkout whose ``models/`` holds one tiny model (the
 shipped ones are ~200 MB), with the real pyproject.toml and setup.py, then unpacked as pip
 would install it and served from another directory: the installed package must find its
-templates, static files and models inside itself (``app/shipped/``), not beside a checkout."""
+templates, static files and models inside itself (``attnscope/shipped/``), not beside a checkout."""
 
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from app.config import REPO_ROOT
+from attnscope.config import REPO_ROOT
 
-COPIED = ("pyproject.toml", "setup.py", "README.md", "app", "static", "templates")
+COPIED = ("pyproject.toml", "setup.py", "README.md", "attnscope", "static", "templates")
 SERVE = """
 import sys, time
 from fastapi.testclient import TestClient
-import app
-from app.config import IN_CHECKOUT, Settings, shipped
-from app.serving.main import create_app
+import attnscope
+from attnscope.config import IN_CHECKOUT, Settings, shipped
+from attnscope.serving.main import create_app
 
-assert app.__file__.startswith(sys.argv[1]), app.__file__
+assert attnscope.__file__.startswith(sys.argv[1]), attnscope.__file__
 assert not IN_CHECKOUT
 settings = Settings(device="cpu")
 assert settings.models_dir == shipped("models"), settings.models_dir
@@ -73,16 +73,16 @@ def test_the_wheel_carries_pages_models_and_native_sources(wheel: tuple[Path, st
     path, model = wheel
     names = set(zipfile.ZipFile(path).namelist())
     for wanted in (
-        "app/shipped/templates/translate.html",
-        "app/shipped/templates/vision.html",
-        "app/shipped/static/js/translate.js",
-        f"app/shipped/models/{model}/config.json",
-        f"app/shipped/models/{model}/card.json",
-        "app/nn/native/beam.cpp",
-        "app/config.py",
+        "attnscope/shipped/templates/translate.html",
+        "attnscope/shipped/templates/vision.html",
+        "attnscope/shipped/static/js/translate.js",
+        f"attnscope/shipped/models/{model}/config.json",
+        f"attnscope/shipped/models/{model}/card.json",
+        "attnscope/nn/native/beam.cpp",
+        "attnscope/config.py",
     ):
         assert wanted in names, wanted
-    assert not any(name.startswith(("tests/", "bench/", "app/shipped/models/en-de-rnn")) for name in names)
+    assert not any(name.startswith(("tests/", "bench/", "attnscope/shipped/models/en-de-rnn")) for name in names)
 
 
 def test_the_installed_package_serves_from_elsewhere(wheel: tuple[Path, str], tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ import { el, role, setChildren } from "./dom.js";
 import { KIND_LABELS, axesOf } from "./matrix.js";
 import { SCORE_FORMULAS } from "./models-api.js";
 
-// name -> "score(s, h_i) = …", and the Transformer's: from GET /api/score-functions (app/nn/scores.py,
-// app/nn/family.py), filled by models-api.js's loadCatalog() when the models load.
+// name -> "score(s, h_i) = …", and the Transformer's: from GET /api/score-functions (attnscope/nn/scores.py,
+// attnscope/nn/family.py), filled by models-api.js's loadCatalog() when the models load.
 export const FORMULAS = SCORE_FORMULAS;
 
 const fmt = (x, digits = 3) => (x === null || x === undefined ? "masked" : Number(x).toFixed(digits));

@@ -3,8 +3,8 @@ import { getJSON } from "./api.js";
 import { el, formatCount, setChildren } from "./dom.js";
 import { whenReady } from "./readiness.js";
 
-// Labels and formulas come from GET /api/score-functions (the registries of app/nn/scores.py and
-// app/nn/family.py), filled in place by loadCatalog() before anything is labelled; until then (or
+// Labels and formulas come from GET /api/score-functions (the registries of attnscope/nn/scores.py and
+// attnscope/nn/family.py), filled in place by loadCatalog() before anything is labelled; until then (or
 // if it fails) a name stands for its label.
 export const ARCHITECTURES = {};
 export const SCORES = {};

@@ -1,5 +1,5 @@
 // "Score functions compared" on the Models page: per language pair, one row per RNN alignment
-// score function (rows built by the server from the model cards, see app/score_table.py) and
+// score function (rows built by the server from the model cards, see attnscope/score_table.py) and
 // BLEU by source length of all of them on one plot, the no-attention baseline as the floor.
 import { el, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";

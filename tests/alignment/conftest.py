@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.alignment.corpus import AlignedPair, references_path, write_references
-from app.alignment.links import diagonal_links
-from app.alignment.words import word_spans
-from app.testing import TINY_PAIRS
-from app.training.data import SPLITS
+from attnscope.alignment.corpus import AlignedPair, references_path, write_references
+from attnscope.alignment.links import diagonal_links
+from attnscope.alignment.words import word_spans
+from attnscope.testing import TINY_PAIRS
+from attnscope.training.data import SPLITS
 
 torch.set_num_threads(1)
 

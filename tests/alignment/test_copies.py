@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from app.alignment.corpus import AlignedPair
-from app.alignment.words import word_spans
-from app.cli import main
-from app.repository import read_config
-from app.testing import TINY_PAIRS, build_tiny_models, tiny_tokenizer
-from app.training.copies import (
+from attnscope.alignment.corpus import AlignedPair
+from attnscope.alignment.words import word_spans
+from attnscope.cli import main
+from attnscope.repository import read_config
+from attnscope.testing import TINY_PAIRS, build_tiny_models, tiny_tokenizer
+from attnscope.training.copies import (
     Augmented,
     augment_corpus,
     augment_pair,
@@ -26,9 +26,9 @@ from app.training.copies import (
     random_name,
     random_number,
 )
-from app.training.data import DataError
-from app.training.presets import TrainConfig
-from app.training.train import TrainRun, train
+from attnscope.training.data import DataError
+from attnscope.training.presets import TrainConfig
+from attnscope.training.train import TrainRun, train
 
 from .conftest import diagonal_references
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.alignment.heads import HeadScores, WordMap, aligning_rows, word_attention
-from app.alignment.links import parse_pharaoh
-from app.cli import main
-from app.testing import build_tiny_models
+from attnscope.alignment.heads import HeadScores, WordMap, aligning_rows, word_attention
+from attnscope.alignment.links import parse_pharaoh
+from attnscope.cli import main
+from attnscope.testing import build_tiny_models
 
 # source words 0 1 2 with pieces [w0 w0 w1 w2] + </s>; target words 0 1 2 with pieces [w0 w1 w1 w2] + </s>
 WORDS = WordMap(source=[0, 0, 1, 2], target=[0, 1, 1, 2], n_source=3, n_target=3)

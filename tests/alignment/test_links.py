@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.alignment.links import (
+from attnscope.alignment.links import (
     AlignmentCounts,
     diagonal_links,
     format_pharaoh,

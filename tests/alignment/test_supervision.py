@@ -10,23 +10,23 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from app.alignment.corpus import AlignedPair
-from app.alignment.links import parse_pharaoh
-from app.alignment.rows import Rows
-from app.alignment.words import word_spans
-from app.nn.factory import build_model
-from app.repository import WEIGHTS_FILE
-from app.testing import TINY_PAIRS, build_tiny_models, tiny_config, tiny_tokenizer
-from app.training.data import collate
-from app.training.presets import TrainConfig
-from app.training.supervision import (
+from attnscope.alignment.corpus import AlignedPair
+from attnscope.alignment.links import parse_pharaoh
+from attnscope.alignment.rows import Rows
+from attnscope.alignment.words import word_spans
+from attnscope.nn.factory import build_model
+from attnscope.repository import WEIGHTS_FILE
+from attnscope.testing import TINY_PAIRS, build_tiny_models, tiny_config, tiny_tokenizer
+from attnscope.training.data import collate
+from attnscope.training.presets import TrainConfig
+from attnscope.training.supervision import (
     HeadSupervision,
     alignment_targets,
     encode_aligned,
     head_alignment_loss,
     piece_links,
 )
-from app.training.train import TrainRun, train
+from attnscope.training.train import TrainRun, train
 
 from .conftest import diagonal_references
 
@@ -118,7 +118,7 @@ FAST = TrainConfig(vocab_size=120, batch_tokens=64, warmup_steps=2, max_epochs=3
 def test_train_fine_tunes_a_folder_with_a_supervised_head(aligned_corpus: Path, tmp_path: Path) -> None:
     init = next(p for p in build_tiny_models(tmp_path / "init") if p.name.endswith("transformer"))
     config = tiny_config("transformer", "additive", 120)
-    from app.repository import read_config
+    from attnscope.repository import read_config
 
     config = read_config(init)[0]
     supervision = HeadSupervision(1, 0, weight=1.0, align_dir=str(aligned_corpus / "alignments"))
@@ -143,7 +143,7 @@ def test_only_head_training_changes_that_heads_query_and_key_rows_and_nothing_el
     aligned_corpus: Path, tmp_path: Path, weight_decay: float
 ) -> None:
     init = next(p for p in build_tiny_models(tmp_path / "init") if p.name.endswith("transformer"))
-    from app.repository import read_config
+    from attnscope.repository import read_config
 
     supervision = HeadSupervision(1, 1, weight=1.0, align_dir=str(aligned_corpus / "alignments"), only_head=True)
     # AdamW's decoupled weight decay shrinks every parameter it holds, gradient or not: the
@@ -174,7 +174,7 @@ def test_supervised_head_trains_with_rdrop(aligned_corpus: Path, tmp_path: Path)
     """R-Drop doubles each batch; the head's targets are doubled with it (both passes supervised).
     Here the head is trained on the rows that read each word, which the card records."""
     init = next(p for p in build_tiny_models(tmp_path / "init") if p.name.endswith("transformer"))
-    from app.repository import read_config
+    from attnscope.repository import read_config
 
     supervision = HeadSupervision(1, 0, weight=1.0, align_dir=str(aligned_corpus / "alignments"), rows="reads")
     card = train(read_config(init)[0], dataclasses.replace(FAST, rdrop_alpha=2.0), TrainRun(out_dir=tmp_path / "aligned",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.alignment.words import locate, moses_words, pieces_to_words, word_spans
+from attnscope.alignment.words import locate, moses_words, pieces_to_words, word_spans
 
 
 def test_moses_words_split_punctuation_and_clitics() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.alignment.links import diagonal_links, format_pharaoh
-from app.alignment.words import moses_words
-from app.testing import TINY_PAIRS
+from attnscope.alignment.links import diagonal_links, format_pharaoh
+from attnscope.alignment.words import moses_words
+from attnscope.testing import TINY_PAIRS
 
 
 def corpus_pairs(n: int) -> list[tuple[str, str]]:

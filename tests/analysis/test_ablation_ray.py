@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.analysis.ablation import RayRun, ablation_bleu_on_ray
-from app.analysis.distributed import connect, import_ray
-from app.cli import build_parser, main
-from app.repository import LoadedModel, load_model_folder
-from app.testing import TINY_PAIRS, build_sharp_transformer
-from app.training.ablation import ablation_bleu
-from app.training.data import SPLITS
-from app.translator import Translator
+from attnscope.analysis.ablation import RayRun, ablation_bleu_on_ray
+from attnscope.analysis.distributed import connect, import_ray
+from attnscope.cli import build_parser, main
+from attnscope.repository import LoadedModel, load_model_folder
+from attnscope.testing import TINY_PAIRS, build_sharp_transformer
+from attnscope.training.ablation import ablation_bleu
+from attnscope.training.data import SPLITS
+from attnscope.translator import Translator
 
 
 @pytest.fixture(scope="module")

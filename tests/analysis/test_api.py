@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
-from app.analysis.roles import ROLES
-from app.analysis.runner import HEADS_FILE, AnalyzeOptions, analyze
-from app.analysis.summary import SUMMARY_FILE, NoAnalysis, read_summary
-from app.config import Settings
-from app.serving.main import create_app
-from app.testing import running_server
+from attnscope.analysis.roles import ROLES
+from attnscope.analysis.runner import HEADS_FILE, AnalyzeOptions, analyze
+from attnscope.analysis.summary import SUMMARY_FILE, NoAnalysis, read_summary
+from attnscope.config import Settings
+from attnscope.serving.main import create_app
+from attnscope.testing import running_server
 
 from .conftest import write_corpus
 

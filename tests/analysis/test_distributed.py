@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from app.analysis.distributed import import_ray, start_ray
-from app.analysis.runner import HEADS_FILE, ROWS_FILE, AnalyzeOptions, MissingExtra, analyze
-from app.cli import build_parser
+from attnscope.analysis.distributed import import_ray, start_ray
+from attnscope.analysis.runner import HEADS_FILE, ROWS_FILE, AnalyzeOptions, MissingExtra, analyze
+from attnscope.cli import build_parser
 
 from .conftest import write_corpus
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.analysis.roles import ALIGNMENT, POSITIONAL, RARE, SINK, assign_role, summarize
-from app.analysis.rows import COLUMNS
+from attnscope.analysis.roles import ALIGNMENT, POSITIONAL, RARE, SINK, assign_role, summarize
+from attnscope.analysis.rows import COLUMNS
 
 QUIET = {"eos_share": 0.1, "prev_share": 0.1, "same_share": 0.1, "next_share": 0.1, "rare_share": 0.1, "alignment_f1": None}
 

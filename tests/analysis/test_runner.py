@@ -9,16 +9,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from app.alignment.corpus import AlignedPair
-from app.alignment.evaluate import score_heads
-from app.alignment.links import parse_pharaoh
-from app.alignment.words import word_spans
-from app.analysis.corpus import read_lines
-from app.analysis.roles import ROLES
-from app.analysis.rows import COLUMNS
-from app.analysis.runner import HEADS_FILE, META_FILE, ROWS_FILE, AnalyzeOptions, analyze
-from app.cli import main
-from app.repository import load_model_folder
+from attnscope.alignment.corpus import AlignedPair
+from attnscope.alignment.evaluate import score_heads
+from attnscope.alignment.links import parse_pharaoh
+from attnscope.alignment.words import word_spans
+from attnscope.analysis.corpus import read_lines
+from attnscope.analysis.roles import ROLES
+from attnscope.analysis.rows import COLUMNS
+from attnscope.analysis.runner import HEADS_FILE, META_FILE, ROWS_FILE, AnalyzeOptions, analyze
+from attnscope.cli import main
+from attnscope.repository import load_model_folder
 
 
 def run(tmp_path: Path, model: Path, corpus: dict[str, Path], **extra: object) -> dict[str, object]:
@@ -121,9 +121,9 @@ def test_bad_alignment_line_names_file_and_line(tmp_path: Path, tiny_models_dir:
 def test_align_corpus_lines_are_read_with_their_spans(tmp_path: Path, tiny_models_dir: Path) -> None:
     """A file from ``attnscope align-corpus`` (links, source spans, target spans) works as
     --alignments: its spans, not a re-tokenisation, name the words."""
-    from app.alignment.corpus import write_references
-    from app.analysis.corpus import read_items
-    from app.text.tokenizer import Tokenizer
+    from attnscope.alignment.corpus import write_references
+    from attnscope.analysis.corpus import read_items
+    from attnscope.text.tokenizer import Tokenizer
 
     spans = ([(0, 5), (6, 11)], [(0, 8), (9, 15)])  # deliberately not Moses words
     (tmp_path / "s.txt").write_text("A man runs.\n")

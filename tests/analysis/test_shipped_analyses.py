@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.analysis.roles import ROLES, assign_role
-from app.analysis.summary import read_summary, summary_path
-from app.config import REPO_ROOT
-from app.repository import read_config
+from attnscope.analysis.roles import ROLES, assign_role
+from attnscope.analysis.summary import read_summary, summary_path
+from attnscope.config import REPO_ROOT
+from attnscope.repository import read_config
 
 MODELS_DIR = REPO_ROOT / "models"
 MIB = 1024 * 1024

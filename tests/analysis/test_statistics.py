@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from app.analysis.statistics import (
+from attnscope.analysis.statistics import (
     Keys,
     alignment_counts,
     f1,

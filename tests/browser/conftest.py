@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
-from app.testing import running_server
+from attnscope.testing import running_server
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_ARGS = [

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from app.testing import TINY_KINDS, build_tiny_models, running_server
+from attnscope.testing import TINY_KINDS, build_tiny_models, running_server
 from tests.browser.conftest import PageWatch
 
 pytestmark = pytest.mark.browser

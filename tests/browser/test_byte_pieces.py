@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from app.testing import running_server
+from attnscope.testing import running_server
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import pytest
 from playwright.sync_api import Page, Response, expect
 
-from app.testing import running_server
+from attnscope.testing import running_server
 
 pytestmark = pytest.mark.browser
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from app.testing import running_server
+from attnscope.testing import running_server
 
 pytestmark = pytest.mark.browser
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from app.cli import main
-from app.testing import TINY_PAIRS, running_server
+from attnscope.cli import main
+from attnscope.testing import TINY_PAIRS, running_server
 from tests.browser.layout import page_width_settles
 
 pytestmark = pytest.mark.browser

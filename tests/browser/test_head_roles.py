@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from app.analysis.summary import summary_document, summary_path, write_summary
-from app.testing import running_server
+from attnscope.analysis.summary import summary_document, summary_path, write_summary
+from attnscope.testing import running_server
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from playwright.sync_api import Browser, Page
 
-from app.testing import running_server
+from attnscope.testing import running_server
 
 pytestmark = pytest.mark.browser
 

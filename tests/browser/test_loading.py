@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from app.testing import free_port
+from attnscope.testing import free_port
 from tests.browser.conftest import REPO, PageWatch
 
 pytestmark = pytest.mark.browser
@@ -35,7 +35,7 @@ WRAPPER = '''
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-import app.serving.registry as registry
+import attnscope.serving.registry as registry
 
 gate = Path({gate!r})
 original = registry.load_model_folder
@@ -50,7 +50,7 @@ def gated(folder, *args, **kwargs):
 
 
 registry.load_model_folder = gated
-from app.cli import main
+from attnscope.cli import main
 sys.exit(main(sys.argv[1:]))
 '''
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from app.testing import running_server
-from app.vision.images import encode_png
-from app.vision.testing import build_tiny_vision_models, write_tiny_fashion_mnist
+from attnscope.testing import running_server
+from attnscope.vision.images import encode_png
+from attnscope.vision.testing import build_tiny_vision_models, write_tiny_fashion_mnist
 from tests.browser.layout import page_width_settles
 
 pytestmark = pytest.mark.browser

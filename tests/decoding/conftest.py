@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.decoding import DecodeOutput
-from app.nn import build_model
-from app.nn.base import Seq2Seq, StepPath
-from app.nn.config import EOS_ID, SCORES, RNNConfig
-from app.nn.outputs import EncoderOutput, StepOutput
-from app.testing import tiny_config
+from attnscope.decoding import DecodeOutput
+from attnscope.nn import build_model
+from attnscope.nn.base import Seq2Seq, StepPath
+from attnscope.nn.config import EOS_ID, SCORES, RNNConfig
+from attnscope.nn.outputs import EncoderOutput, StepOutput
+from attnscope.testing import tiny_config
 
 VOCAB = 40
 MODEL_KINDS = [("rnn", s) for s in SCORES] + [

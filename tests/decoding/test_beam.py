@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.decoding import DecodeOutput, beam_search, greedy_decode, score_targets
-from app.nn.base import Seq2Seq
-from app.nn.config import EOS_ID, PAD_ID
+from attnscope.decoding import DecodeOutput, beam_search, greedy_decode, score_targets
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import EOS_ID, PAD_ID
 
 Check = Callable[[Seq2Seq, DecodeOutput], None]
 a, b, c = 4, 5, 6  # words of the scripted model

@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.decoding import beam_search, greedy_decode, score_targets
-from app.decoding.history import gnmt_coverage
-from app.nn.base import Seq2Seq
-from app.nn.config import BOS_ID, EOS_ID
+from attnscope.decoding import beam_search, greedy_decode, score_targets
+from attnscope.decoding.history import gnmt_coverage
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import BOS_ID, EOS_ID
 
 a, b, c = 4, 5, 6  # words of the scripted model
 

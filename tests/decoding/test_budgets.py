@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.decoding import DecodeStopped, beam_search, greedy_decode
-from app.nn.base import Seq2Seq
-from app.nn.config import PAD_ID
+from attnscope.decoding import DecodeStopped, beam_search, greedy_decode
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import PAD_ID
 from tests.decoding.conftest import A, B, Table, padded_source
 
 BUDGETS = [3, 9, 5, 1]

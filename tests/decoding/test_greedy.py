@@ -8,9 +8,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from app.decoding import DecodeOutput, beam_search, greedy_decode, score_targets
-from app.nn.base import Seq2Seq
-from app.nn.config import EOS_ID
+from attnscope.decoding import DecodeOutput, beam_search, greedy_decode, score_targets
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import EOS_ID
 
 Check = Callable[[Seq2Seq, DecodeOutput], None]
 

@@ -10,13 +10,13 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 
-from app.decoding import beam as beam_module
-from app.decoding import beam_search, greedy_decode
-from app.decoding import greedy as greedy_module
-from app.decoding.history import AttentionHistory
-from app.nn.base import Seq2Seq
-from app.nn.config import EOS_ID
-from app.nn.outputs import EncoderOutput, StepOutput
+from attnscope.decoding import beam as beam_module
+from attnscope.decoding import beam_search, greedy_decode
+from attnscope.decoding import greedy as greedy_module
+from attnscope.decoding.history import AttentionHistory
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import EOS_ID
+from attnscope.nn.outputs import EncoderOutput, StepOutput
 
 b, c = 5, 6
 

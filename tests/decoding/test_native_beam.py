@@ -1,4 +1,4 @@
-"""The decoders' native bookkeeping (app/nn/native/beam.cpp): the candidate selection finds the
+"""The decoders' native bookkeeping (attnscope/nn/native/beam.cpp): the candidate selection finds the
 same candidates as the PyTorch one (the same sums, ties to the lower index, banned words never
 chosen), greedy's choice is PyTorch's ``max``, and the cache reordering copies the same rows;
 beam search and greedy decoding through them give what they give through PyTorch
@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.decoding import beam_search, greedy_decode
-from app.decoding.beam import CHUNKED_FROM, top_candidates
-from app.decoding.output import never_emit
-from app.nn import native
-from app.nn.base import Seq2Seq
-from app.nn.kv_cache import KVCache, select_all
-from app.nn.native import library
+from attnscope.decoding import beam_search, greedy_decode
+from attnscope.decoding.beam import CHUNKED_FROM, top_candidates
+from attnscope.decoding.output import never_emit
+from attnscope.nn import native
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.kv_cache import KVCache, select_all
+from attnscope.nn.native import library
 
 from .conftest import build_tiny, padded_source
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from app.decoding import DecodeOutput
-from app.decoding.output import max_target_length, stack_padded
+from attnscope.decoding import DecodeOutput
+from attnscope.decoding.output import max_target_length, stack_padded
 
 
 def test_hypotheses_are_trimmed_to_real_lengths() -> None:

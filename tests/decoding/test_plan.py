@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.decoding import beam_search, greedy_decode
-from app.decoding.plan import DecodeOptions, make_plan, options_of
-from app.nn.base import Seq2Seq
+from attnscope.decoding import beam_search, greedy_decode
+from attnscope.decoding.plan import DecodeOptions, make_plan, options_of
+from attnscope.nn.base import Seq2Seq
 
 
 def test_options_are_frozen_and_hashable_with_per_sentence_budgets_and_prefixes() -> None:
@@ -68,9 +68,9 @@ def test_options_by_keyword_equal_the_options_object(model: Seq2Seq, src: Tensor
 def test_the_plan_chooses_the_decoder_step_once_and_the_state_holds_it(
     tiny: Callable[..., Seq2Seq], src: Tensor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.nn.ablation import disabled_heads
-    from app.nn.recording import recording
-    from app.nn.transformer import Transformer
+    from attnscope.nn.ablation import disabled_heads
+    from attnscope.nn.recording import recording
+    from attnscope.nn.transformer import Transformer
 
     rnn, transformer = tiny("rnn"), tiny("transformer")
     assert isinstance(transformer, Transformer)

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from app.decoding import DecodeOutput, score_targets
-from app.nn.base import Seq2Seq
-from app.nn.config import BOS_ID, EOS_ID, PAD_ID
+from attnscope.decoding import DecodeOutput, score_targets
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import BOS_ID, EOS_ID, PAD_ID
 
 Check = Callable[[Seq2Seq, DecodeOutput], None]
 

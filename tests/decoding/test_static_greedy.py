@@ -1,4 +1,4 @@
-"""The fixed-shape greedy decoder behind the CUDA graphs (app/decoding/static_greedy.py), run
+"""The fixed-shape greedy decoder behind the CUDA graphs (attnscope/decoding/static_greedy.py), run
 eagerly on the CPU: the same output as ordinary greedy decoding, in every field."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.decoding import greedy_decode
-from app.decoding import static_greedy as sg
-from app.decoding.output import DecodeOutput, DecodeStopped
-from app.nn.base import Seq2Seq
-from app.nn.config import EOS_ID
+from attnscope.decoding import greedy_decode
+from attnscope.decoding import static_greedy as sg
+from attnscope.decoding.output import DecodeOutput, DecodeStopped
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import EOS_ID
 from tests.decoding.conftest import build_tiny, padded_source
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from app.decoding import beam_search, greedy_decode
-from app.decoding.steps import DecodeStep
-from app.nn.base import Seq2Seq
+from attnscope.decoding import beam_search, greedy_decode
+from attnscope.decoding.steps import DecodeStep
+from attnscope.nn.base import Seq2Seq
 
 
 def test_greedy_reports_each_step_and_its_rows(model: Seq2Seq, src: Tensor) -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.decoding.beam import CHUNKED_FROM, CHUNKS, top_candidates
+from attnscope.decoding.beam import CHUNKED_FROM, CHUNKS, top_candidates
 
 
 def _plain(scores: Tensor, log_probs: Tensor, groups: int, count: int) -> tuple[Tensor, Tensor]:

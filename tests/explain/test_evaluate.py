@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from app.testing import build_tiny_models
+from attnscope.cli import main
+from attnscope.testing import build_tiny_models
 from tests.alignment.conftest import aligned_corpus  # noqa: F401 - the fixture
 
 GRID = {"transformer": (2, 2), "rnn-additive": (1, 1)}

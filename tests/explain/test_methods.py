@@ -1,4 +1,4 @@
-"""Properties of the explanation methods (app.explain) on tiny random models."""
+"""Properties of the explanation methods (attnscope.explain) on tiny random models."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.explain import explain
-from app.explain.trace import trace
-from app.nn.ablation import disabled_heads
-from app.nn.base import Seq2Seq
-from app.nn.config import config_from_dict
-from app.nn.factory import build_model
-from app.nn.rnn import RNNSeq2Seq
-from app.nn.transformer import Transformer
+from attnscope.explain import explain
+from attnscope.explain.trace import trace
+from attnscope.nn.ablation import disabled_heads
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import config_from_dict
+from attnscope.nn.factory import build_model
+from attnscope.nn.rnn import RNNSeq2Seq
+from attnscope.nn.transformer import Transformer
 
 SRC = [5, 6, 7, 8, 9, 3]
 TGT = [10, 11, 12, 13, 3]
@@ -245,7 +245,7 @@ def test_value_zeroing_gives_a_token_the_layer_ignores_zero(pre_norm: bool) -> N
 
 @pytest.mark.parametrize("architecture", ["transformer", "rnn"])
 def test_contrastive_attribution_is_complete_and_zero_against_the_chosen_token(architecture: str) -> None:
-    from app.explain.contrastive import contrastive
+    from attnscope.explain.contrastive import contrastive
 
     model = transformer() if architecture == "transformer" else rnn()
     found = contrastive(model, SRC, TGT, position=2, foil=20, steps=64)
@@ -261,7 +261,7 @@ def test_contrastive_attribution_is_complete_and_zero_against_the_chosen_token(a
 
 
 def test_an_int8_model_is_explained_through_its_dequantised_weights() -> None:
-    from app.nn.quantize import quantize
+    from attnscope.nn.quantize import quantize
 
     plain = explain(transformer(), SRC, TGT, methods=ALL)
     model = quantize(transformer(), "int8")

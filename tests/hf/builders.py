@@ -13,7 +13,7 @@ from typing import Any
 import sentencepiece as spm
 import torch
 
-from app.testing import TINY_PAIRS
+from attnscope.testing import TINY_PAIRS
 
 SENTENCES = [s for pair in TINY_PAIRS for s in pair] * 3
 

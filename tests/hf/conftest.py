@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from builders import KINDS  # noqa: E402
 
-from app.hf.importer import import_model  # noqa: E402
-from app.testing import running_server  # noqa: E402
+from attnscope.hf.importer import import_model  # noqa: E402
+from attnscope.testing import running_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")

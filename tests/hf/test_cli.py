@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 
-from app.cli import main
-from app.hf import ImportFailure, require_transformers
-from app.nn.config import TransformerConfig, config_to_dict
-from app.repository import load_model_folder
+from attnscope.cli import main
+from attnscope.hf import ImportFailure, require_transformers
+from attnscope.nn.config import TransformerConfig, config_to_dict
+from attnscope.repository import load_model_folder
 
 
 def test_import_writes_a_float16_folder_that_loads(marian_source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

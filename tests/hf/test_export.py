@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.decoding.greedy import greedy_decode
-from app.hf import ImportFailure
-from app.hf.export import to_m2m100
-from app.hf.families import FAMILIES, config_fields, convert_weights
-from app.hf.vocab import Renumbering
-from app.nn.config import TransformerConfig
-from app.nn.transformer import Transformer
+from attnscope.decoding.greedy import greedy_decode
+from attnscope.hf import ImportFailure
+from attnscope.hf.export import to_m2m100
+from attnscope.hf.families import FAMILIES, config_fields, convert_weights
+from attnscope.hf.vocab import Renumbering
+from attnscope.nn.config import TransformerConfig
+from attnscope.nn.transformer import Transformer
 
 
 def _shipped_layout(pre_norm: bool = True) -> Transformer:

@@ -10,14 +10,14 @@ import pytest
 import torch
 from builders import KINDS, language_id  # tests/hf (put on sys.path by its conftest)
 
-from app.decoding.beam import beam_search
-from app.decoding.greedy import greedy_decode
-from app.hf.checks import SAMPLES, generation_config
-from app.hf.vocab import Renumbering
-from app.nn.ablation import disabled_heads
-from app.nn.config import BOS_ID, PAD_ID, TransformerConfig
-from app.repository import LoadedModel, load_model_folder
-from app.testing import TINY_PAIRS
+from attnscope.decoding.beam import beam_search
+from attnscope.decoding.greedy import greedy_decode
+from attnscope.hf.checks import SAMPLES, generation_config
+from attnscope.hf.vocab import Renumbering
+from attnscope.nn.ablation import disabled_heads
+from attnscope.nn.config import BOS_ID, PAD_ID, TransformerConfig
+from attnscope.repository import LoadedModel, load_model_folder
+from attnscope.testing import TINY_PAIRS
 
 ATTENTIONS = (("encoder_self", "encoder_attentions"), ("decoder_self", "decoder_attentions"), ("cross", "cross_attentions"))
 
@@ -218,11 +218,11 @@ def test_switched_off_head_equals_zeroed_output_projection(
 
 
 def test_explanation_trace_gives_the_model_numbers(loaded: LoadedModel) -> None:
-    """The explanations' own teacher-forced pass (app.explain.trace: encoder positions, T5's
+    """The explanations' own teacher-forced pass (attnscope.explain.trace: encoder positions, T5's
     bias, unscaled scores and RMS norms included) gives the model's logits and attention."""
-    from app.explain.trace import trace
-    from app.nn.config import EOS_ID
-    from app.nn.transformer import Transformer
+    from attnscope.explain.trace import trace
+    from attnscope.nn.config import EOS_ID
+    from attnscope.nn.transformer import Transformer
 
     model = loaded.model
     assert isinstance(model, Transformer)

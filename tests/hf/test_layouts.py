@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from app.hf.families import FAMILIES, config_fields, convert_weights
-from app.hf.vocab import Renumbering
-from app.nn.config import BOS_ID, TransformerConfig
-from app.nn.transformer import Transformer
+from attnscope.hf.families import FAMILIES, config_fields, convert_weights
+from attnscope.hf.vocab import Renumbering
+from attnscope.nn.config import BOS_ID, TransformerConfig
+from attnscope.nn.transformer import Transformer
 
 ATTENTIONS = (("encoder_self", "encoder_attentions"), ("decoder_self", "decoder_attentions"), ("cross", "cross_attentions"))
 

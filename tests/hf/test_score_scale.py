@@ -15,8 +15,8 @@ import torch
 from builders import t5_folder  # tests/hf (on sys.path: conftest)
 from fastapi.testclient import TestClient
 
-from app.hf.importer import import_model
-from app.testing import build_tiny_models
+from attnscope.hf.importer import import_model
+from attnscope.testing import build_tiny_models
 from tests.serving.conftest import make_client
 
 TEXT = "A man is riding a bicycle."

@@ -13,7 +13,7 @@ import pytest
 import torch
 from builders import KINDS, language_id, language_piece  # tests/hf (on sys.path: conftest)
 
-from app.hf.checks import SAMPLES, generation_config
+from attnscope.hf.checks import SAMPLES, generation_config
 
 DEPTHS = {"marian": (3, 2), "m2m100": (2, 3), "nllb": (3, 2), "mbart50": (2, 3), "t5": (3, 2), "t5gated": (3, 2)}  # encoder, decoder layers of the tiny models
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.nn import build_model
-from app.nn.base import Seq2Seq
-from app.nn.config import EOS_ID, SCORES
-from app.testing import tiny_config
+from attnscope.nn import build_model
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import EOS_ID, SCORES
+from attnscope.testing import tiny_config
 
 VOCAB = 40
 SCORE_FUNCTIONS = tuple(s for s in SCORES if s != "none")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.decoding import greedy_decode
-from app.nn.ablation import disabled_heads
+from attnscope.decoding import greedy_decode
+from attnscope.nn.ablation import disabled_heads
 
 from .conftest import build_tiny, padded_source, random_targets
 
@@ -49,7 +49,7 @@ def test_a_transformer_head_off_equals_zeroing_its_output_projection_slice() -> 
 
 def test_incremental_decoding_sees_the_same_ablation_as_the_full_pass() -> None:
     """Greedy decoding's attention under ablation equals the teacher-forced pass on its output."""
-    from app.decoding import score_targets
+    from attnscope.decoding import score_targets
 
     model = build_tiny("transformer")
     src = padded_source([7])

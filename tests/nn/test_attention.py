@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.nn.attention import MultiHeadAttention
+from attnscope.nn.attention import MultiHeadAttention
 
 D, HEADS = 16, 4
 

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from app.nn.config import (
+from attnscope.nn.config import (
     CONFIG_VERSION,
     RNNConfig,
     SelfAttentiveRNNConfig,

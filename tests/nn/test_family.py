@@ -13,11 +13,11 @@ from typing import ClassVar, Literal
 import pytest
 import torch
 
-from app.anatomy import anatomy
-from app.nn.ablation import disabled_heads
-from app.nn.config import ARCHITECTURES, RNNConfig, config_from_dict, config_to_dict
-from app.nn.factory import build_model
-from app.nn.family import (
+from attnscope.anatomy import anatomy
+from attnscope.nn.ablation import disabled_heads
+from attnscope.nn.config import ARCHITECTURES, RNNConfig, config_from_dict, config_to_dict
+from attnscope.nn.factory import build_model
+from attnscope.nn.family import (
     Family,
     Geometry,
     families,
@@ -27,9 +27,9 @@ from app.nn.family import (
     register,
     unregister,
 )
-from app.nn.recurrent_family import RNNFamily
-from app.repository import discover
-from app.testing import tiny_config
+from attnscope.nn.recurrent_family import RNNFamily
+from attnscope.repository import discover
+from attnscope.testing import tiny_config
 
 MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
 SHIPPED = discover(MODELS_DIR)

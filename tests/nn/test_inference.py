@@ -1,4 +1,4 @@
-"""The decoding fast paths: fused, transposed and packed fp16 weights (app.nn.inference) and cross
+"""The decoding fast paths: fused, transposed and packed fp16 weights (attnscope.nn.inference) and cross
 keys/values shared by a sentence's beams give what the training path gives, and follow weight
 updates."""
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.nn import inference
-from app.nn.attention import MultiHeadAttention
-from app.nn.base import Seq2Seq
-from app.nn.transformer import Transformer
+from attnscope.nn import inference
+from attnscope.nn.attention import MultiHeadAttention
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.transformer import Transformer
 
 ModelFactory = Callable[..., Seq2Seq]
 SourceFactory = Callable[..., Tensor]

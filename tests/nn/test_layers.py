@@ -1,5 +1,5 @@
-"""The decoding step's straight-through layer (app.nn.layers on prepared weights) computes exactly what the
-general layer code computes, bit for bit, and the in-place key/value cache (app.nn.kv_cache)
+"""The decoding step's straight-through layer (attnscope.nn.layers on prepared weights) computes exactly what the
+general layer code computes, bit for bit, and the in-place key/value cache (attnscope.nn.kv_cache)
 behaves like an immutable value."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.nn.ablation import disabled_heads
-from app.nn.base import Seq2Seq
-from app.nn.kv_cache import GROWTH, KVCache
-from app.nn.outputs import StepOutput
-from app.nn.transformer import Transformer, TransformerState
+from attnscope.nn.ablation import disabled_heads
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.kv_cache import GROWTH, KVCache
+from attnscope.nn.outputs import StepOutput
+from attnscope.nn.transformer import Transformer, TransformerState
 
 ModelFactory = Callable[..., Seq2Seq]
 SourceFactory = Callable[..., Tensor]
@@ -82,7 +82,7 @@ def test_fast_step_is_left_for_the_general_code_when_heads_are_off(
 def test_int8_layers_take_the_fast_step_with_the_same_numbers(
     make_model: ModelFactory, make_source: SourceFactory
 ) -> None:
-    from app.nn.quantize import quantize
+    from attnscope.nn.quantize import quantize
 
     model = quantize(_transformer(make_model, True), "int8")
     assert isinstance(model, Transformer)

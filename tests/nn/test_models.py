@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from app.nn.base import Seq2Seq, reorder_encoder
+from attnscope.nn.base import Seq2Seq, reorder_encoder
 
 
 def assert_rows_normalised(weights: Tensor, key_mask: Tensor) -> None:

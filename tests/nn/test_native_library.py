@@ -1,4 +1,4 @@
-"""The native library's life cycle (app/nn/native/library.py): named by its sources, built at
+"""The native library's life cycle (attnscope/nn/native/library.py): named by its sources, built at
 install time into a file that is whole or absent, only ever loaded at serve time; a missing,
 broken or half-built library means the Python step and a log line saying why, never a wait.
 
@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from app.config import REPO_ROOT
-from app.nn.native import library
+from attnscope.config import REPO_ROOT
+from attnscope.nn.native import library
 
 PROBE = (
     "import logging, sys\n"
     "logging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
-    "from app.nn import native\n"
+    "from attnscope.nn import native\n"
     "print('OPS', native.ops() is not None)\n"
 )
 
@@ -75,7 +75,7 @@ def test_a_build_killed_half_way_leaves_nothing_and_the_next_build_works(tmp_pat
     the next build (its dead temporary folder and lock beside it) builds, checks and loads."""
     env = {**os.environ, "ATTNSCOPE_NATIVE_DIR": str(tmp_path)}
     build = subprocess.Popen(
-        [sys.executable, "-m", "app.nn.native"], cwd=REPO_ROOT, env=env,
+        [sys.executable, "-m", "attnscope.nn.native"], cwd=REPO_ROOT, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
@@ -92,7 +92,7 @@ def test_a_build_killed_half_way_leaves_nothing_and_the_next_build_works(tmp_pat
     assert "OPS False" in _child(tmp_path).stdout
 
     done = subprocess.run(
-        [sys.executable, "-m", "app.nn.native"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "attnscope.nn.native"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / name).is_file()
@@ -103,7 +103,7 @@ def test_a_build_killed_half_way_leaves_nothing_and_the_next_build_works(tmp_pat
 def test_no_compiler_at_install_time_is_a_warning_and_no_library(tmp_path: Path) -> None:
     env = {**os.environ, "ATTNSCOPE_NATIVE_DIR": str(tmp_path), "CXX": str(tmp_path / "no-such-compiler")}
     done = subprocess.run(
-        [sys.executable, "-m", "app.nn.native"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "attnscope.nn.native"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 1
     assert "could not be built; attnscope will serve with the Python step" in done.stderr

@@ -1,4 +1,4 @@
-"""The native decoder steps (app.nn.native, C++ operations built at install time). The int8 step
+"""The native decoder steps (attnscope.nn.native, C++ operations built at install time). The int8 step
 and encoder decode as the Python int8 layers do: the same tokens, log-probabilities and
 attention rows up to float summation order, in greedy and beam search, with padded sources and a
 growing cache. The float step is the Python step's operations in C++: the same bits. Where they
@@ -13,14 +13,14 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.decoding import beam_search, greedy_decode
-from app.nn import native
-from app.nn.base import Seq2Seq
-from app.nn.kv_cache import GROWTH
-from app.nn.native import library
-from app.nn.outputs import StepOutput
-from app.nn.quantize import quantize
-from app.nn.transformer import Transformer
+from attnscope.decoding import beam_search, greedy_decode
+from attnscope.nn import native
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.kv_cache import GROWTH
+from attnscope.nn.native import library
+from attnscope.nn.outputs import StepOutput
+from attnscope.nn.quantize import quantize
+from attnscope.nn.transformer import Transformer
 
 ModelFactory = Callable[..., Seq2Seq]
 SourceFactory = Callable[..., Tensor]
@@ -127,7 +127,7 @@ def test_the_shipped_transformers_take_the_native_step_in_int8(name: str) -> Non
     # torch.ao's slower Linear), so the whole step runs natively
     from pathlib import Path
 
-    from app.repository import load_model_folder
+    from attnscope.repository import load_model_folder
 
     model = load_model_folder(Path(__file__).resolve().parents[2] / "models" / name, quantize="int8").model
     assert isinstance(model, Transformer)
@@ -160,7 +160,7 @@ def test_the_native_encoder_equals_the_python_one_on_real_positions(
 
 
 def test_switched_off_heads_take_the_python_layers(make_model: ModelFactory, make_source: SourceFactory) -> None:
-    from app.nn.ablation import disabled_heads
+    from attnscope.nn.ablation import disabled_heads
 
     model = _int8(make_model, seed=6)
     src = make_source((5,))

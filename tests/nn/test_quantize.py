@@ -1,4 +1,4 @@
-"""Opt-in int8 inference (app.nn.quantize): linear layers become int8 ones, every attention
+"""Opt-in int8 inference (attnscope.nn.quantize): linear layers become int8 ones, every attention
 matrix still comes back, outputs stay close to fp32, and the setting reaches the model loader."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from app.config import Settings
-from app.decoding import greedy_decode
-from app.nn import inference
-from app.nn.base import Seq2Seq
-from app.nn.quantize import Int8Linear, quantize
-from app.repository import load_model_folder
-from app.serving.registry import ModelRegistry
-from app.translator import Translator
+from attnscope.config import Settings
+from attnscope.decoding import greedy_decode
+from attnscope.nn import inference
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.quantize import Int8Linear, quantize
+from attnscope.repository import load_model_folder
+from attnscope.serving.registry import ModelRegistry
+from attnscope.translator import Translator
 
 ModelFactory = Callable[..., Seq2Seq]
 SourceFactory = Callable[..., Tensor]

@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.nn.base import Seq2Seq
-from app.nn.rnn import RNNState
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.rnn import RNNState
 
 ModelFactory = Callable[..., Seq2Seq]
 SourceFactory = Callable[..., Tensor]

@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.nn.config import SCORES, RNNConfig
-from app.nn.factory import build_model
-from app.nn.scores import SCORE_FUNCTIONS, Score, ScoreFunction, build_score, register_score
+from attnscope.nn.config import SCORES, RNNConfig
+from attnscope.nn.factory import build_model
+from attnscope.nn.scores import SCORE_FUNCTIONS, Score, ScoreFunction, build_score, register_score
 
 FINDINGS = Path(__file__).resolve().parents[2] / "docs" / "findings.md"
 

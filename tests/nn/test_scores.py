@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from app.nn.scores import (
+from attnscope.nn.scores import (
     AdditiveScore,
     CosineScore,
     DotScore,

@@ -8,9 +8,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from app.nn.base import Seq2Seq
-from app.nn.rnn import RNNSeq2Seq
-from app.nn.self_attentive import SelfAttentiveEncoder
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.rnn import RNNSeq2Seq
+from attnscope.nn.self_attentive import SelfAttentiveEncoder
 
 ModelFactory = Callable[..., Seq2Seq]
 

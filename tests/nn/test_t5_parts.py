@@ -1,4 +1,4 @@
-"""T5's pieces in the own Transformer (app/nn/t5_parts.py and its config fields): the relative
+"""T5's pieces in the own Transformer (attnscope/nn/t5_parts.py and its config fields): the relative
 position bias decodes step by step like the full pass, a padded batch encodes like each sentence
 alone, the recorded scores include the bias, and the shipped configs do not change."""
 
@@ -10,11 +10,11 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.nn.base import Seq2Seq
-from app.nn.config import TransformerConfig, config_to_dict
-from app.nn.recording import recording
-from app.nn.t5_parts import RMSNorm, relative_buckets
-from app.nn.transformer import Transformer
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import TransformerConfig, config_to_dict
+from attnscope.nn.recording import recording
+from attnscope.nn.t5_parts import RMSNorm, relative_buckets
+from attnscope.nn.transformer import Transformer
 
 ModelFactory = Callable[..., Seq2Seq]
 T5 = dict(
@@ -102,7 +102,7 @@ def test_shipped_config_writes_no_t5_field() -> None:
 
 
 def test_new_gelu_is_the_tanh_approximation() -> None:
-    from app.nn.t5_parts import NewGELU
+    from attnscope.nn.t5_parts import NewGELU
 
     x = torch.linspace(-6, 6, 101)
     torch.testing.assert_close(NewGELU()(x), torch.nn.GELU(approximate="tanh")(x))

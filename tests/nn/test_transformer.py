@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import Tensor
 
-from app.nn.base import Seq2Seq
-from app.nn.transformer import Transformer
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.transformer import Transformer
 
 ModelFactory = Callable[..., Seq2Seq]
 SourceFactory = Callable[..., Tensor]

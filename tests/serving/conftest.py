@@ -14,14 +14,14 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.config import Settings
-from app.nn.config import EOS_ID
-from app.nn.factory import build_model
-from app.repository import LoadedModel, load_model_folder, save_model_folder
-from app.serving.main import create_app
-from app.testing import TINY_KINDS, TINY_PAIRS, running_server, tiny_config
-from app.text.tokenizer import Tokenizer
-from app.translator import Translator
+from attnscope.config import Settings
+from attnscope.nn.config import EOS_ID
+from attnscope.nn.factory import build_model
+from attnscope.repository import LoadedModel, load_model_folder, save_model_folder
+from attnscope.serving.main import create_app
+from attnscope.testing import TINY_KINDS, TINY_PAIRS, running_server, tiny_config
+from attnscope.text.tokenizer import Tokenizer
+from attnscope.translator import Translator
 
 
 class ReadyClient(TestClient):

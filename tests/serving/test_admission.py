@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from app.serving.batching import Scheduler, Ticket
-from app.serving.errors import Unavailable
-from app.serving.explain import Extras
-from app.serving.limits import Asked, Cost, answer_bytes
+from attnscope.serving.batching import Scheduler, Ticket
+from attnscope.serving.errors import Unavailable
+from attnscope.serving.explain import Extras
+from attnscope.serving.limits import Asked, Cost, answer_bytes
 
 TRANSFORMER = "en-de-transformer"
 LONG = " ".join(["a", "play", "in"] * 40)

@@ -13,11 +13,11 @@ import httpx
 import pytest
 from PIL import Image
 
-from app.repository import load_model_folder
-from app.serving.explain import Extras
-from app.serving.limits import Asked, answer_bytes
-from app.testing import TINY_PAIRS, build_tiny_models, running_server
-from app.vision.testing import build_tiny_vision_models
+from attnscope.repository import load_model_folder
+from attnscope.serving.explain import Extras
+from attnscope.serving.limits import Asked, answer_bytes
+from attnscope.testing import TINY_PAIRS, build_tiny_models, running_server
+from attnscope.vision.testing import build_tiny_vision_models
 
 TRANSFORMER = "en-de-transformer"
 TEXT = TINY_PAIRS[3][0]

@@ -15,10 +15,10 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.decoding import greedy_decode
-from app.repository import load_model_folder
-from app.testing import TINY_PAIRS
-from app.text.tokenizer import Tokenizer
+from attnscope.decoding import greedy_decode
+from attnscope.repository import load_model_folder
+from attnscope.testing import TINY_PAIRS
+from attnscope.text.tokenizer import Tokenizer
 
 MODELS = ["en-de-transformer", "en-de-rnn-additive", "en-de-rnn-none", "en-de-self-attentive"]
 TEXTS = ["A man is riding a bicycle.", "Two dogs play.", "The man in the red shirt is cooking dinner."]

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from app.testing import TINY_PAIRS
+from attnscope.testing import TINY_PAIRS
 
 MODEL = "en-de-transformer"
 

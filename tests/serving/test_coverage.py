@@ -12,8 +12,8 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.repository import load_model_folder, save_model_folder, write_card
-from app.translator import Translator
+from attnscope.repository import load_model_folder, save_model_folder, write_card
+from attnscope.translator import Translator
 
 TEXT = "Two dogs play in the snow."
 MODEL = "en-de-transformer"

@@ -169,7 +169,7 @@ def test_unexpected_failure_is_a_logged_json_500(
         raise RuntimeError("simulated CUDA out of memory")
 
     monkeypatch.setattr(served.translator, "translate", explode)
-    with caplog.at_level(logging.ERROR, logger="app.serving.errors"):
+    with caplog.at_level(logging.ERROR, logger="attnscope.serving.errors"):
         r = client.post("/api/translate", json=OK)
     assert r.status_code == 500
     assert r.headers["content-type"] == "application/json"

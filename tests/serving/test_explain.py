@@ -12,10 +12,10 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.nn.config import SCORES
-from app.nn.factory import build_model
-from app.repository import save_model_folder
-from app.testing import TINY_PAIRS, tiny_config, tiny_tokenizer
+from attnscope.nn.config import SCORES
+from attnscope.nn.factory import build_model
+from attnscope.repository import save_model_folder
+from attnscope.testing import TINY_PAIRS, tiny_config, tiny_tokenizer
 
 TEXT = "A man is riding a bicycle."
 ATTENDING = ["en-de-transformer", "en-de-rnn-additive", "en-de-self-attentive"]

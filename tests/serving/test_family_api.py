@@ -12,11 +12,11 @@ from typing import ClassVar, Literal
 import pytest
 from fastapi.testclient import TestClient
 
-from app.nn.config import SCORES, RNNConfig
-from app.nn.family import families, register, unregister
-from app.nn.recurrent_family import RNNFamily
-from app.nn.scores import SCORE_FUNCTIONS
-from app.testing import build_tiny_models
+from attnscope.nn.config import SCORES, RNNConfig
+from attnscope.nn.family import families, register, unregister
+from attnscope.nn.recurrent_family import RNNFamily
+from attnscope.nn.scores import SCORE_FUNCTIONS
+from attnscope.testing import build_tiny_models
 from tests.serving.conftest import make_client
 
 
@@ -69,7 +69,7 @@ def test_score_functions_route_serves_the_registries(toy_client: TestClient) -> 
     names = [f["name"] for f in data["score_functions"]]
     assert names == list(SCORES) == list(SCORE_FUNCTIONS)
     scaled = next(f for f in data["score_functions"] if f["name"] == "scaled_dot")
-    assert scaled["formula"] == "sᵀ h_i / √n" and scaled["module"] == "app.nn.scores.DotScore"
+    assert scaled["formula"] == "sᵀ h_i / √n" and scaled["module"] == "attnscope.nn.scores.DotScore"
     assert next(f for f in data["score_functions"] if f["name"] == "none")["module"] is None
     tags = {f["architecture"]: f for f in data["families"]}
     assert set(tags) == set(families()) and tags["served_toy"]["label"] == "Served toy"

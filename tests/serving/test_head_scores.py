@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.cli import main
-from app.testing import TINY_PAIRS
+from attnscope.cli import main
+from attnscope.testing import TINY_PAIRS
 
 F1 = [[0.25, 0.75], [0.5, 0.875]]
 SCORES = {"precision": 0.5, "recall": 0.5, "f1": 0.5, "aer": 0.5}

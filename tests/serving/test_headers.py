@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.serving.middleware import SECURITY_HEADERS
+from attnscope.serving.middleware import SECURITY_HEADERS
 
 MODEL = "en-de-transformer"
 
@@ -59,7 +59,7 @@ def test_the_500_has_the_headers_and_the_request_id(
         raise RuntimeError("simulated failure")
 
     monkeypatch.setattr(served.translator, "translate", explode)
-    with caplog.at_level(logging.ERROR, logger="app.serving.errors"):
+    with caplog.at_level(logging.ERROR, logger="attnscope.serving.errors"):
         response = client.post("/api/translate", json={"model": MODEL, "text": "A man."}, headers={"x-request-id": "abc12345"})
     assert response.status_code == 500
     assert response.json() == {"detail": "internal server error (RuntimeError); see the server log"}

@@ -12,11 +12,11 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from app.alignment.hard import Side, hard_alignment, word_level_attention
-from app.alignment.links import format_pharaoh, parse_pharaoh
-from app.alignment.words import moses_words
-from app.nn.config import EOS_ID
-from app.repository import load_model_folder, read_card, write_card
+from attnscope.alignment.hard import Side, hard_alignment, word_level_attention
+from attnscope.alignment.links import format_pharaoh, parse_pharaoh
+from attnscope.alignment.words import moses_words
+from attnscope.nn.config import EOS_ID
+from attnscope.repository import load_model_folder, read_card, write_card
 
 from .conftest import make_client
 

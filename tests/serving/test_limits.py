@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from isal import igzip
 
-from app.config import REPO_ROOT
-from app.text.tokenizer import Tokenizer
+from attnscope.config import REPO_ROOT
+from attnscope.text.tokenizer import Tokenizer
 
 TRANSFORMER = "en-de-transformer"
 LONG = " ".join(["a", "play", "in"] * 40)  # 120 tokens of the tiny tokenizer

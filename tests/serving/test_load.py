@@ -20,10 +20,10 @@ import httpx
 import pytest
 import torch
 
-from app.nn.config import EOS_ID, config_from_dict
-from app.nn.factory import build_model
-from app.repository import save_model_folder
-from app.testing import server_process, tiny_tokenizer
+from attnscope.nn.config import EOS_ID, config_from_dict
+from attnscope.nn.factory import build_model
+from attnscope.repository import save_model_folder
+from attnscope.testing import server_process, tiny_tokenizer
 
 SLOW = "en-de-slow"
 LONG_BODY = {

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from app.testing import running_server
+from attnscope.testing import running_server
 
 
 def test_invented_methods_and_paths_add_no_series(http: httpx.Client) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import torch
 
-from app.nn.factory import build_model
-from app.repository import save_model_folder
-from app.testing import tiny_config, tiny_tokenizer
+from attnscope.nn.factory import build_model
+from attnscope.repository import save_model_folder
+from attnscope.testing import tiny_config, tiny_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app.testing import running_server
+from attnscope.testing import running_server
 
 REPO = Path(__file__).resolve().parents[2]
 MODELS = ["en-de-transformer", "en-fr-transformer", "en-de-rnn-none"]

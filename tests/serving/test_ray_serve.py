@@ -18,11 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
-from app.cli import main
-from app.config import Settings
-from app.serving.ray_serve import build, deployment_options, import_ray, replica_health
-from app.serving.service import ModelService
-from app.testing import REPO_ROOT, TINY_KINDS, build_tiny_models, free_port, running_server
+from attnscope.cli import main
+from attnscope.config import Settings
+from attnscope.serving.ray_serve import build, deployment_options, import_ray, replica_health
+from attnscope.serving.service import ModelService
+from attnscope.testing import REPO_ROOT, TINY_KINDS, build_tiny_models, free_port, running_server
 
 REQUESTS: list[tuple[str, dict[str, Any]]] = [
     ("/api/translate", {"model": "en-de-transformer", "text": "a dog runs on the grass"}),
@@ -105,7 +105,7 @@ def ray_server(two_models: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     """``serve --ray`` started here; yields its URL, every 200-or-not /api/ready answer seen while
     it started (JSON bodies of the 200s), and its processes, and checks they all end after SIGTERM."""
     port, log = free_port(), tmp_path_factory.mktemp("ray-log") / "serve.log"
-    command = [sys.executable, "-m", "app.cli", "serve", "--ray", "--port", str(port), "--models-dir", str(two_models), "--device", "cpu"]  # fmt: skip
+    command = [sys.executable, "-m", "attnscope.cli", "serve", "--ray", "--port", str(port), "--models-dir", str(two_models), "--device", "cpu"]  # fmt: skip
     with log.open("wb") as sink:
         process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **WIDE_WINDOW})
     url, seen = f"http://127.0.0.1:{port}", []
@@ -171,7 +171,7 @@ def test_ray_serve_answers_like_the_plain_server(
 
 
 def test_builder_takes_settings_as_serve_run_args() -> None:
-    """``serve run app.serving.ray_serve:build models_dir=... ray_max_replicas=3`` (and a RayService's
+    """``serve run attnscope.serving.ray_serve:build models_dir=... ray_max_replicas=3`` (and a RayService's
     ``args``): strings, validated as Settings, become the deployment's options (no Ray started)."""
     from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.serving.explain import Extras
-from app.serving.heads import HeadRef
-from app.serving.request import AnswerOptions, Body, ServiceRequest
-from app.serving.schemas import (
+from attnscope.serving.explain import Extras
+from attnscope.serving.heads import HeadRef
+from attnscope.serving.request import AnswerOptions, Body, ServiceRequest
+from attnscope.serving.schemas import (
     AlignRequest,
     BatchTranslateRequest,
     TranslateRequest,

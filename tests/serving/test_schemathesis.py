@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.specs.openapi import checks  # noqa: E402
 
-from app.testing import running_server  # noqa: E402
+from attnscope.testing import running_server  # noqa: E402
 
 EXAMPLES = 200  # across every operation, per mode
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.testing import server_process
+from attnscope.testing import server_process
 
 from .test_load import LONG_BODY, metric, send_raw, slow_models_dir, wait_for
 

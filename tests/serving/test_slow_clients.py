@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.testing import running_server
+from attnscope.testing import running_server
 
 TIMEOUTS = {
     "ATTNSCOPE_CLIENT_HEADER_TIMEOUT_S": "1",

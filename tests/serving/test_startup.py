@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 import torch
 
-from app.config import REPO_ROOT, Settings
-from app.device import resolve_device
-from app.nn.native import library
-from app.serving import server
-from app.serving.service import ModelService
-from app.testing import free_port, server_process
+from attnscope.config import REPO_ROOT, Settings
+from attnscope.device import resolve_device
+from attnscope.nn.native import library
+from attnscope.serving import server
+from attnscope.serving.service import ModelService
+from attnscope.testing import free_port, server_process
 
 
 def test_broken_folders_are_listed_unavailable_with_the_file_at_fault(
@@ -42,7 +42,7 @@ def test_broken_folders_are_listed_unavailable_with_the_file_at_fault(
     (tmp_path / "not-a-model").mkdir()  # no config.json: not even discovered
     shutil.copytree(tiny_models_dir / "en-de-rnn-none", tmp_path / "bad-card")
     (tmp_path / "bad-card" / "card.json").write_text('{"bleu": 3')
-    with caplog.at_level(logging.INFO, logger="app.serving.registry"), client_for(tmp_path) as c:
+    with caplog.at_level(logging.INFO, logger="attnscope.serving.registry"), client_for(tmp_path) as c:
         assert c.get("/api/health").json()["models"] == 2
         assert c.get("/api/ready").json() == {
             "status": "ready", "models": 2, "unavailable": 3, "loaded": 5, "total": 5
@@ -122,7 +122,7 @@ def test_serve_refuses_an_unknown_device(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_static_files_are_mounted_when_the_folder_exists(client: Any) -> None:
-    from app.serving.main import STATIC_DIR
+    from attnscope.serving.main import STATIC_DIR
 
     routes = {getattr(route, "path", None) for route in client.app.routes}
     assert ("/static" in routes) == STATIC_DIR.is_dir()
@@ -145,7 +145,7 @@ def _slow_models_dir(root: Path, tiny_models_dir: Path, copies: int = 1500) -> P
 
 def _start(models_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    command = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+    command = [sys.executable, "-m", "attnscope.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
                "--models-dir", str(models_dir), "--device", "cpu"]  # fmt: skip
     with log.open("wb") as sink:
         process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=dict(os.environ))

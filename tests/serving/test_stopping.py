@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.testing import server_process
+from attnscope.testing import server_process
 
 from .test_load import SLOW, metric, send_raw, slow_models_dir, wait_for
 

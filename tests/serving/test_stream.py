@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.testing import TINY_KINDS
+from attnscope.testing import TINY_KINDS
 
 MODELS = [f"en-de-{suffix}" for suffix, _, _ in TINY_KINDS]
 TEXT = "A man is riding a bicycle."

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.serving.limits import visible
-from app.text.pieces import WORD_START, piece_byte
+from attnscope.serving.limits import visible
+from attnscope.text.pieces import WORD_START, piece_byte
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40).filter(visible) | st.sampled_from(
     [

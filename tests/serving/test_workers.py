@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from app.testing import server_process
+from attnscope.testing import server_process
 
 MOST_REQUESTS = 200  # bounded: connections go to whichever worker accepts first
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.testing import TINY_PAIRS
-from app.training.data import SPLITS
+from attnscope.testing import TINY_PAIRS
+from attnscope.training.data import SPLITS
 
 Pairs = Sequence[tuple[str, str]]
 CorpusWriter = Callable[..., Path]

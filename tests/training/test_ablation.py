@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.nn.ablation import disabled_heads
-from app.repository import LoadedModel, load_model_folder
-from app.testing import TINY_KINDS, TINY_PAIRS, build_sharp_transformer, build_tiny_models
-from app.training.ablation import ablation_bleu
-from app.training.data import load_parallel
-from app.training.evaluate import bleu_scores, translate_corpus
-from app.translator import Translator
+from attnscope.nn.ablation import disabled_heads
+from attnscope.repository import LoadedModel, load_model_folder
+from attnscope.testing import TINY_KINDS, TINY_PAIRS, build_sharp_transformer, build_tiny_models
+from attnscope.training.ablation import ablation_bleu
+from attnscope.training.data import load_parallel
+from attnscope.training.evaluate import bleu_scores, translate_corpus
+from attnscope.translator import Translator
 
 from .conftest import write_corpus
 

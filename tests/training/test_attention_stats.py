@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.repository import load_model_folder
-from app.testing import TINY_PAIRS
-from app.training.attention_stats import cross_attention_entropy, row_entropy
-from app.translator import Translator
+from attnscope.repository import load_model_folder
+from attnscope.testing import TINY_PAIRS
+from attnscope.training.attention_stats import cross_attention_entropy, row_entropy
+from attnscope.translator import Translator
 
 
 def test_row_entropy_of_hand_worked_rows() -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.nn.config import BOS_ID, EOS_ID, PAD_ID
-from app.testing import TINY_PAIRS
-from app.training.data import (
+from attnscope.nn.config import BOS_ID, EOS_ID, PAD_ID
+from attnscope.testing import TINY_PAIRS
+from attnscope.training.data import (
     DataError,
     Example,
     collate,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from app.testing import REPO_ROOT, tiny_tokenizer
+from attnscope.cli import main
+from attnscope.testing import REPO_ROOT, tiny_tokenizer
 
 TOLERANCE = 1e-4
 
@@ -33,7 +33,7 @@ def train_args(corpus: Path, tokenizer: Path, root: Path, epochs: int = 2) -> li
 
 
 def torchrun(args: list[str]) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "app.cli", *args]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "attnscope.cli", *args]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     run = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from app.training import data
-from app.training.data import SPLITS, DataError, download
+from attnscope.training import data
+from attnscope.training.data import SPLITS, DataError, download
 
 LANGS = ("en", "de")
 NAMES = sorted(f"{stem}.{lang}.gz" for stem in SPLITS.values() for lang in LANGS)

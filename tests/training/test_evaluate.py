@@ -14,8 +14,8 @@ import pytest
 import sacrebleu
 import torch
 
-from app.training.data import load_parallel
-from app.training.evaluate import (
+from attnscope.training.data import load_parallel
+from attnscope.training.evaluate import (
     bleu_by_length,
     bleu_scores,
     coverage_comparison,
@@ -24,7 +24,7 @@ from app.training.evaluate import (
     tune_coverage_penalty,
     tune_length_penalty,
 )
-from app.translator import Translator
+from attnscope.translator import Translator
 
 HYPS = [
     "A man is riding a bike.",

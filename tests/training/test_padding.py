@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from app.nn.config import PAD_ID
-from app.nn.factory import build_model
-from app.testing import TINY_KINDS, tiny_config
-from app.training.data import Example, collate
+from attnscope.nn.config import PAD_ID
+from attnscope.nn.factory import build_model
+from attnscope.testing import TINY_KINDS, tiny_config
+from attnscope.training.data import Example, collate
 
 EXAMPLES = [Example(src=[5, 9, 7, 3], tgt=[8, 6, 3]), Example(src=[11, 4, 3], tgt=[10, 12, 13, 9, 3])]
 

@@ -1,4 +1,4 @@
-"""R-Drop and sequence-level distillation (app.training.recipes)."""
+"""R-Drop and sequence-level distillation (attnscope.training.recipes)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.cli import main
-from app.nn.config import PAD_ID
-from app.training.data import DataError
-from app.training.recipes import doubled, rdrop_kl, read_distilled, write_distilled
-from app.training.train import TrainRun, train
+from attnscope.cli import main
+from attnscope.nn.config import PAD_ID
+from attnscope.training.data import DataError
+from attnscope.training.recipes import doubled, rdrop_kl, read_distilled, write_distilled
+from attnscope.training.train import TrainRun, train
 from tests.training.test_train import FAST, model_config
 
 

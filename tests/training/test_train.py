@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from safetensors import safe_open
 
-from app.nn.config import EOS_ID, ModelConfig, TransformerConfig
-from app.repository import load_model_folder
-from app.testing import tiny_config
-from app.training.data import TEST_SPLITS
-from app.training.evaluate import LENGTH_BUCKETS, bucket_name
-from app.training.presets import TrainConfig
-from app.training.train import TrainRun, train
-from app.translator import Translator
+from attnscope.nn.config import EOS_ID, ModelConfig, TransformerConfig
+from attnscope.repository import load_model_folder
+from attnscope.testing import tiny_config
+from attnscope.training.data import TEST_SPLITS
+from attnscope.training.evaluate import LENGTH_BUCKETS, bucket_name
+from attnscope.training.presets import TrainConfig
+from attnscope.training.train import TrainRun, train
+from attnscope.translator import Translator
 
 RUNS = [
     ("transformer", "additive"),

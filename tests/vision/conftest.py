@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.vision.testing import write_tiny_fashion_mnist
+from attnscope.vision.testing import write_tiny_fashion_mnist
 
 
 @pytest.fixture(scope="session")

@@ -15,12 +15,12 @@ from fastapi.testclient import TestClient
 from openapi_spec_validator import validate
 from PIL import Image
 
-from app.config import Settings
-from app.serving.main import create_app
-from app.vision.data import CLASSES
-from app.vision.images import decode_png, encode_png
-from app.vision.scenes import Placed, caption
-from app.vision.testing import build_tiny_vision_models
+from attnscope.config import Settings
+from attnscope.serving.main import create_app
+from attnscope.vision.data import CLASSES
+from attnscope.vision.images import decode_png, encode_png
+from attnscope.vision.scenes import Placed, caption
+from attnscope.vision.testing import build_tiny_vision_models
 
 RAM, CNN, SAT, NOATT = "vision-ram-cluttered", "vision-cnn-translated", "vision-sat-scenes", "vision-noattn-scenes"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from app.vision.captioner import (
+from attnscope.vision.captioner import (
     Captioner,
     CaptionerConfig,
     CaptionOutput,
@@ -11,8 +11,8 @@ from app.vision.captioner import (
     caption_loss,
     greedy,
 )
-from app.vision.scenes import BOS_ID, EOS_ID, PAD_ID
-from app.vision.testing import TINY_CAPTIONER
+from attnscope.vision.scenes import BOS_ID, EOS_ID, PAD_ID
+from attnscope.vision.testing import TINY_CAPTIONER
 
 
 def tiny(attention: bool = True, seed: int = 0) -> Captioner:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.vision.data import (
+from attnscope.vision.data import (
     DataMissing,
     fixed_canvases,
     load_items,

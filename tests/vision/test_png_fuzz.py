@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from app.vision.images import ImageError, decode_png
+from attnscope.vision.images import ImageError, decode_png
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 EXTRA_CHUNKS = [b"cHRM", b"pHYs", b"sRGB", b"gAMA", b"acTL", b"fcTL", b"PLTE", b"tRNS", b"iCCP", b"zTXt",

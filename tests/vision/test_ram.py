@@ -3,8 +3,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from app.vision.baseline import FullImageCNN, count_parameters, matched_config
-from app.vision.ram import (
+from attnscope.vision.baseline import FullImageCNN, count_parameters, matched_config
+from attnscope.vision.ram import (
     LocationNetwork,
     RAMConfig,
     RecurrentAttentionModel,

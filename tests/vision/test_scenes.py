@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.vision.data import CLASSES, load_items
-from app.vision.scenes import (
+from attnscope.vision.data import CLASSES, load_items
+from attnscope.vision.scenes import (
     EOS_ID,
     VOCAB,
     Placed,

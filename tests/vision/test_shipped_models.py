@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from app.vision import folders
-from app.vision.captioner import greedy
-from app.vision.ram import RecurrentAttentionModel
+from attnscope.vision import folders
+from attnscope.vision.captioner import greedy
+from attnscope.vision.ram import RecurrentAttentionModel
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 SHIPPED = {

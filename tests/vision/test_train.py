@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from app.cli import main
-from app.vision import folders
-from app.vision.train import TrainSettings, train
+from attnscope.cli import main
+from attnscope.vision import folders
+from attnscope.vision.train import TrainSettings, train
 
 TINY = TrainSettings(steps=4, batch=8, eval_every=2, val_examples=10, test_examples=20, test_scenes=6, beam_size=2)
 TINY_RAM = {"glimpses": 2, "hidden": 16, "glimpse_hidden": 8}

@@ -1,5 +1,0 @@
-"""Text: the SentencePiece tokenizer and subword -> word grouping."""
-
-from app.text.tokenizer import EOS_PIECE, Tokenizer, group_words
-
-__all__ = ["EOS_PIECE", "Tokenizer", "group_words"]

@@ -1,0 +1,165 @@
+"""``attnscope analyze``: the whole run, in-process or on Ray, and the files it writes.
+
+Under the output folder:
+
+- ``rows.parquet``: one row per sentence × kind × layer × head (:data:`attnscope.analysis.rows.COLUMNS`),
+  sorted by sentence, kind, layer, head; null where a statistic does not apply.
+- ``heads.parquet``: one row per kind × layer × head (:func:`attnscope.analysis.roles.summarize`).
+- ``analysis.json``: what was run (model, corpus, mode, counts) and how fast, plus the roles.
+- ``heads.json``: the per-head summary a model folder can ship (:mod:`attnscope.analysis.summary`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnscope.analysis.corpus import Item, batches, read_items
+from attnscope.analysis.roles import summarize
+from attnscope.analysis.rows import INT_COLUMNS, analyze_batch, to_numpy
+from attnscope.analysis.summary import SUMMARY_FILE, summary_document, write_summary
+
+logger = logging.getLogger(__name__)
+
+ROWS_FILE = "rows.parquet"
+HEADS_FILE = "heads.parquet"
+META_FILE = "analysis.json"
+SORT_KEYS = ("sentence", "kind", "layer", "head")
+
+
+class MissingExtra(RuntimeError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """One ``attnscope analyze`` run. ``ray`` is None for in-process, ``""`` for a local Ray,
+    else a Ray address; ``actors`` is how many model-holding actors Ray runs; ``threads`` the
+    torch threads of the process (in-process) or of each actor (default: torch's own choice
+    in-process, 1 per actor). Floats agree to the last bit only at equal thread counts: a
+    reduction split over more threads adds in another order."""
+
+    model: Path
+    corpus: Path
+    out: Path
+    references: Path | None = None
+    alignments: Path | None = None
+    limit: int | None = None
+    batch_size: int = 32
+    device: str | None = None
+    ray: str | None = None
+    actors: int = 1
+    threads: int | None = None
+    progress: bool = True
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401 - the submodule the writers use
+    except ImportError as err:
+        raise MissingExtra("attnscope analyze writes Parquet: pip install 'attnscope[analysis]'") from err
+    return pyarrow
+
+
+def concat(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Numpy column batches -> one set of columns sorted by :data:`SORT_KEYS`."""
+    if not parts:
+        raise ValueError("no sentences to analyse")
+    columns = {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
+    order = np.lexsort([columns[k].astype(str) if k == "kind" else columns[k] for k in reversed(SORT_KEYS)])
+    return {name: values[order] for name, values in columns.items()}
+
+
+def rows_table(columns: dict[str, np.ndarray]) -> Any:
+    """Numpy columns (``-1``/NaN for absent values) -> a pyarrow Table with nulls."""
+    pa = _pyarrow()
+    arrays = {}
+    for name, values in columns.items():
+        if name == "kind":
+            arrays[name] = pa.array(values.astype(str).tolist(), type=pa.string())
+        elif name in INT_COLUMNS:
+            arrays[name] = pa.array(values, type=pa.int32(), mask=values < 0)
+        else:
+            arrays[name] = pa.array(values, type=pa.float32(), mask=np.isnan(values))
+    return pa.table(arrays)
+
+
+def run_in_process(options: AnalyzeOptions, items: Sequence[Item]) -> dict[str, np.ndarray]:
+    """Every batch through one loaded model, with a progress bar."""
+    import torch
+    from tqdm import tqdm
+
+    from attnscope.device import resolve_device
+    from attnscope.repository import load_model_folder
+    from attnscope.translator import Translator
+
+    translator = Translator(load_model_folder(options.model, resolve_device(options.device)))
+    chunks = list(batches(items, options.batch_size))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(options.threads or threads)
+    try:
+        parts = [
+            to_numpy(analyze_batch(translator, chunk))
+            for chunk in tqdm(chunks, desc=f"analyze {options.model.name}", unit="batch", disable=not options.progress)
+        ]
+    finally:
+        torch.set_num_threads(threads)
+    return concat(parts)
+
+
+def analyze(options: AnalyzeOptions) -> dict[str, Any]:
+    """Run the analysis and write its files under ``options.out``; returns analysis.json's content."""
+    pa = _pyarrow()
+    from attnscope.repository import read_config
+    from attnscope.text.tokenizer import Tokenizer
+
+    config, meta = read_config(options.model)
+    if not config.attention_kinds:
+        raise ValueError(f"{options.model} has no attention to analyse")
+    langs = (str(meta.get("source_lang", "en")), str(meta.get("target_lang", "de")))
+    tokenizer = Tokenizer.load(options.model / "tokenizer.model")
+    items = read_items(
+        tokenizer, options.corpus, references=options.references, alignments=options.alignments,
+        langs=langs, limit=options.limit,
+    )  # fmt: skip
+    if not items:
+        raise ValueError(f"{options.corpus} has no sentences to analyse")
+    start = time.perf_counter()
+    if options.ray is None:
+        columns = run_in_process(options, items)
+    else:
+        from attnscope.analysis.distributed import run_on_ray
+
+        columns = run_on_ray(options, items)
+    seconds = time.perf_counter() - start
+    heads = summarize(columns)
+    options.out.mkdir(parents=True, exist_ok=True)
+    pa.parquet.write_table(rows_table(columns), options.out / ROWS_FILE)
+    pa.parquet.write_table(pa.Table.from_pylist(heads), options.out / HEADS_FILE)
+    result = {
+        "model": str(options.model),
+        "corpus": str(options.corpus),
+        "references": str(options.references) if options.references else None,
+        "limit": options.limit,
+        "mode": "teacher-forced" if options.references else "greedy",
+        "alignments": str(options.alignments) if options.alignments else None,
+        "runner": "in-process" if options.ray is None else f"ray {options.ray or 'local'}",
+        "sentences": len(items),
+        "rows": int(len(columns["sentence"])),
+        "seconds": round(seconds, 2),
+        "sentences_per_second": round(len(items) / seconds, 2) if seconds else None,
+        "roles": {f"{h['kind']} {h['layer']}.{h['head']}": h["role"] for h in heads},
+    }
+    (options.out / META_FILE).write_text(json.dumps(result, indent=1) + "\n")
+    write_summary(options.out / SUMMARY_FILE, summary_document(result, heads))
+    logger.info("analysed %d sentences in %.1f s (%.1f sentences/s) -> %s",
+                len(items), seconds, result["sentences_per_second"] or 0.0, options.out)  # fmt: skip
+    return result

@@ -1,0 +1,105 @@
+"""ALTI+ (Ferrando, Gállego, Alastruey, Escolano & Costa-jussà 2022, "Towards Opening the Black
+Box of Neural Machine Translation: Source and Target Contributions to the Model's Output"),
+built on ALTI (Ferrando, Gállego & Costa-jussà 2022, "Measuring the Mixing of Contextual
+Information in the Transformer").
+
+An attention sublayer's output at position i, residual included, is a sum of one vector per
+input token plus a bias: y_i = Σ_j T_i(x_j) + b. Pre-norm: T_i(x_j) = Σ_h α^h_ij f_h(x_j) (+ x_i
+for j = i). Post-norm: the same vectors through the layer norm's linear part with position i's
+statistics, γ ⊙ (v - mean(v)) / σ_i. The contribution of j is how close T_i(x_j) comes to the
+sum r_i = Σ_j T_i(x_j) (the bias left out) in L1 distance, c_ij = max(0, ‖r_i‖₁ - ‖r_i - T_i(x_j)‖₁),
+normalised over j. Layers compose by matrix products (the feed-forward sublayers mix nothing).
+
+For the encoder-decoder (the "+"): the encoder's products E (S × S) say what each encoder
+output is made of. A decoder position starts as itself, R = [0 | I] over the source and the
+decoder's input tokens; a self-attention sublayer gives R ← C_self R; a cross-attention sublayer
+splits position i between its residual (the stream so far) and each encoder output j,
+R ← c_res · R + C_cross [E | 0]. The answer, after every decoder layer: ``source`` (L, T, S) and
+``target`` (L, T, T) (the keys of decoder_self: <s> and the target prefix), each row over both
+summing to 1, and ``source_share`` (T,) the last layer's source mass per target position;
+``encoder`` (L_e, S, S) is E after each encoder layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from attnscope.explain.trace import Block, Trace, bias_of, transformed
+
+
+@dataclass(frozen=True)
+class Alti:
+    """source: (L, T, S); target: (L, T, T); source_share: (T,); encoder: (L_e, S, S) ALTI
+    through the encoder's layers (what each encoder position is made of, after each layer)."""
+
+    source: Tensor
+    target: Tensor
+    source_share: Tensor
+    encoder: Tensor
+
+
+def _through_norm(block: Block, vectors: Tensor, total: Tensor) -> Tensor:
+    """vectors (Q, N, D) summing (with the output bias) to ``total`` (Q, D), the sum a post-norm
+    layer normalises: their images under that layer norm's linear part."""
+    norm = block.res.norm
+    sigma = (total.var(-1, unbiased=False, keepdim=True) + norm.eps).sqrt()  # (Q, 1)
+    centred = vectors - vectors.mean(-1, keepdim=True)
+    gamma = norm.weight.float() if norm.weight is not None else 1.0
+    return centred / sigma[:, None] * gamma
+
+
+def token_vectors(block: Block, *, own: bool) -> Tensor:
+    """T_i(x_j) of one sublayer (first copy of the batch): (Q, K, D) for a self-attention
+    (``own``: the residual x_i added at j = i), (Q, 1 + K, D) for a cross-attention (the
+    residual first, then each encoder output)."""
+    f = transformed(block)[0]  # (H, K, D)
+    moved = torch.einsum("hqk,hkd->qkd", block.weights[0].float(), f)  # (Q, K, D)
+    residual = block.residual[0].float()  # (Q, D)
+    if own:
+        index = torch.arange(residual.size(0), device=residual.device)
+        vectors = moved.clone()
+        vectors[index, index] += residual
+    else:
+        vectors = torch.cat([residual[:, None], moved], dim=1)
+    if block.res.pre_norm:
+        return vectors
+    bias = bias_of(block.attn.out_proj)
+    total = vectors.sum(1) + (0.0 if bias is None else bias)
+    return _through_norm(block, vectors, total)
+
+
+def contributions(vectors: Tensor) -> Tensor:
+    """vectors: (Q, N, D) -> (Q, N) ALTI contributions, each row summing to 1 (0 where nothing
+    contributes)."""
+    total = vectors.sum(1, keepdim=True)  # (Q, 1, D)
+    size = total.abs().sum(-1)  # (Q, 1)
+    c = (size - (total - vectors).abs().sum(-1)).clamp(min=0.0)  # (Q, N)
+    return c / c.sum(-1, keepdim=True).clamp(min=1e-12)
+
+
+def alti(trace: Trace) -> Alti:
+    """ALTI+ of one traced sentence (module docstring)."""
+    encoder, encoder_rows = None, []
+    for block in trace.encoder:
+        layer = contributions(token_vectors(block, own=True))  # (S, S)
+        encoder = layer if encoder is None else layer @ encoder
+        encoder_rows.append(encoder)
+    assert encoder is not None
+    sources = encoder.size(0)
+    length = trace.decoder_self[0].weights.size(-1)
+    flow = torch.cat([encoder.new_zeros(length, sources), torch.eye(length, device=encoder.device)], dim=1)
+    source_rows, target_rows = [], []
+    for own, cross in zip(trace.decoder_self, trace.cross, strict=True):
+        flow = contributions(token_vectors(own, own=True)) @ flow
+        c = contributions(token_vectors(cross, own=False))  # (T, 1 + S)
+        reads = torch.cat([c[:, 1:] @ encoder, encoder.new_zeros(length, length)], dim=1)
+        flow = c[:, :1] * flow + reads
+        source_rows.append(flow[:, :sources])
+        target_rows.append(flow[:, sources:])
+    source = torch.stack(source_rows)
+    return Alti(
+        source=source, target=torch.stack(target_rows), source_share=source[-1].sum(-1), encoder=torch.stack(encoder_rows)
+    )

@@ -1,0 +1,64 @@
+"""Value zeroing (Mohebbi, Zuidema, Chrupała & Alishahi 2023, "Quantifying Context Mixing in
+Transformers").
+
+How much does position i's output of layer l depend on token j? Run layer l again with token
+j's value vector zeroed in every head of one attention (keys, queries and everything else left
+as they were) and measure the cosine distance between position i's layer output with and without
+it: 1 - cos(ỹ_i^{¬j}, y_i). Each row is then normalised to sum to 1 (a row nothing changes stays
+0). The layer output is the whole layer's (attention, residual, norm and feed-forward).
+
+* ``encoder_self``: token j's value in the encoder layer's self-attention.
+* ``decoder_self``: decoder input j's value in the decoder layer's self-attention (future keys
+  are masked, so they come out 0).
+* ``cross``: encoder output j's value in the decoder layer's cross-attention.
+
+One batched run of the layer per layer and kind: 1 + K copies of the sentence, copy 1 + j with
+token j zeroed (copy 0 untouched, so both outputs come from the same products). Answers are ``{kind: (L, Q, K)}``.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import torch
+from torch import Tensor
+
+from attnscope.explain.trace import Trace, decoder_layer, encoder_layer
+from attnscope.nn.transformer import DecoderLayer, EncoderLayer, Transformer
+
+
+def distances(outputs: Tensor) -> Tensor:
+    """outputs: (1 + K, Q, D), copy 0 untouched and copy 1 + j with token j's value zeroed ->
+    (Q, K) normalised cosine distances (rows summing to 1, or 0 where nothing changed; a
+    distance under 1e-6 is float rounding and counts as none)."""
+    original, zeroed = outputs[:1].float(), outputs[1:].float()
+    cos = torch.nn.functional.cosine_similarity(zeroed, original, dim=-1)  # (K, Q)
+    d = (1.0 - cos).T  # (Q, K)
+    d = torch.where(d > 1e-6, d, torch.zeros_like(d))
+    return d / d.sum(-1, keepdim=True).clamp(min=1e-12)
+
+
+def _zeroing(count: int, like: Tensor) -> Tensor:
+    """(1 + count, count): row 0 keeps every value, row 1 + j every value but token j's."""
+    keep = 1.0 - torch.eye(count, device=like.device, dtype=like.dtype)
+    return torch.cat([torch.ones_like(keep[:1]), keep])
+
+
+@torch.no_grad()
+def transformer_value_zeroing(model: Transformer, trace: Trace) -> dict[str, Tensor]:
+    """kind -> (L, Q, K) value zeroing of every layer of a traced sentence."""
+    found: dict[str, list[Tensor]] = {"cross": [], "encoder_self": [], "decoder_self": []}
+    for module, x in zip(model.encoder_layers, trace.encoder_inputs, strict=True):
+        s = x.size(1)
+        out, _ = encoder_layer(cast(EncoderLayer, module), x.expand(s + 1, -1, -1), _zeroing(s, x), trace.encoder_bias)
+        found["encoder_self"].append(distances(out))
+    memory = trace.memory
+    for module, y in zip(model.decoder_layers, trace.decoder_inputs, strict=True):
+        layer = cast(DecoderLayer, module)
+        t, s = y.size(1), memory.size(1)
+        bias = trace.decoder_bias
+        out = decoder_layer(layer, y.expand(t + 1, -1, -1), memory.expand(t + 1, -1, -1), keep_self=_zeroing(t, y), bias=bias)[0]
+        found["decoder_self"].append(distances(out))
+        out = decoder_layer(layer, y.expand(s + 1, -1, -1), memory.expand(s + 1, -1, -1), keep_cross=_zeroing(s, y), bias=bias)[0]
+        found["cross"].append(distances(out))
+    return {kind: torch.stack(rows) for kind, rows in found.items()}

@@ -1,0 +1,215 @@
+"""The model repository: a folder per trained model <-> a loaded model.
+
+A model folder holds ``config.json`` (architecture and hyper-parameters, language pair),
+``model.safetensors`` (fp16 weights, loaded with the pickle-free safetensors loader),
+``tokenizer.model`` (SentencePiece) and ``card.json`` (metrics: BLEU, curves, training time).
+Adding a model is adding a folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from attnscope.nn import native
+from attnscope.nn.base import Seq2Seq
+from attnscope.nn.config import CONFIG_VERSION, ModelConfig, config_from_dict, config_to_dict
+from attnscope.nn.factory import build_model
+from attnscope.text.tokenizer import Tokenizer
+from attnscope.text.vocab_tokenizer import VOCAB_FILE, VocabTokenizer
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE, CARD_FILE = (
+    "config.json",
+    "model.safetensors",
+    "tokenizer.model",
+    "card.json",
+)
+FORMAT_VERSION = CONFIG_VERSION  # config.json's "format_version"; version 1 folders still load
+
+
+class ModelFolderError(ValueError):
+    """A model folder that cannot be loaded; ``file`` names the file at fault."""
+
+    def __init__(self, folder: Path, file: str, message: str) -> None:
+        self.folder, self.file, self.reason = folder, file, message
+        super().__init__(f"{folder}: {message}")
+
+
+class MissingModelFile(ModelFolderError, FileNotFoundError):
+    pass
+
+
+@dataclass
+class LoadedModel:
+    id: str
+    path: Path
+    config: ModelConfig
+    model: Seq2Seq
+    tokenizer: Tokenizer
+    source_lang: str
+    target_lang: str
+    card: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # e.g. a card.json that could not be read
+
+
+def is_model_folder(path: Path) -> bool:
+    return path.is_dir() and (path / CONFIG_FILE).is_file()
+
+
+def discover(models_dir: str | Path) -> list[Path]:
+    """Every model folder directly inside ``models_dir``, sorted by name."""
+    root = Path(models_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if is_model_folder(p))
+
+
+def _state_dict_for_saving(model: Seq2Seq, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Parameters and persistent buffers on the CPU, floating point ones cast to ``dtype``.
+    (Embeddings are tied by reuse in ``F.linear``, so no tensor appears under two names.)"""
+    return {
+        name: t.detach().to("cpu", dtype if t.is_floating_point() else t.dtype).contiguous()
+        for name, t in model.state_dict().items()
+    }
+
+
+def save_model_folder(
+    folder: str | Path,
+    model: Seq2Seq,
+    tokenizer: Tokenizer,
+    *,
+    source_lang: str,
+    target_lang: str,
+    card: dict[str, Any] | None = None,
+    dtype: torch.dtype = torch.float16,
+) -> Path:
+    """Write a complete model folder (weights in ``dtype``; fp16 for shipping)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "source_lang": source_lang,
+        "target_lang": target_lang,
+        "model": config_to_dict(model.config),
+    }
+    (folder / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+    save_file(_state_dict_for_saving(model, dtype), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+    tokenizer.save(folder / TOKENIZER_FILE)
+    write_card(folder, card or {})
+    return folder
+
+
+def write_card(folder: str | Path, card: dict[str, Any]) -> None:
+    (Path(folder) / CARD_FILE).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_config(folder: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
+    """``config.json`` -> (the model's configuration, any supported format version, and the
+    whole file). ModelFolderError naming config.json for a file that is not JSON, has an
+    unsupported format or invalid fields."""
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        if not isinstance(meta, dict):
+            raise ValueError("is not a JSON object")
+        version = meta.get("format_version")
+        if version not in (1, FORMAT_VERSION) or not isinstance(meta.get("model"), dict):
+            raise ValueError(f"unsupported model format {version!r} (this attnscope reads 1 and {FORMAT_VERSION})")
+        for key in ("source_lang", "target_lang"):
+            if key not in meta:
+                raise ValueError(f"has no {key!r} field")
+        return config_from_dict(meta["model"], version=version), meta
+    except FileNotFoundError:
+        raise MissingModelFile(folder, CONFIG_FILE, f"missing {CONFIG_FILE}") from None
+    except (OSError, ValueError, TypeError) as err:  # JSONDecodeError and UnicodeError are ValueErrors
+        raise ModelFolderError(folder, CONFIG_FILE, f"{CONFIG_FILE}: {err}") from err
+
+
+def read_card(folder: str | Path) -> tuple[dict[str, Any], list[str]]:
+    """``card.json`` -> (the card, warnings). The card is optional and only informative, so a
+    broken one gives an empty card and a warning naming the problem instead of an error."""
+    path = Path(folder) / CARD_FILE
+    if not path.is_file():
+        return {}, []
+    try:
+        card = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        return {}, [f"{CARD_FILE} could not be read ({err}); serving the model without its card"]
+    if not isinstance(card, dict):
+        return {}, [f"{CARD_FILE} is not a JSON object; serving the model without its card"]
+    return card, []
+
+
+def load_tokenizer(folder: Path) -> Tokenizer:
+    """The folder's tokenizer: SentencePiece, with the vocabulary of ``vocab.json`` when an
+    imported model (attnscope.hf) brought one."""
+    if (folder / VOCAB_FILE).is_file():
+        return VocabTokenizer.load(folder / TOKENIZER_FILE)
+    return Tokenizer.load(folder / TOKENIZER_FILE)
+
+
+def load_model_folder(
+    folder: str | Path, device: str | torch.device = "cpu", quantize: str | None = None
+) -> LoadedModel:
+    """Load a model folder for inference (fp32 parameters on ``device``, eval mode); with
+    ``quantize="int8"``, its linear layers dynamically quantised (CPU only; attnscope.nn.quantize).
+
+    Raises ModelFolderError (MissingModelFile, a FileNotFoundError, for a missing file) whose
+    ``file`` names the file at fault: config.json, tokenizer.model or model.safetensors. A broken
+    card.json is not fatal: it becomes a warning in ``LoadedModel.warnings``."""
+    folder = Path(folder)
+    config, meta = read_config(folder)
+    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
+        if not (folder / name).is_file():
+            raise MissingModelFile(folder, name, f"missing {name}")
+    try:
+        tokenizer = load_tokenizer(folder)
+    except (OSError, RuntimeError, ValueError) as err:
+        raise ModelFolderError(folder, TOKENIZER_FILE, f"{TOKENIZER_FILE} could not be read: {err}") from err
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ModelFolderError(
+            folder, TOKENIZER_FILE, f"tokenizer has {tokenizer.vocab_size} pieces, config says {config.vocab_size}"
+        )
+    model = build_model(config)
+    try:
+        state = load_file(str(folder / WEIGHTS_FILE))
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types for corrupt files
+        raise ModelFolderError(folder, WEIGHTS_FILE, f"{WEIGHTS_FILE} could not be read: {err}") from err
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as err:
+        detail = " ".join(str(err).split())  # torch lists every tensor: keep the start
+        detail = detail if len(detail) <= 400 else detail[:400] + " …"
+        raise ModelFolderError(folder, WEIGHTS_FILE, f"weights do not match config.json: {detail}") from err
+    model.to(device).eval()
+    if quantize:
+        from attnscope.nn.quantize import quantize as quantize_model
+
+        quantize_model(model, quantize)
+    if model.device.type == "cpu":
+        # load the native operations (attnscope.nn.native: the Transformer's decoder step, every
+        # model's search, quantised or not; built at install time, never here) now, not in the
+        # first request; once a process, a log line saying why where there are none
+        native.ops()
+    card, warnings = read_card(folder)
+    for warning in warnings:
+        logger.warning("%s: %s", folder, warning)
+    return LoadedModel(
+        id=folder.name,
+        path=folder,
+        config=config,
+        model=model,
+        tokenizer=tokenizer,
+        source_lang=meta["source_lang"],
+        target_lang=meta["target_lang"],
+        card=card,
+        warnings=warnings,
+    )

@@ -1,0 +1,65 @@
+"""``GET /api/models/{model_id}/analysis``: a model's head analysis over a corpus (the roles and
+statistics ``attnscope analyze`` summarised), read from the model folder's ``analysis/heads.json``
+or ``<analysis_dir>/<model id>/heads.json`` (:mod:`attnscope.analysis.summary`). The Models page draws
+it per layer × head; the explorer labels each head with its role."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from attnscope.analysis.summary import NoAnalysis, read_summary, summary_path
+from attnscope.serving.schemas import ErrorResponse
+from attnscope.serving.service import ServiceDep
+
+router = APIRouter(prefix="/api", tags=["api"])
+
+
+class HeadSummary(BaseModel):
+    """One head's role and corpus statistics (``<stat>_mean`` and ``_q10``/``_q50``/``_q90`` for
+    entropy, max_weight, eos_share, punct_share, prev/same/next_share, rare_share; null where a
+    statistic does not apply to the kind)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    kind: Literal["cross", "encoder_self", "decoder_self"]
+    layer: int = Field(ge=0, description="0-based layer.")
+    head: int = Field(ge=0, description="0-based head.")
+    role: str = Field(description="sink, positional-previous/-same/-next, alignment, rare-word or mixed (docs/analysis.md).")
+    role_score: float | None = Field(default=None, description="The statistic that decided the role.")
+
+
+class HeadAnalysis(BaseModel):
+    """What was analysed and every head's summary."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(description="The model id.")
+    corpus: str | None = Field(default=None, description="The corpus file's name.")
+    mode: str | None = Field(default=None, description="teacher-forced (on references) or greedy.")
+    sentences: int | None = Field(default=None, description="How many sentences were analysed.")
+    rules: dict[str, float] | None = Field(default=None, description="The role rule's thresholds.")
+    heads: list[HeadSummary]
+
+
+@router.get(
+    "/models/{model_id}/analysis",
+    response_model=HeadAnalysis,
+    responses={404: {"model": ErrorResponse, "description": "Unknown model, or a model without a head analysis."}},
+    summary="A model's head roles and statistics over a corpus (attnscope analyze)",
+)
+async def model_analysis(model_id: str, service: ServiceDep) -> Any:
+    """The summary ``attnscope analyze`` wrote for this model, shipped in its folder as
+    ``analysis/heads.json`` (or under the ``analysis_dir`` setting). 404 names what is missing."""
+    if model_id not in service.ids:
+        service.get(model_id)  # raises the usual 404 (with the available ids) or 503 while loading
+    path = summary_path(service.settings.models_dir / model_id, service.settings.analysis_dir)
+    try:
+        document = await asyncio.to_thread(read_summary, path)
+    except NoAnalysis as err:
+        return JSONResponse(status_code=404, content={"detail": f"model {model_id!r} has no head analysis: {err}"})
+    return {**document, "model": model_id}

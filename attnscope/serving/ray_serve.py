@@ -1,0 +1,186 @@
+"""``attnscope serve --ray [ADDRESS]``: the same FastAPI app (:func:`attnscope.serving.main.create_app`,
+its lifespan, routes and middleware) as a Ray Serve deployment.
+
+Each replica is one ingress deployment replica that builds the app once: its lifespan loads the
+models once per replica, and the micro-batching scheduler lives inside it, so requests that Serve
+routes to the same replica batch as they would in the plain server. Serve's HTTP proxy is the one
+endpoint in front of every replica. Readiness maps onto Serve's health checks: a replica's
+``check_health`` waits for its models on the first (start-up) check and fails once the app is
+shutting down, so Serve routes traffic only to replicas whose models are loaded and
+``/api/ready`` through the proxy answers ready only then.
+
+Ray is optional (``pip install 'attnscope[ray]'``) and imported only here, lazily. For a cluster
+deployment without this command (KubeRay ``RayService``, ``serve run``), :func:`build` is the
+application builder: ``import_path: attnscope.serving.ray_serve:build`` (docs/ray.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import TYPE_CHECKING, Any
+
+from attnscope.config import Settings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from attnscope.serving.service import ModelService
+
+logger = logging.getLogger(__name__)
+APP_NAME = "attnscope"
+RAY_MISSING = "Ray Serve is not installed; serve --ray needs it: pip install 'attnscope[ray]'"
+
+
+def import_ray() -> tuple[ModuleType, ModuleType]:
+    """``(ray, ray.serve)``, or SystemExit with the extra to install when Ray is missing."""
+    try:
+        import ray
+        from ray import serve
+    except ImportError as err:
+        raise SystemExit(f"attnscope serve: {RAY_MISSING} ({err})") from None
+    return ray, serve
+
+
+def replica_health(service: ModelService) -> None:
+    """Serve's health check of one replica: raises unless its app can translate (the models are
+    loaded and it is not shutting down), the same condition as its ``/api/ready``."""
+    status = service.status
+    if status != "ready":
+        raise RuntimeError(f"attnscope replica is {status}")
+
+
+class Replica:
+    """One replica: the whole app, built from ``settings`` when Serve starts the replica (never
+    in the driver: the models load in the replica's process, once each)."""
+
+    def __init__(self, settings: dict[str, Any]) -> None:
+        from attnscope.serving.main import create_app
+
+        self._app: FastAPI = create_app(Settings(**settings))
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        return self._app  # Serve runs its lifespan (which starts loading the models) next
+
+    async def check_health(self) -> None:
+        """The first check runs before the replica gets traffic: it waits for the models; later
+        checks answer at once (:func:`replica_health`)."""
+        service: ModelService = self._app.state.service
+        while service.status == "loading":
+            await asyncio.sleep(0.1)
+        replica_health(service)
+
+
+def deployment_options(settings: Settings) -> dict[str, Any]:
+    """``serve.deployment`` options from the settings: replicas (fixed, or autoscaled between
+    ``ray_min_replicas`` and ``ray_max_replicas`` on ongoing requests per replica), each with
+    ``ray_replica_cpus``/``ray_replica_gpus``, and room for the app's own queue (requests wait in
+    the replica's scheduler, where they batch, not in Serve's)."""
+    low, high = settings.ray_min_replicas, settings.ray_max_replicas
+    if high < low:
+        raise ValueError(f"ray_max_replicas ({high}) is below ray_min_replicas ({low})")
+    options: dict[str, Any] = {
+        "name": APP_NAME,
+        "ray_actor_options": {"num_cpus": settings.ray_replica_cpus, "num_gpus": settings.ray_replica_gpus},
+        "max_ongoing_requests": settings.max_queue + settings.inference_threads,
+        "health_check_period_s": 5.0,
+        "graceful_shutdown_timeout_s": settings.shutdown_timeout_s + 2.0,
+    }
+    if low == high:
+        options["num_replicas"] = low
+    else:
+        options["autoscaling_config"] = {
+            "min_replicas": low,
+            "max_replicas": high,
+            "target_ongoing_requests": settings.inference_threads,  # busy decode slots
+        }
+    return options
+
+
+def application(settings: Settings) -> Any:
+    """The Serve application (a bound deployment) serving ``settings``'s models."""
+    _, serve = import_ray()
+    ingress = serve.ingress()(Replica)
+    return serve.deployment(**deployment_options(settings))(ingress).bind(settings.model_dump())
+
+
+def build(args: dict[str, str]) -> Any:
+    """Application builder for ``serve run`` / a RayService's ``import_path``: ``args`` are
+    Settings fields (e.g. ``models_dir``, ``ray_max_replicas``) over the replicas' ``ATTNSCOPE_*``."""
+    return application(Settings(**args))  # type: ignore[arg-type]
+
+
+def run(address: str | None = None, **flags: Any) -> None:
+    """Serve on Ray until SIGINT/SIGTERM: on the cluster at ``address`` (``auto``, ``ray://...``),
+    or on a local Ray started here when None. Serve's HTTP proxy listens on the settings' host and
+    port; on exit the application is deleted (and a local Ray shut down, leaving no process)."""
+    settings = Settings(**flags)
+    options = deployment_options(settings)  # a bad bound fails before Ray is even imported
+    ray, serve = import_ray()
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no phoning home
+    local = not address
+    _start_ray(ray, address, settings)
+    stop = _stop_on_signals()
+    try:
+        serve.start(http_options={"host": settings.host, "port": settings.port})
+        logger.info("deploying %s on Ray Serve: %s", APP_NAME, options)
+        serve.run(application(settings), name=APP_NAME, route_prefix="/")
+        logger.info("attnscope on Ray Serve at http://%s:%d (replicas loaded)", settings.host, settings.port)
+        stop.wait()
+    finally:
+        logger.info("shutting down the Ray Serve application")
+        if local:
+            serve.shutdown()
+        else:
+            serve.delete(APP_NAME)
+        ray.shutdown()
+
+
+def _start_ray(ray: ModuleType, address: str | None, settings: Settings) -> None:
+    """Join the cluster at ``address``, or start a local Ray (never joining one already running
+    here) whose workers import this checkout's ``app``, with CPUs for the most replicas."""
+    if address:
+        try:
+            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
+        except (ConnectionError, RuntimeError, ValueError) as err:  # one clear line, not Ray's traceback
+            raise SystemExit(f"attnscope serve: cannot join the Ray cluster at {address}: {err}") from None
+        return
+    _check_local(settings)
+    root = str(Path(__file__).resolve().parents[2])
+    cpus = max(os.cpu_count() or 1, math.ceil(settings.ray_max_replicas * settings.ray_replica_cpus))
+    ray.init(
+        address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING,
+        runtime_env={"env_vars": {"PYTHONPATH": root}},
+    )  # fmt: skip
+
+
+def _check_local(settings: Settings) -> None:
+    """On this machine, a device or GPU it does not have fails here, in one line, not as a
+    replica that retries its constructor or waits for a GPU forever."""
+    import torch
+
+    from attnscope.device import resolve_device
+
+    try:
+        resolve_device(settings.device)
+    except ValueError as err:
+        raise SystemExit(f"attnscope serve: {err}") from None
+    if settings.ray_replica_gpus > 0 and not torch.cuda.is_available():
+        raise SystemExit("attnscope serve: --replica-gpus needs a GPU, and this machine has none")
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGINT or SIGTERM (the main thread waits on it)."""
+    stop = threading.Event()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    return stop

@@ -1,0 +1,397 @@
+"""The model registry: the one place the API and the pages learn which models there are.
+
+Every folder of the models directory is loaded once (in the lifespan, off the event loop); a
+folder that fails is kept as *unavailable* with the reason and the file at fault, so
+``/api/models`` and the Models page can say what is wrong instead of silently leaving it out.
+
+With ``max_loaded`` (``ATTNSCOPE_MAX_LOADED_MODELS``) every folder is only *listed* at start-up
+(config, tokenizer and card read, the network built on the meta device: shapes, no weights) and
+the first ``max_loaded`` are loaded; the others load on first use and the least recently used
+model is unloaded beyond the bound (``attnscope.serving.residency``), each listed with its state."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from attnscope.nn.config import score_of
+from attnscope.nn.factory import build_model
+from attnscope.nn.family import geometry_of
+from attnscope.repository import (
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    LoadedModel,
+    MissingModelFile,
+    ModelFolderError,
+    discover,
+    load_model_folder,
+    load_tokenizer,
+    read_card,
+    read_config,
+)
+from attnscope.serving.errors import Unavailable, UnknownModel
+from attnscope.serving.head_scores import CardAblation, CardAlignment, card_head_scores
+from attnscope.serving.residency import LoadFailed, Residency
+from attnscope.serving.schemas import ModelInfo, UnavailableModel
+from attnscope.translator import Translator
+
+if TYPE_CHECKING:
+    from attnscope.serving.batching import BatchRunner
+
+logger = logging.getLogger(__name__)
+LOAD_THREADS = 2  # folders loaded at once: reading weights and copying them into the model release the GIL
+
+
+@dataclass
+class ServedModel:
+    """A loaded model with its translator and the limits its positional range allows."""
+
+    loaded: LoadedModel
+    translator: Translator
+    max_source_tokens: int  # without EOS
+    max_decode_length: int | None  # output tokens with EOS; None: no positional limit
+
+    @classmethod
+    def of(cls, loaded: LoadedModel, max_tokens: int) -> ServedModel:
+        """Serve ``loaded`` accepting at most ``max_tokens`` source tokens (fewer when the
+        model's positions run out first: its config says how many it has)."""
+        limit = max_tokens
+        if loaded.config.source_positions is not None:
+            limit = min(limit, loaded.config.source_positions - 1)  # leave room for EOS
+        translator = Translator(loaded, max_source_tokens=limit)
+        return cls(loaded, translator, limit, loaded.config.target_positions)
+
+    @property
+    def id(self) -> str:
+        return self.loaded.id
+
+    @property
+    def encoder_layers(self) -> int:
+        return geometry_of(self.loaded.config).encoder_layers
+
+    def head_scores(self) -> tuple[CardAlignment | None, CardAblation | None, list[str]]:
+        """The card's per-head sections that fit this model, and a warning for each that does not."""
+        return card_head_scores(self.loaded.card, geometry_of(self.loaded.config).shapes())
+
+    def info(self, device: torch.device) -> ModelInfo:
+        c, card = self.loaded.config, self.loaded.card
+        bleu = card.get("bleu")
+        alignment, ablation, head_warnings = self.head_scores()
+        return ModelInfo(
+            id=self.loaded.id,
+            architecture=c.architecture,
+            score=score_of(c),
+            source_lang=self.loaded.source_lang,
+            target_lang=self.loaded.target_lang,
+            layers=c.layers,
+            encoder_layers=self.encoder_layers,
+            heads=c.num_heads,
+            parameters=self.loaded.model.num_parameters,
+            attention=list(c.attention_kinds),  # type: ignore[arg-type]
+            bleu=bleu if isinstance(bleu, dict | float | int) and not isinstance(bleu, bool) else None,
+            device=str(device),
+            card={k: v for k, v in card.items() if v is None or isinstance(v, str | int | float | bool)},
+            max_source_tokens=self.max_source_tokens,
+            max_length=self.max_decode_length,
+            warnings=[*self.loaded.warnings, *head_warnings],
+            decoding={
+                "length_penalty": self.translator.length_penalty,
+                "coverage_penalty": self.translator.coverage_penalty,
+            },
+            protect=self.translator.protects_by_default,
+            alignment=alignment,
+            ablation=ablation,
+        )
+
+    def page_card(self) -> dict[str, Any]:
+        """The full card for the Models page, with the facts it needs even when the card is
+        partial (or missing): language pair, architecture, score, parameters."""
+        c = self.loaded.config
+        facts = {"architecture": c.architecture, "score": score_of(c), "parameters": self.loaded.model.num_parameters}
+        alignment, ablation, head_warnings = self.head_scores()
+        card = {k: v for k, v in self.loaded.card.items() if k not in ("alignment", "ablation")}
+        return {
+            **facts,
+            **card,
+            **({"alignment": self.loaded.card["alignment"]} if alignment else {}),  # only sections that fit
+            **({"ablation": self.loaded.card["ablation"]} if ablation else {}),
+            "id": self.loaded.id,
+            "source_lang": self.loaded.source_lang,
+            "target_lang": self.loaded.target_lang,
+            "warnings": [*self.loaded.warnings, *head_warnings],
+        }
+
+
+class ModelRegistry:
+    """The served models and the folders that could not be loaded, by id."""
+
+    def __init__(
+        self,
+        models_dir: Path,
+        device: torch.device,
+        max_tokens: int,
+        quantize: str | None = None,
+        max_loaded: int | None = None,
+    ) -> None:
+        self.models_dir = models_dir
+        self.device = device
+        self.quantize = quantize  # "int8": attnscope.nn.quantize
+        self.max_tokens = max_tokens
+        self._models: dict[str, ServedModel] = {}
+        self._unavailable: dict[str, UnavailableModel] = {}
+        self._loaded = threading.Event()
+        self._stop = threading.Event()
+        self.total = 0  # model folders found (0 until load_all has looked); loaded: len(ids)
+        # max_loaded: the listed models' previews (meta weights, for the list and the pages) and
+        # the resident ones; None: every model loaded at start-up (self._models)
+        self._previews: dict[str, ServedModel] = {}
+        self.residency: Residency[ServedModel] | None = None
+        if max_loaded is not None:
+            self.residency = Residency(max_loaded, self._load_one, ServedModel)
+
+    @property
+    def ready(self) -> bool:
+        """Whether :meth:`load_all` has finished (each folder loaded or marked unavailable)."""
+        return self._loaded.is_set()
+
+    @property
+    def loaded(self) -> int:
+        """How many models are loaded so far (of :attr:`total` folders found)."""
+        return len(self._models) if self.residency is None else len(self.residency.resident)
+
+    def stop_loading(self) -> None:
+        """Make :meth:`load_all` stop before its next folders (the server is shutting down)."""
+        self._stop.set()
+
+    def load_all(self) -> None:
+        """Load every model folder, ``LOAD_THREADS`` at a time, logging each one's name and
+        time; publish them in folder order (:attr:`loaded` counts up); a folder that fails is
+        logged and kept as unavailable. Returns soon after :meth:`stop_loading`."""
+        root = self.models_dir
+        if not root.is_dir():
+            logger.warning("models directory %s does not exist; serving no models", root)
+        folders = discover(root)
+        self.total = len(folders)
+        begun = time.perf_counter()
+        if self.residency is not None:
+            self._list_all(folders, self.residency)
+            self._loaded.set()
+            return
+        outcomes: list[ServedModel | UnavailableModel | None] = [None] * len(folders)
+        finished = [threading.Event() for _ in folders]
+        claims = itertools.count()  # next() on it is atomic: each folder is loaded once
+
+        def work() -> None:
+            while not self._stop.is_set() and (i := next(claims)) < len(folders):
+                outcomes[i] = self._load_one(folders[i], i + 1)
+                finished[i].set()
+
+        for n in range(min(LOAD_THREADS, len(folders))):  # daemons: a stuck folder never holds the exit
+            threading.Thread(target=work, name=f"attnscope-load-{n}", daemon=True).start()
+        for i, folder in enumerate(folders):
+            while not finished[i].wait(0.05):
+                if self._stop.is_set():
+                    logger.info("stopped loading: shutting down after %d of %d model(s)", i, self.total)
+                    return
+            outcome = outcomes[i]
+            if isinstance(outcome, ServedModel):
+                self._models[outcome.id] = outcome
+            elif outcome is not None:
+                self._unavailable[folder.name] = outcome
+        self._loaded.set()
+        logger.info(
+            "serving %d model(s) from %s on %s, loaded in %.1f s",
+            len(self._models), root, self.device, time.perf_counter() - begun,
+        )  # fmt: skip
+
+    def _list_all(self, folders: list[Path], residency: Residency[ServedModel]) -> None:
+        """Bounded memory: list every folder (a preview, or unavailable), then load the first
+        ``residency.bound`` of them, so the first requests find them loaded."""
+        for folder in folders:
+            try:
+                self._previews[folder.name] = _preview(folder, self.max_tokens)
+                residency.folders[folder.name] = folder
+            except Exception as err:  # noqa: BLE001 - as in _load_one: reported, never fatal
+                logger.error("skipping model folder %s: %s", folder.name, err)
+                self._unavailable[folder.name] = _unavailable(folder, err)
+        for model_id in list(residency.folders)[: residency.bound]:
+            if self._stop.is_set():
+                return
+            residency.load_now(model_id)
+        logger.info(
+            "listing %d model(s) from %s, at most %d loaded at once (%d loaded now)",
+            len(residency.folders), self.models_dir, residency.bound, len(residency.resident),
+        )  # fmt: skip
+
+    def _load_one(self, folder: Path, index: int | None = None) -> ServedModel | UnavailableModel:
+        """One folder, loaded and logged with its time; an error is logged and returned as unavailable."""
+        if index is None:
+            logger.info("loading %s (at most %s stay loaded) ...", folder.name, self.residency and self.residency.bound)
+        else:
+            logger.info("loading %s (%d of %d) ...", folder.name, index, self.total)
+        started = time.perf_counter()
+        try:
+            loaded = load_model_folder(folder, device=self.device, quantize=self.quantize)
+            served = ServedModel.of(loaded, self.max_tokens)
+        except Exception as err:  # noqa: BLE001 - any broken folder is reported, never fatal
+            logger.error("skipping model folder %s: %s", folder.name, err)
+            return _unavailable(folder, err)
+        logger.info(
+            "loaded %s (%s, %d parameters) on %s in %.1f s",
+            loaded.id, loaded.config.architecture, loaded.model.num_parameters, self.device,
+            time.perf_counter() - started,
+        )  # fmt: skip
+        return served
+
+    def progress(self) -> tuple[int, int]:
+        """(folders done, folders in all): done counts the loaded (or listed) and the unavailable
+        ones; while loading, "all" is what the models directory holds now (a folder is a cheap stat)."""
+        done = len(self._previews or self._models) + len(self._unavailable)
+        return done, done if self.ready else max(done, len(discover(self.models_dir)))
+
+    @property
+    def ids(self) -> list[str]:
+        """The models requests may name: the loaded ones (bounded: every listed one)."""
+        if self.residency is None:
+            return list(self._models)
+        return [model_id for model_id in self._previews if model_id in self.residency.folders]
+
+    def get(self, model_id: str) -> ServedModel:
+        """The served model ``model_id``; UnknownModel (404) when there is none, Unavailable
+        (503) while the models are still loading, or (bounded memory) while this one loads:
+        its load starts here, and Retry-After says when to ask again."""
+        if self.residency is not None and model_id in self.residency.folders:
+            served = self.residency.get_now(model_id)
+            if served is None:
+                raise Unavailable(f"model {model_id} is loading; try again shortly", retry_after_s=2)
+            return served
+        try:
+            return self._models[model_id]
+        except KeyError:
+            if not self.ready:
+                raise Unavailable("the models are still loading; see /api/ready", retry_after_s=2) from None
+            raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
+
+    async def acquire(self, model_id: str, timeout_s: float) -> ServedModel:
+        """:meth:`get`, but a model that is not loaded (bounded memory) is loaded and waited for
+        up to ``timeout_s``, then 503 "model X is loading" with Retry-After."""
+        if self.residency is None or model_id not in self.residency.folders:
+            return self.get(model_id)
+        try:
+            return await self.residency.acquire(model_id, timeout_s)
+        except LoadFailed:
+            raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
+
+    @contextmanager
+    def pinned(self, model_id: str) -> Iterator[ServedModel]:
+        """The model, kept loaded while the block runs (bounded memory: loaded in this thread
+        first if it had been unloaded); call it in a decode thread, never on the event loop."""
+        if self.residency is None or model_id not in self.residency.folders:
+            yield self.get(model_id)
+            return
+        try:
+            with self.residency.pinned(model_id) as served:
+                yield served
+        except LoadFailed:
+            raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
+
+    def pinning(self, runner: BatchRunner) -> BatchRunner:
+        """``runner`` with its key's ``model`` pinned while it decodes (:meth:`pinned`)."""
+        if self.residency is None:
+            return runner
+
+        def run(key: Hashable, tickets: list[Any], should_stop: Any) -> list[Any]:
+            with self.pinned(key.model):  # type: ignore[attr-defined]
+                return runner(key, tickets, should_stop)
+
+        return run
+
+    def _failure(self, model_id: str) -> UnavailableModel | None:
+        failed = self.residency.failed(model_id) if self.residency is not None else None
+        return failed if isinstance(failed, UnavailableModel) else self._unavailable.get(model_id)
+
+    def _listed(self) -> list[tuple[ServedModel, str]]:
+        """Every usable model with its state: resident ones as loaded, the others' previews."""
+        if self.residency is None:
+            return [(served, "loaded") for served in self._models.values()]
+        residency = self.residency
+        return [
+            (residency.resident.get(model_id, preview), residency.state(model_id))
+            for model_id, preview in self._previews.items()
+            if model_id in residency.folders
+        ]
+
+    def describe(self) -> list[ModelInfo]:
+        return [served.info(self.device).model_copy(update={"state": state}) for served, state in self._listed()]
+
+    def unavailable(self) -> list[UnavailableModel]:
+        failed = [self._failure(model_id) for model_id in self._previews if model_id not in self.ids]
+        return [*self._unavailable.values(), *(f for f in failed if f is not None)]
+
+    def page_cards(self) -> list[dict[str, Any]]:
+        """Every model's card for the pages; an unavailable folder appears with an ``error``
+        (and what its config.json and card.json still tell, where they can be read); with
+        bounded memory each card says its ``state`` (loaded, loading, not_loaded)."""
+        listed = self._listed()
+        cards = [{**served.page_card(), **({"state": state} if self.residency else {})} for served, state in listed]
+        for entry in self.unavailable():
+            cards.append({**_folder_facts(self.models_dir / entry.id), "id": entry.id, "error": entry.reason})
+        return cards
+
+
+def _preview(folder: Path, max_tokens: int) -> ServedModel:
+    """What a folder tells without its weights (bounded memory's listed models): config,
+    tokenizer and card read and checked, the network built on the meta device (its shapes and
+    parameter count, no memory). Its ``info`` and ``page_card`` are the loaded model's; it never decodes."""
+    config, meta = read_config(folder)
+    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
+        if not (folder / name).is_file():
+            raise MissingModelFile(folder, name, f"missing {name}")
+    tokenizer = load_tokenizer(folder)
+    try:
+        with torch.device("meta"):
+            model = build_model(config)
+    except Exception as err:  # noqa: BLE001 - a family whose construction computes on its tensors
+        logger.warning("%s: listed from a full load (%s), its weights then dropped", folder.name, err)
+        loaded = load_model_folder(folder)
+        loaded.model.to("meta")  # the facts stay, the memory goes
+        return ServedModel.of(loaded, max_tokens)
+    card, warnings = read_card(folder)
+    loaded = LoadedModel(
+        id=folder.name, path=folder, config=config, model=model, tokenizer=tokenizer,
+        source_lang=meta["source_lang"], target_lang=meta["target_lang"], card=card, warnings=warnings,
+    )  # fmt: skip
+    return ServedModel.of(loaded, max_tokens)
+
+
+def _unavailable(folder: Path, err: Exception) -> UnavailableModel:
+    if isinstance(err, ModelFolderError):
+        reason = err.reason if err.file in err.reason else f"{err.file}: {err.reason}"
+        return UnavailableModel(id=folder.name, file=err.file, reason=reason)
+    return UnavailableModel(id=folder.name, file=None, reason=f"{type(err).__name__}: {err}")
+
+
+def _folder_facts(folder: Path) -> dict[str, Any]:
+    """What a folder that failed to load still tells: its card and its config's basic facts."""
+    facts: dict[str, Any] = {}
+    try:
+        config, meta = read_config(folder)
+        facts.update(
+            architecture=config.architecture,
+            score=score_of(config),
+            source_lang=meta.get("source_lang"),
+            target_lang=meta.get("target_lang"),
+        )
+    except ModelFolderError:
+        pass
+    card, _ = read_card(folder)
+    return {**card, **facts}

@@ -1,0 +1,160 @@
+"""Bounded model memory (``ATTNSCOPE_MAX_LOADED_MODELS``): at most ``bound`` models are resident;
+the others are listed (their config and card are known) and loaded on first use, the least
+recently used model unloaded to make room, never one that a running decode has pinned.
+
+One load per model at a time (single flight): requests for a model that is loading wait for
+that load. The event loop never blocks on a load: :meth:`Residency.acquire` polls, and the
+decode threads load what they need in their own thread (:meth:`Residency.pinned`)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Generic, Literal, TypeVar
+
+from attnscope.serving.errors import Unavailable
+
+logger = logging.getLogger(__name__)
+M = TypeVar("M")  # a loaded model (attnscope.serving.registry.ServedModel)
+State = Literal["loaded", "loading", "not_loaded"]
+POLL_S = 0.02
+RETRY_AFTER_S = 2
+
+
+class LoadFailed(Exception):
+    """A listed model's folder failed to load; ``outcome`` is what the loader returned for it."""
+
+    def __init__(self, model_id: str, outcome: object) -> None:
+        self.model_id, self.outcome = model_id, outcome
+        super().__init__(f"model {model_id!r} failed to load")
+
+
+class Residency(Generic[M]):
+    """The resident models under a bound. ``load(folder)`` returns the loaded model, or anything
+    else for a folder that failed (it is then dropped from the folders and :class:`LoadFailed`
+    carries it to whoever waited)."""
+
+    def __init__(self, bound: int, load: Callable[[Path], object], loaded_type: type[M]) -> None:
+        self.bound = bound
+        self._load = load
+        self._type = loaded_type
+        self.folders: dict[str, Path] = {}  # every listed model, resident or not
+        self.resident: dict[str, M] = {}
+        self._loading: dict[str, threading.Event] = {}
+        self._failed: dict[str, object] = {}
+        self._holds: Counter[str] = Counter()  # requests waiting for or decoding with a model
+        self._used: dict[str, int] = {}
+        self._tick = itertools.count()
+        self._lock = threading.Lock()
+        self.loads = 0  # loads done (a reload after an unload counts again)
+
+    def state(self, model_id: str) -> State:
+        if model_id in self.resident:
+            return "loaded"
+        return "loading" if model_id in self._loading else "not_loaded"
+
+    def get_now(self, model_id: str) -> M | None:
+        """The model if it is resident (marked as used), else None and its load started."""
+        with self._lock:
+            if model_id in self.resident:
+                self._used[model_id] = next(self._tick)
+                return self.resident[model_id]
+        self._event(model_id)
+        return None
+
+    async def acquire(self, model_id: str, timeout_s: float) -> M:
+        """The model, loading it first if needed, waiting at most ``timeout_s`` (polling: the
+        event loop never blocks); then 503 "model X is loading" with Retry-After. While it
+        waits, the model once loaded is held (never unloaded before this request has it)."""
+        deadline = time.monotonic() + timeout_s
+        with self._held(model_id):
+            while (served := self.get_now(model_id)) is None:
+                self._raise_if_failed(model_id)
+                if time.monotonic() >= deadline:
+                    raise Unavailable(f"model {model_id} is loading; try again shortly", retry_after_s=RETRY_AFTER_S)
+                await asyncio.sleep(POLL_S)
+        return served
+
+    @contextmanager
+    def pinned(self, model_id: str) -> Iterator[M]:
+        """The model, resident and never unloaded until the block ends (a decode runs in it);
+        loads it in this thread's time if another model's load had unloaded it meanwhile."""
+        with self._held(model_id):
+            while (served := self.get_now(model_id)) is None:
+                self._event(model_id).wait()
+                self._raise_if_failed(model_id)
+            yield served
+
+    def load_now(self, model_id: str) -> None:
+        """Load ``model_id`` and wait for it (start-up's first models)."""
+        self._event(model_id).wait()
+
+    @contextmanager
+    def _held(self, model_id: str) -> Iterator[None]:
+        """While the block runs, ``model_id`` (once resident) is never unloaded."""
+        with self._lock:
+            self._holds[model_id] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holds[model_id] -= 1
+                self._evict(self.bound)  # a load that had to go over the bound is settled now
+
+    def _event(self, model_id: str) -> threading.Event:
+        """The event set when ``model_id``'s load ends, starting that load unless one runs."""
+        with self._lock:
+            if model_id in self.resident or model_id in self._failed:
+                done = threading.Event()
+                done.set()
+                return done
+            if model_id in self._loading:
+                return self._loading[model_id]
+            event = self._loading[model_id] = threading.Event()
+            self._evict(self.bound - len(self._loading))  # free memory before the load, not after
+        name = f"attnscope-load-{model_id}"
+        threading.Thread(target=self._run_load, args=(model_id, event), name=name, daemon=True).start()
+        return event
+
+    def _run_load(self, model_id: str, event: threading.Event) -> None:
+        try:
+            outcome = self._load(self.folders[model_id])
+        except Exception as err:  # noqa: BLE001 - the loader reports folders; anything else is a failure too
+            outcome = err
+        with self._lock:
+            if isinstance(outcome, self._type):
+                self.resident[model_id] = outcome
+                self._used[model_id] = next(self._tick)
+                self.loads += 1
+            else:
+                self._failed[model_id] = outcome
+                self.folders.pop(model_id, None)
+            del self._loading[model_id]
+            event.set()
+            self._evict(self.bound)
+
+    def _raise_if_failed(self, model_id: str) -> None:
+        if model_id in self._failed:
+            raise LoadFailed(model_id, self._failed[model_id])
+
+    def failed(self, model_id: str) -> object | None:
+        return self._failed.get(model_id)
+
+    def _evict(self, keep: int) -> None:
+        """Unload least recently used models until at most ``keep`` are resident, skipping those
+        held (a request waits for them or decodes with them): they stay even over the bound.
+        Under the lock."""
+        while len(self.resident) > max(keep, 0):
+            idle = [m for m in self.resident if self._holds[m] == 0]
+            if not idle:
+                return
+            victim = min(idle, key=lambda m: self._used.get(m, -1))
+            del self.resident[victim]
+            logger.info("unloaded %s (at most %d model(s) stay loaded; least recently used)", victim, self.bound)

@@ -1,0 +1,283 @@
+"""The one object the web layer talks to: it checks a request against the limits, queues it for a
+decode slot (where concurrent requests with equal settings share one batch) and turns the
+result into answers.
+
+The parts live in their own modules: the device (``attnscope.device``), the models (``registry``), the
+limits and admission (``limits``), the worker threads (``execution``), micro-batching and the
+queue (``batching``) and tensor -> JSON (``answers``). The models keep no per-request state
+(attention is returned, never stored on modules), so one instance serves concurrent requests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
+from typing import Annotated, Any, Literal, TypeVar
+
+import torch
+from fastapi import Depends, Request
+
+from attnscope.config import Settings
+from attnscope.decoding.steps import StepCallback
+from attnscope.device import resolve_device
+from attnscope.serving import ablation, limits
+from attnscope.serving.answer_builder import answer_batch
+from attnscope.serving.batching import Scheduler, Ticket
+from attnscope.serving.errors import InvalidInput
+from attnscope.serving.execution import InferencePool
+from attnscope.serving.explain import forced_prefixes
+from attnscope.serving.limits import Cost
+from attnscope.serving.registry import ModelRegistry, ServedModel
+from attnscope.serving.request import AlignKey, AnswerOptions, Job, ServiceRequest, TranslateKey
+from attnscope.serving.schemas import ModelInfo, TranslationResponse
+from attnscope.text.protect import Placement
+from attnscope.translator import Translation
+
+__all__ = ["AnswerOptions", "ModelService", "ServiceDep", "ServiceRequest", "get_service", "resolve_protect"]
+
+T = TypeVar("T")
+
+
+class ModelService:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.device: torch.device = resolve_device(settings.device)
+        self.registry = ModelRegistry(
+            settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize,
+            max_loaded=settings.max_loaded_models,
+        )  # fmt: skip
+        self.pool = InferencePool(settings.inference_threads)
+        self.scheduler = Scheduler(
+            self.pool.decoder,
+            slots=settings.inference_threads,
+            max_queue=settings.max_queue,
+            window_s=settings.batch_window_ms / 1000.0,
+            max_texts=settings.max_batch_texts,
+            parallel_texts=settings.parallel_batch_texts,
+            batch_limit=limits.batch_limit(settings),
+        )
+        self.stopping = False
+
+    @property
+    def status(self) -> Literal["ready", "loading", "stopping"]:
+        if self.stopping:
+            return "stopping"
+        return "ready" if self.registry.ready else "loading"
+
+    def stop(self) -> None:
+        """Shutting down: refuse new decodes and stop the running ones at their next step."""
+        self.stopping = True
+        self.registry.stop_loading()
+        self.scheduler.close()
+        self.pool.shutdown()
+
+    # -- the registry, for the routes ----------------------------------------------------
+
+    def load_all(self) -> None:
+        self.registry.load_all()
+
+    @property
+    def ids(self) -> list[str]:
+        return self.registry.ids
+
+    def get(self, model_id: str) -> ServedModel:
+        return self.registry.get(model_id)
+
+    def describe(self) -> list[ModelInfo]:
+        return self.registry.describe()
+
+    # -- inference ----------------------------------------------------------------------
+
+    async def translate(
+        self,
+        request: ServiceRequest,
+        *,
+        gone: threading.Event | None = None,
+        log: dict[str, Any] | None = None,
+        on_step: StepCallback | None = None,
+        languages: tuple[str | None, str | None] = (None, None),
+    ) -> list[TranslationResponse]:
+        """Translate the request's texts (decoded together; each text has its own output budget,
+        ``max_length`` or the default for its length, so it translates as it would alone).
+        ``gone`` is set when the client disconnects; ``log`` receives what the request log line
+        reports; ``on_step`` (one text only) hears each decoder step, in the decode's thread, and
+        makes the request decode alone (``attnscope.serving.stream``): a stream shows the search
+        itself, so it never protects unless asked, and asked it is a 422. ``protect`` copies
+        numbers, names, emoji and links through placeholders
+        (``Translator.translate_protected``); None is the model's default
+        (:func:`resolve_protect`). ``request.languages``: a multilingual import's source_lang and
+        target_lang (None: the card's); 422 naming the valid codes otherwise."""
+        _check_protect(request, streamed=on_step is not None)
+        served = await self.registry.acquire(request.model, self.settings.request_timeout_s)  # loads it if needed
+        wanted = False if on_step is not None else request.protect  # the steps streamed are the search's own
+        protect = resolve_protect(served, wanted, request.texts, prefix=request.prefix, return_beam=request.extras.return_beam)
+        extras = replace(request.extras, return_beam=False) if protect else request.extras
+        check_languages(served, request.languages)
+        limits.check_coverage(served, request.coverage_penalty)
+        heads = ablation.check_disabled(served, request.disable_heads)
+        choice = ablation.check_alignment(served, request.alignment)
+        limits.check_batch(self.settings, list(request.texts))
+        lengths = [
+            limits.check_text(self.settings, served, text, ("body", "texts", i) if request.batch else ("body", "text"))
+            for i, text in enumerate(request.texts)
+        ]
+        budgets = limits.output_budgets(served, lengths, request.max_length)
+        prefixes, budgets = forced_prefixes(
+            served.translator, request.prefix, budgets, fixed=request.max_length is not None, cap=served.max_decode_length
+        )
+        if log is not None:
+            log.update(model=request.model, tokens=sum(lengths), beams=request.beam_size)
+        options = request.answer
+        asked = limits.Asked(options.kinds, options.decimals, extras, request.beam_size)
+        cost = limits.admission(self.settings, served, lengths, budgets, asked)
+        limits.admit_explain(self.settings, served, lengths, budgets, methods=extras.explain)
+        rows = tuple(tuple(p) for p in prefixes or [[] for _ in request.texts])
+        job = Job(request, extras, rows, choice, on_step)
+        ticket = self._ticket(list(request.texts), budgets, job, gone, cost)
+        weights = options.weights or protect  # placing the spans reads the attention
+        stream = 0 if on_step is None else id(ticket)
+        key = TranslateKey(
+            request.model, request.decode_options(weights=weights), tuple(heads), protect, stream, request.languages
+        )
+        answers: list[TranslationResponse] = await self.scheduler.submit(
+            key, ticket, self.registry.pinning(self._run_translate)
+        )
+        return answers
+
+    async def align(
+        self, request: ServiceRequest, *, gone: threading.Event | None = None, log: dict[str, Any] | None = None
+    ) -> TranslationResponse:
+        """Teacher-force the model on ``request.target`` as the translation of its one text."""
+        served = await self.registry.acquire(request.model, self.settings.request_timeout_s)  # loads it if needed
+        (text,), target = request.texts, request.target or ""
+        n = limits.check_text(self.settings, served, text, ("body", "text"))
+        m = limits.check_text(self.settings, served, target, ("body", "target"), empty_ok=True)
+        extras, options = request.extras, request.answer
+        limits.admit_explain(self.settings, served, [n], [m], methods=extras.explain)
+        heads = ablation.check_disabled(served, request.disable_heads)
+        choice = ablation.check_alignment(served, request.alignment)
+        if log is not None:
+            log.update(model=request.model, tokens=n, beams=0)
+        # Teacher-forced: one beam, the target (with EOS) as the output, under the same costs
+        cost = limits.admission(self.settings, served, [n], [m], limits.Asked(options.kinds, options.decimals, extras))
+        ticket = self._ticket([text], [0], Job(request, extras, choice=choice), gone, cost)
+        key = AlignKey(request.model, tuple(heads))
+        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self.registry.pinning(self._run_align))
+        return answers[0]
+
+    async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:
+        """Run ``job`` in a decode slot of its own (under inference mode): the queue bound, the
+        deadline and shutdown apply as to a translation, but it is never batched with others."""
+        return await self.run_stoppable(lambda should_stop: job(), gone=gone)
+
+    async def run_stoppable(self, job: Callable[[Callable[[], bool]], T], *, gone: threading.Event | None = None) -> T:
+        """:meth:`run_alone` for a ``job`` that takes ``should_stop`` (True once the deadline has
+        passed, the client has left or the server shuts down) and raises
+        :class:`~attnscope.decoding.DecodeStopped` when it says so: the slot frees up at once."""
+        ticket = self._ticket([], [], None, gone)
+
+        def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[T]:
+            with torch.inference_mode():
+                return [job(should_stop)]
+
+        result: T = await self.scheduler.submit(("alone", id(ticket)), ticket, runner)
+        return result
+
+    def _ticket(
+        self, texts: list[str], budgets: list[int], job: Job | None, gone: threading.Event | None, cost: Cost = Cost()  # noqa: B008
+    ) -> Ticket:
+        timeout = self.settings.request_timeout_s
+        return Ticket(
+            texts=texts,
+            budgets=budgets,
+            deadline=time.monotonic() + timeout,
+            timeout_s=timeout,
+            payload=job,
+            gone=gone or threading.Event(),
+            cost=cost,
+        )
+
+    # -- runners: in a decode slot's thread, one call per (micro-)batch --------------------
+
+    def _run_translate(
+        self, key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]
+    ) -> list[list[TranslationResponse]]:
+        assert isinstance(key, TranslateKey)
+        served = self.get(key.model)
+        translator = served.translator.for_languages(*key.languages)
+        texts = [text for ticket in tickets for text in ticket.texts]
+        prefixes = [p for ticket in tickets for p in ticket.payload.prefixes]
+        options = replace(
+            key.decode,
+            max_length=[budget for ticket in tickets for budget in ticket.budgets],
+            prefix=prefixes if any(prefixes) else None,
+        )
+
+        def decode() -> tuple[list[Translation], list[list[Placement]] | None]:
+            if key.protect:
+                out = translator.translate_protected(texts, options, should_stop=should_stop)
+                return [r.translation for r in out], [r.placements for r in out]
+            on_step = tickets[0].payload.on_step if key.stream else None
+            return translator.translate(texts, options, should_stop=should_stop, on_step=on_step), None
+
+        return answer_batch(served, tickets, decode, key.disabled)
+
+    def _run_align(
+        self, key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]
+    ) -> list[list[TranslationResponse]]:
+        assert isinstance(key, AlignKey)
+        served = self.get(key.model)
+        texts = [text for ticket in tickets for text in ticket.texts]
+        targets = [ticket.payload.request.target or "" for ticket in tickets]
+        return answer_batch(served, tickets, lambda: (served.translator.align(texts, targets), None), key.disabled)
+
+
+def _check_protect(request: ServiceRequest, *, streamed: bool) -> None:
+    """InvalidInput (422) where protect is asked with what it cannot give: a prefix or the beam
+    tree (the output shown is scored, not searched), or a stream (the output is scored after the
+    search)."""
+    forcing = request.prefix is not None and bool(request.prefix.strip())  # a blank prefix forces nothing
+    if request.protect and (forcing or request.extras.return_beam):
+        loc = ("body", "prefix") if forcing else ("body", "return_beam")
+        raise InvalidInput(loc, "cannot be combined with protect: the shown output is scored, not searched")
+    if request.protect and streamed:
+        raise InvalidInput(("body", "protect"), "cannot be streamed: the output shown is scored after the search")
+
+
+def check_languages(served: ServedModel, languages: tuple[str | None, str | None]) -> None:
+    """InvalidInput (422) naming the field and the valid codes for a language the model does not
+    know, or any language given to a model without language codes."""
+    for i, field in enumerate(("source_lang", "target_lang")):
+        pair = (languages[0], None) if i == 0 else (None, languages[1])
+        if pair[i] is None:
+            continue
+        try:
+            served.translator.for_languages(*pair)
+        except ValueError as err:
+            raise InvalidInput(("body", field), str(err)) from None
+
+
+def resolve_protect(
+    served: ServedModel, protect: bool | None, texts: Sequence[str], *, prefix: str | None, return_beam: bool
+) -> bool:
+    """Whether a translate request goes through placeholders: as asked, else the model's default
+    (``Translator.protects_by_default``), which a ``prefix`` (a what-if on the output) turns off,
+    and which, with ``return_beam``, applies only when a text has something to protect (else the
+    tree of the plain search is returned as asked)."""
+    if protect is not None:
+        return protect
+    if prefix is not None or not served.translator.protects_by_default:
+        return False
+    return not return_beam or any(served.translator.spans(text) for text in texts)
+
+
+async def get_service(request: Request) -> ModelService:
+    """The app's service (made by ``create_app``, loaded by the lifespan); a FastAPI dependency.
+    ``async``, because FastAPI runs a plain function dependency in its thread pool: a thread hop
+    per request, and a wait for a free thread when the pool is busy."""
+    service: ModelService = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[ModelService, Depends(get_service)]
