@@ -29,6 +29,12 @@ from attnscope.serving.main import create_app
 
 assert attnscope.__file__.startswith(sys.argv[1]), attnscope.__file__
 assert not IN_CHECKOUT
+try:
+    import app  # noqa: F401
+except ModuleNotFoundError:
+    pass
+else:
+    raise AssertionError("a top-level 'app' is importable from the installed package")
 settings = Settings(device="cpu")
 assert settings.models_dir == shipped("models"), settings.models_dir
 assert str(settings.data_dir).startswith(str(__import__("pathlib").Path.home())), settings.data_dir
@@ -83,6 +89,10 @@ def test_the_wheel_carries_pages_models_and_native_sources(wheel: tuple[Path, st
     ):
         assert wanted in names, wanted
     assert not any(name.startswith(("tests/", "bench/", "attnscope/shipped/models/en-de-rnn")) for name in names)
+    top = {name.split("/")[0] for name in names if not name.split("/")[0].endswith((".dist-info", ".data"))}
+    assert top == {"attnscope"}, top  # one import package: no top-level `app` to collide with another's
+    entry = zipfile.ZipFile(path).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "attnscope = attnscope.cli:main" in entry, entry
 
 
 def test_the_installed_package_serves_from_elsewhere(wheel: tuple[Path, str], tmp_path: Path) -> None:
