@@ -1,4 +1,5 @@
-"""Errors the service raises and the handlers that turn every failure into a JSON answer.
+"""The handlers that turn every failure (the engine's errors, ``attnscope.engine.errors``, included)
+into a JSON answer.
 
 Bodies always have a readable ``detail`` string: 422 adds ``errors`` (one entry per invalid
 field), 404 for a model adds ``available``; anything unexpected is a logged 500, never a trace."""
@@ -15,66 +16,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from attnscope.engine.errors import (
+    ClientGone,
+    DeadlineExceeded,
+    InvalidInput,
+    Unavailable,
+    UnknownModel,
+    field_name,
+)
+
 logger = logging.getLogger(__name__)
 
-Loc = tuple[str | int, ...]
 _UNPARSEABLE_BODY = "There was an error parsing the body"
-
-
-class UnknownModel(LookupError):
-    """No such model is served; ``unavailable`` is the folder's load failure, if it has one."""
-
-    def __init__(self, model_id: str, available: Sequence[str], unavailable: Any = None) -> None:
-        self.model_id = model_id
-        self.available = list(available)
-        names = ", ".join(self.available) or "none are loaded"
-        if unavailable is not None:
-            super().__init__(f"model {model_id!r} is unavailable ({unavailable.reason}); available: {names}")
-        else:
-            super().__init__(f"unknown model {model_id!r}; available: {names}")
-
-
-class InvalidInput(ValueError):
-    """A request that passed the schema but breaks a configured limit; ``loc`` as pydantic's."""
-
-    def __init__(self, loc: Loc, message: str, kind: str = "value_error") -> None:
-        self.loc = loc
-        self.message = message
-        self.kind = kind
-        super().__init__(f"{field_name(loc)}: {message}")
-
-
-class Unavailable(RuntimeError):
-    """The server cannot take the request now (models still loading, queue full, shutting
-    down): 503 with ``Retry-After``."""
-
-    def __init__(self, message: str, retry_after_s: int = 1) -> None:
-        self.retry_after_s = retry_after_s
-        super().__init__(message)
-
-
-class DeadlineExceeded(TimeoutError):
-    """The request ran past its deadline (queueing and decoding): 504."""
-
-    def __init__(self, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
-        super().__init__(
-            f"the request ran past its {timeout_s:g} s deadline (ATTNSCOPE_REQUEST_TIMEOUT_S) and was "
-            "stopped; ask for fewer beams, a shorter max_length or fewer texts"
-        )
-
-
-class ClientGone(Exception):
-    """The client disconnected before its answer was ready (nobody reads the 499 answer)."""
-
-
-def field_name(loc: Sequence[Any]) -> str:
-    """``("body", "texts", 2)`` -> ``texts[2]``; the bare body is ``body``."""
-    parts = list(loc[1:] if len(loc) > 1 and loc[0] in ("body", "query", "path") else loc)
-    name = ""
-    for part in parts:
-        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
-    return name or "body"
 
 
 def _entry(loc: Sequence[Any], msg: str, kind: str) -> dict[str, Any]:

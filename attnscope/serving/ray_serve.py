@@ -30,7 +30,7 @@ from attnscope.config import Settings
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from attnscope.serving.service import ModelService
+    from attnscope.engine.service import ModelService
 
 logger = logging.getLogger(__name__)
 APP_NAME = "attnscope"

@@ -29,13 +29,19 @@ from fastapi.responses import Response, StreamingResponse
 from prometheus_client import Counter
 
 from attnscope.decoding.steps import Candidate, DecodeStep
+from attnscope.engine.answers import answer_json, matrix
+from attnscope.engine.errors import (
+    ClientGone,
+    DeadlineExceeded,
+    InvalidInput,
+    Unavailable,
+    UnknownModel,
+)
+from attnscope.engine.request import AnswerOptions, ServiceRequest
+from attnscope.engine.schemas import ErrorResponse, TranslateRequest, TranslationResponse
 from attnscope.repository import LoadedModel
-from attnscope.serving.answers import answer_json, matrix
-from attnscope.serving.errors import ClientGone, DeadlineExceeded, InvalidInput, Unavailable, UnknownModel
-from attnscope.serving.execution import watch_disconnect
-from attnscope.serving.request import AnswerOptions, ServiceRequest
-from attnscope.serving.schemas import ErrorResponse, TranslateRequest, TranslationResponse
-from attnscope.serving.service import ServiceDep
+from attnscope.serving.deps import ServiceDep
+from attnscope.serving.disconnect import watch_disconnect
 
 router = APIRouter(prefix="/api", tags=["api"])
 

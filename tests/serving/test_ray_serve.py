@@ -20,8 +20,8 @@ import pytest
 
 from attnscope.cli import main
 from attnscope.config import Settings
+from attnscope.engine.service import ModelService
 from attnscope.serving.ray_serve import build, deployment_options, import_ray, replica_health
-from attnscope.serving.service import ModelService
 from attnscope.testing import REPO_ROOT, TINY_KINDS, build_tiny_models, free_port, running_server
 
 REQUESTS: list[tuple[str, dict[str, Any]]] = [

@@ -13,28 +13,27 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
-from fastapi import Depends, Request
 
 from attnscope.config import Settings
 from attnscope.decoding.steps import StepCallback
 from attnscope.device import resolve_device
-from attnscope.serving import ablation, limits
-from attnscope.serving.answer_builder import answer_batch
-from attnscope.serving.batching import Scheduler, Ticket
-from attnscope.serving.errors import InvalidInput
-from attnscope.serving.execution import InferencePool
-from attnscope.serving.explain import forced_prefixes
-from attnscope.serving.limits import Cost
-from attnscope.serving.registry import ModelRegistry, ServedModel
-from attnscope.serving.request import AlignKey, AnswerOptions, Job, ServiceRequest, TranslateKey
-from attnscope.serving.schemas import ModelInfo, TranslationResponse
+from attnscope.engine import ablation, limits
+from attnscope.engine.answer_builder import answer_batch
+from attnscope.engine.batching import Scheduler, Ticket
+from attnscope.engine.errors import InvalidInput
+from attnscope.engine.execution import InferencePool
+from attnscope.engine.explain import forced_prefixes
+from attnscope.engine.limits import Cost
+from attnscope.engine.registry import ModelRegistry, ServedModel
+from attnscope.engine.request import AlignKey, AnswerOptions, Job, ServiceRequest, TranslateKey
+from attnscope.engine.schemas import ModelInfo, TranslationResponse
 from attnscope.text.protect import Placement
 from attnscope.translator import Translation
 
-__all__ = ["AnswerOptions", "ModelService", "ServiceDep", "ServiceRequest", "get_service", "resolve_protect"]
+__all__ = ["AnswerOptions", "ModelService", "ServiceRequest", "resolve_protect"]
 
 T = TypeVar("T")
 
@@ -270,14 +269,3 @@ def resolve_protect(
     if prefix is not None or not served.translator.protects_by_default:
         return False
     return not return_beam or any(served.translator.spans(text) for text in texts)
-
-
-async def get_service(request: Request) -> ModelService:
-    """The app's service (made by ``create_app``, loaded by the lifespan); a FastAPI dependency.
-    ``async``, because FastAPI runs a plain function dependency in its thread pool: a thread hop
-    per request, and a wait for a free thread when the pool is busy."""
-    service: ModelService = request.app.state.service
-    return service
-
-
-ServiceDep = Annotated[ModelService, Depends(get_service)]

@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
-from attnscope.serving.errors import Unavailable
+from attnscope.engine.errors import Unavailable
 
 logger = logging.getLogger(__name__)
-M = TypeVar("M")  # a loaded model (attnscope.serving.registry.ServedModel)
+M = TypeVar("M")  # a loaded model (attnscope.engine.registry.ServedModel)
 State = Literal["loaded", "loading", "not_loaded"]
 POLL_S = 0.02
 RETRY_AFTER_S = 2

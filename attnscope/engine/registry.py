@@ -7,7 +7,7 @@ folder that fails is kept as *unavailable* with the reason and the file at fault
 With ``max_loaded`` (``ATTNSCOPE_MAX_LOADED_MODELS``) every folder is only *listed* at start-up
 (config, tokenizer and card read, the network built on the meta device: shapes, no weights) and
 the first ``max_loaded`` are loaded; the others load on first use and the least recently used
-model is unloaded beyond the bound (``attnscope.serving.residency``), each listed with its state."""
+model is unloaded beyond the bound (``attnscope.engine.residency``), each listed with its state."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from attnscope.engine.errors import Unavailable, UnknownModel
+from attnscope.engine.head_scores import CardAblation, CardAlignment, card_head_scores
+from attnscope.engine.residency import LoadFailed, Residency
+from attnscope.engine.schemas import ModelInfo, UnavailableModel
 from attnscope.nn.config import score_of
 from attnscope.nn.factory import build_model
 from attnscope.nn.family import geometry_of
@@ -38,14 +42,10 @@ from attnscope.repository import (
     read_card,
     read_config,
 )
-from attnscope.serving.errors import Unavailable, UnknownModel
-from attnscope.serving.head_scores import CardAblation, CardAlignment, card_head_scores
-from attnscope.serving.residency import LoadFailed, Residency
-from attnscope.serving.schemas import ModelInfo, UnavailableModel
 from attnscope.translator import Translator
 
 if TYPE_CHECKING:
-    from attnscope.serving.batching import BatchRunner
+    from attnscope.engine.batching import BatchRunner
 
 logger = logging.getLogger(__name__)
 LOAD_THREADS = 2  # folders loaded at once: reading weights and copying them into the model release the GIL
