@@ -22,7 +22,7 @@ from attnscope.decoding.steps import StepCallback
 from attnscope.device import resolve_device
 from attnscope.engine import ablation, limits
 from attnscope.engine.answer_builder import answer_batch
-from attnscope.engine.batching import Scheduler, Ticket
+from attnscope.engine.batching import BatchRunner, Scheduler, Ticket
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.execution import InferencePool
 from attnscope.engine.explain import forced_prefixes
@@ -95,7 +95,6 @@ class ModelService:
         gone: threading.Event | None = None,
         log: dict[str, Any] | None = None,
         on_step: StepCallback | None = None,
-        languages: tuple[str | None, str | None] = (None, None),
     ) -> list[TranslationResponse]:
         """Translate the request's texts (decoded together; each text has its own output budget,
         ``max_length`` or the default for its length, so it translates as it would alone).
@@ -140,7 +139,7 @@ class ModelService:
             request.model, request.decode_options(weights=weights), tuple(heads), protect, stream, request.languages
         )
         answers: list[TranslationResponse] = await self.scheduler.submit(
-            key, ticket, self.registry.pinning(self._run_translate)
+            key, ticket, self._pinned(self._run_translate)
         )
         return answers
 
@@ -162,8 +161,17 @@ class ModelService:
         cost = limits.admission(self.settings, served, [n], [m], limits.Asked(options.kinds, options.decimals, extras))
         ticket = self._ticket([text], [0], Job(request, extras, choice=choice), gone, cost)
         key = AlignKey(request.model, tuple(heads))
-        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self.registry.pinning(self._run_align))
+        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._pinned(self._run_align))
         return answers[0]
+
+    def _pinned(self, runner: BatchRunner) -> BatchRunner:
+        """``runner`` with its key's model kept loaded while it decodes (``ModelRegistry.pinned``)."""
+
+        def run(key: Hashable, tickets: list[Any], should_stop: Any) -> list[Any]:
+            with self.registry.pinned(key.model):  # type: ignore[attr-defined]
+                return runner(key, tickets, should_stop)
+
+        return run
 
     async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:
         """Run ``job`` in a decode slot of its own (under inference mode): the queue bound, the
