@@ -117,7 +117,7 @@ def test_serve_passes_flags_over_the_environment(monkeypatch: pytest.MonkeyPatch
 
 def test_serve_refuses_an_unknown_device(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server.uvicorn, "run", lambda *a, **k: pytest.fail("must not start"))
-    with pytest.raises(SystemExit, match="unknown device"):
+    with pytest.raises(ValueError, match="unknown device"):
         server.run(device="quantum")
 
 
