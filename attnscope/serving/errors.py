@@ -29,6 +29,23 @@ logger = logging.getLogger(__name__)
 
 _UNPARSEABLE_BODY = "There was an error parsing the body"
 
+# Each engine error's HTTP status (attnscope.engine.errors): the handlers below and the stream's
+# error events (attnscope.serving.stream) both read it
+STATUS: dict[type[Exception], int] = {
+    InvalidInput: 422, UnknownModel: 404, Unavailable: 503, DeadlineExceeded: 504, ClientGone: 499,
+}
+
+
+def status_of(exc: BaseException) -> int:
+    """The HTTP status of ``exc``: its engine error's, else 500."""
+    return next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 500)
+
+
+def retry_after(seconds: int) -> dict[str, str]:
+    """The ``Retry-After`` header (written here only): an :class:`Unavailable`'s
+    ``retry_after_s``, or the middleware's when shutdown stops a request."""
+    return {"Retry-After": str(seconds)}
+
 
 def _entry(loc: Sequence[Any], msg: str, kind: str) -> dict[str, Any]:
     return {"field": field_name(loc), "loc": list(loc), "msg": msg, "type": kind}
@@ -62,23 +79,21 @@ async def _on_invalid_input(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_unknown_model(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, UnknownModel)
-    return JSONResponse(status_code=404, content={"detail": str(exc), "available": exc.available})
+    return JSONResponse(status_code=status_of(exc), content={"detail": str(exc), "available": exc.available})
 
 
 async def _on_unavailable(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, Unavailable)
-    return JSONResponse(
-        status_code=503, content={"detail": str(exc)}, headers={"Retry-After": str(exc.retry_after_s)}
-    )
+    return JSONResponse(status_code=status_of(exc), content={"detail": str(exc)}, headers=retry_after(exc.retry_after_s))
 
 
 async def _on_deadline(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DeadlineExceeded)
-    return JSONResponse(status_code=504, content={"detail": str(exc)})
+    return JSONResponse(status_code=status_of(exc), content={"detail": str(exc)})
 
 
 async def _on_client_gone(request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse(status_code=499, content={"detail": "the client closed the request"})
+    return JSONResponse(status_code=status_of(exc), content={"detail": "the client closed the request"})
 
 
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attnscope.engine import metrics as engine_metrics
 from attnscope.serving import metrics
-from attnscope.serving.errors import unexpected_body, unexpected_start
+from attnscope.serving.errors import retry_after, unexpected_body, unexpected_start
 
 logger = logging.getLogger("attnscope.serving.requests")
 
@@ -130,7 +130,8 @@ class RequestLog:
             if status_started is not None:
                 raise  # the answer has begun: uvicorn drops the connection
             status = 503
-            await send_with_id(_json_start(503, SHUTTING_DOWN, ((b"retry-after", b"5"),)))
+            headers = tuple((k.lower().encode(), v.encode()) for k, v in retry_after(5).items())
+            await send_with_id(_json_start(503, SHUTTING_DOWN, headers))
             await send({"type": "http.response.body", "body": SHUTTING_DOWN})
             engine_metrics.CANCELLED.labels("shutdown").inc()
             # answered: the request's task ends here (re-raising would only log a traceback)
