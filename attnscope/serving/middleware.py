@@ -130,8 +130,8 @@ class RequestLog:
             if status_started is not None:
                 raise  # the answer has begun: uvicorn drops the connection
             status = 503
-            headers = tuple((k.lower().encode(), v.encode()) for k, v in retry_after(5).items())
-            await send_with_id(_json_start(503, SHUTTING_DOWN, headers))
+            retry = tuple((k.lower().encode(), v.encode()) for k, v in retry_after(5).items())
+            await send_with_id(_json_start(503, SHUTTING_DOWN, retry))
             await send({"type": "http.response.body", "body": SHUTTING_DOWN})
             engine_metrics.CANCELLED.labels("shutdown").inc()
             # answered: the request's task ends here (re-raising would only log a traceback)
