@@ -95,7 +95,7 @@ def worker_logging() -> dict[str, Any]:
         "disable_existing_loggers": False,
         "formatters": {"attnscope": {"format": WORKER_LOG_FORMAT}},
         "handlers": {"attnscope": handler},
-        "loggers": {"app": quiet, "uvicorn": quiet, "uvicorn.error": {"level": "INFO"}},
+        "loggers": {"attnscope": quiet, "uvicorn": quiet, "uvicorn.error": {"level": "INFO"}},
     }
 
 

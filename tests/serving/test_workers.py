@@ -32,9 +32,9 @@ def test_two_workers_each_log_their_loads_and_requests(tiny_models_dir: Path, tm
         with ThreadPoolExecutor(8) as pool:
             for start in range(0, MOST_REQUESTS, 8):
                 assert set(pool.map(one, range(start, start + 8))) == {200}
-                if len(pids(r"app\.serving\.requests: request id=\w+ POST /api/translate .*status=200")) == 2:
+                if len(pids(r"attnscope\.serving\.requests: request id=\w+ POST /api/translate .*status=200")) == 2:
                     break
-        requests = pids(r"app\.serving\.requests: request id=\w+ POST /api/translate .*status=200")
-        loads = pids(r"app\.serving\.registry: loaded en-de-rnn-additive")
+        requests = pids(r"attnscope\.serving\.requests: request id=\w+ POST /api/translate .*status=200")
+        loads = pids(r"attnscope\.engine\.registry: loaded en-de-rnn-additive")
     assert requests == workers, log.read_text()[-3000:]
     assert loads == workers, log.read_text()[-3000:]
