@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 from attnscope.alignment.rows import ROWS
 from attnscope.allocator import keep_freed_memory
 from attnscope.config import IN_CHECKOUT, REPO_ROOT, data_dir
+from attnscope.extras import OptionalEngineError
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -459,22 +460,18 @@ def cmd_align_corpus(args: argparse.Namespace) -> int:
 
 
 def _evaluate_ablate(args: argparse.Namespace, loaded: Any, translator: Any, data_dir: str | Path) -> int:
-    """``evaluate --ablate``: in-process, or with ``--ray`` on Ray Data actors (attnscope.analysis.ablation)."""
+    """``evaluate --ablate``: in-process, or with ``--ray`` on Ray actors (attnscope.executor)."""
+    from attnscope.executor import Runner
     from attnscope.repository import write_card
     from attnscope.training.ablation import ablation_bleu
 
-    if args.ray is None:
-        ablation = ablation_bleu(translator, data_dir, split=args.ablate_split, kinds=args.ablate_kinds, beam_size=args.beam)
-    else:
-        from attnscope.analysis.ablation import RayRun, ablation_bleu_on_ray
-        from attnscope.analysis.runner import MissingExtra
-
-        run = RayRun(args.ray, args.actors, args.threads, args.device, args.quantize)
-        try:
-            ablation = ablation_bleu_on_ray(loaded, data_dir, split=args.ablate_split, kinds=args.ablate_kinds, beam_size=args.beam, run=run)
-        except MissingExtra as err:
-            print(f"attnscope evaluate: error: {err}", file=sys.stderr)  # noqa: T201
-            return 2
+    runner = Runner(
+        Path(loaded.path), device=args.device, quantize=args.quantize, max_source_tokens=10_000, ray=args.ray,
+        actors=args.actors, threads=args.threads if args.ray is not None else None,
+    )  # fmt: skip
+    ablation = ablation_bleu(
+        translator, data_dir, split=args.ablate_split, kinds=args.ablate_kinds, beam_size=args.beam, runner=runner
+    )
     print(json.dumps(ablation, indent=1))  # noqa: T201 - the command's output
     if args.update_card:
         write_card(loaded.path, {**loaded.card, "ablation": ablation})
@@ -578,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
 
             print(download(data_dir(args.data_dir)))  # noqa: T201
             return 0
-    except (ValueError, FileNotFoundError, TypeError) as err:
+    except (ValueError, FileNotFoundError, TypeError, OptionalEngineError) as err:
         print(f"attnscope {args.command}: error: {err}", file=sys.stderr)  # noqa: T201
         return 2
     return 2

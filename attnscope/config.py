@@ -211,7 +211,7 @@ class Settings(BaseSettings):
         ge=1,
         description=(
             "Admission budget of a request's `explain`: the token-layer passes its methods run "
-            "(attnscope.serving.limits.explain_cost; value zeroing reruns every layer once per token)."
+            "(attnscope.engine.limits.explain_cost; value zeroing reruns every layer once per token)."
         ),
     )
     max_vision_cost: int = Field(

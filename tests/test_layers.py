@@ -1,8 +1,11 @@
-"""The package's layers import downward only (docs/architecture.md).
+"""The package's layers import downward only, and no module imports itself round a circle
+(docs/architecture.md).
 
 Imports are read from the source with ``ast`` (nothing is imported), the ones inside functions
-included: a lazy import is still a dependency. A unit is a subpackage of ``app`` (``attnscope.nn``) or a
-top-level module (``attnscope.translator``)."""
+and under ``TYPE_CHECKING`` included: a lazy import is still a dependency. A unit is a
+subpackage of ``attnscope`` (``attnscope.nn``) or a top-level module (``attnscope.translator``);
+the file graph has one node per module (``attnscope.engine.batching``, a package's
+``__init__`` as the package)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ WEB = {"serving", "cli"}  # the web layer and the command line: the top, nothing
 # The layers below the web; none of them may import serving (or the command line) at all.
 BELOW_WEB = {"nn", "decoding", "text", "training", "alignment", "vision", "explain", "analysis", "hf",
              "repository", "translator", "config", "device", "allocator", "anatomy", "attribution",
-             "score_table", "testing"}
+             "score_table", "testing", "engine", "extras", "executor"}
 
 
 def _unit(module: str) -> str | None:
@@ -69,6 +72,35 @@ def find_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str]:
     return []
 
 
+def module_of(path: Path) -> str:
+    """``attnscope/engine/batching.py`` -> ``attnscope.engine.batching``; an ``__init__`` is its package."""
+    parts = list(path.relative_to(APP.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def file_graph() -> dict[str, dict[str, list[str]]]:
+    """module -> imported module -> [the importing module]: ``from attnscope.nn import layers``
+    imports the module ``attnscope.nn.layers``, ``from attnscope.nn.config import X`` the module
+    ``attnscope.nn.config`` (a name that is no module: its package). A package is not counted as
+    imported by its own modules (Python runs its ``__init__`` first, but that is no dependency)."""
+    modules = {module_of(path): path for path in APP.rglob("*.py")}
+    graph: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for module, path in sorted(modules.items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for name in names:
+                while name and name not in modules:
+                    name = name.rpartition(".")[0]
+                if name.startswith("attnscope") and name != module and not module.startswith(f"{name}."):
+                    graph[module][name].append(module)
+    return graph
+
+
 def test_the_graph_is_read() -> None:
     graph = import_graph()
     assert "nn" in graph["decoding"]
@@ -81,6 +113,21 @@ def test_no_cycle_between_app_packages() -> None:
     cycle = find_cycle(graph)
     ties = [f"{a} -> {b}: {sorted(set(graph[a][b]))}" for a, b in zip(cycle, cycle[1:], strict=False)]
     assert not cycle, "import cycle between app's packages:\n" + "\n".join(ties)
+
+
+def test_the_file_graph_is_read() -> None:
+    graph = file_graph()
+    assert "attnscope.engine.batching" in graph["attnscope.engine.service"]  # from attnscope.engine.batching import ...
+    assert "attnscope.engine.limits" in graph["attnscope.engine.service"]  # from attnscope.engine import limits
+    assert "attnscope.explain" in graph["attnscope.engine.explanations"]  # a name defined in a package's __init__
+
+
+def test_no_cycle_between_modules() -> None:
+    """No file circle anywhere in attnscope/, inside a package included (a circle of two
+    modules is two that cannot be read, tested or moved apart)."""
+    graph = file_graph()
+    cycle = find_cycle(graph)
+    assert not cycle, "import cycle between modules: " + " -> ".join(cycle)
 
 
 def test_find_cycle_finds_one() -> None:

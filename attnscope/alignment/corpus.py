@@ -20,6 +20,7 @@ from pathlib import Path
 
 from attnscope.alignment.links import Links, format_pharaoh, grow_diag_final_and, parse_pharaoh
 from attnscope.alignment.words import Span, locate, moses_words
+from attnscope.extras import require
 from attnscope.text.corpus import DataError, load_parallel
 
 logger = logging.getLogger(__name__)
@@ -105,10 +106,7 @@ def load_references(
 def eflomal_links(sources: list[list[str]], targets: list[list[str]]) -> list[Links]:
     """Run eflomal both directions over tokenised sentences and symmetrise each pair with
     grow-diag-final-and. eflomal lower-cases words itself. Returns one link set per pair."""
-    try:
-        import eflomal
-    except ImportError as err:
-        raise RuntimeError("align-corpus needs eflomal: pip install -e '.[align]'") from err
+    eflomal = require("eflomal", "align", purpose="align-corpus")
     with tempfile.TemporaryDirectory() as tmp:
         fwd, rev = Path(tmp) / "fwd", Path(tmp) / "rev"
         logger.info("eflomal over %d sentence pairs", len(sources))

@@ -8,11 +8,10 @@ are Moses tokens, the convention of ``attnscope.alignment``) or the ``align-corp
 from __future__ import annotations
 
 import gzip
-import json
 import logging
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from attnscope.alignment.corpus import _parse_spans
@@ -126,19 +125,3 @@ def batches(items: Sequence[Item], batch_size: int) -> Iterator[list[Item]]:
         raise ValueError(f"batch size must be positive, got {batch_size}")
     for start in range(0, len(items), batch_size):
         yield list(items[start : start + batch_size])
-
-
-def dump_batch(batch: Sequence[Item]) -> str:
-    """A batch as JSON text (one value of a Ray Data column)."""
-    return json.dumps([asdict(item) for item in batch])
-
-
-def load_batch(text: str) -> list[Item]:
-    """Inverse of :func:`dump_batch`."""
-    items = []
-    for raw in json.loads(text):
-        for key in ("links", "source_words", "target_words"):
-            if raw[key] is not None:
-                raw[key] = [tuple(pair) for pair in raw[key]]
-        items.append(Item(**raw))
-    return items

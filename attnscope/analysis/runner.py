@@ -1,4 +1,6 @@
-"""``attnscope analyze``: the whole run, in-process or on Ray, and the files it writes.
+"""``attnscope analyze``: the whole run, in-process or on Ray actors (one executor for both,
+:func:`attnscope.executor.run_batches`: a batch of sentences is one unit of work), and the files
+it writes.
 
 Under the output folder:
 
@@ -25,6 +27,9 @@ from attnscope.analysis.corpus import Item, batches, read_items
 from attnscope.analysis.roles import summarize
 from attnscope.analysis.rows import INT_COLUMNS, analyze_batch, to_numpy
 from attnscope.analysis.summary import SUMMARY_FILE, summary_document, write_summary
+from attnscope.executor import Runner, run_batches
+from attnscope.extras import require
+from attnscope.translator import Translator
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +37,6 @@ ROWS_FILE = "rows.parquet"
 HEADS_FILE = "heads.parquet"
 META_FILE = "analysis.json"
 SORT_KEYS = ("sentence", "kind", "layer", "head")
-
-
-class MissingExtra(RuntimeError):
-    """An optional dependency is not installed; the message names the extra to install."""
 
 
 @dataclass(frozen=True)
@@ -61,12 +62,8 @@ class AnalyzeOptions:
 
 
 def _pyarrow() -> Any:
-    try:
-        import pyarrow
-        import pyarrow.parquet  # noqa: F401 - the submodule the writers use
-    except ImportError as err:
-        raise MissingExtra("attnscope analyze writes Parquet: pip install 'attnscope[analysis]'") from err
-    return pyarrow
+    require("pyarrow.parquet", "analysis", purpose="attnscope analyze (it writes Parquet)")  # the writers' submodule
+    return require("pyarrow", "analysis")
 
 
 def concat(parts: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -92,27 +89,21 @@ def rows_table(columns: dict[str, np.ndarray]) -> Any:
     return pa.table(arrays)
 
 
-def run_in_process(options: AnalyzeOptions, items: Sequence[Item]) -> dict[str, np.ndarray]:
-    """Every batch through one loaded model, with a progress bar."""
-    import torch
-    from tqdm import tqdm
+def analyze_chunk(translator: Translator, chunk: Sequence[Item]) -> dict[str, np.ndarray]:
+    """One batch of sentences -> its analysis rows as numpy columns (the executor's unit of work)."""
+    return to_numpy(analyze_batch(translator, chunk))
 
-    from attnscope.device import resolve_device
-    from attnscope.repository import load_model_folder
-    from attnscope.translator import Translator
 
-    translator = Translator(load_model_folder(options.model, resolve_device(options.device)))
+def run(options: AnalyzeOptions, items: Sequence[Item]) -> dict[str, np.ndarray]:
+    """Every batch of ``items`` through the model, in-process or on Ray (``options.ray``), sorted."""
+    if options.ray is not None and options.actors < 1:
+        raise ValueError(f"--actors must be positive, got {options.actors}")
+    runner = Runner(
+        options.model, device=options.device, ray=options.ray, actors=options.actors, threads=options.threads,
+        progress=options.progress,
+    )  # fmt: skip
     chunks = list(batches(items, options.batch_size))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(options.threads or threads)
-    try:
-        parts = [
-            to_numpy(analyze_batch(translator, chunk))
-            for chunk in tqdm(chunks, desc=f"analyze {options.model.name}", unit="batch", disable=not options.progress)
-        ]
-    finally:
-        torch.set_num_threads(threads)
-    return concat(parts)
+    return concat(run_batches(runner, analyze_chunk, chunks, desc=f"analyze {options.model.name}"))
 
 
 def analyze(options: AnalyzeOptions) -> dict[str, Any]:
@@ -133,12 +124,7 @@ def analyze(options: AnalyzeOptions) -> dict[str, Any]:
     if not items:
         raise ValueError(f"{options.corpus} has no sentences to analyse")
     start = time.perf_counter()
-    if options.ray is None:
-        columns = run_in_process(options, items)
-    else:
-        from attnscope.analysis.distributed import run_on_ray
-
-        columns = run_on_ray(options, items)
+    columns = run(options, items)
     seconds = time.perf_counter() - start
     heads = summarize(columns)
     options.out.mkdir(parents=True, exist_ok=True)

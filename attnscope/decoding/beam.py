@@ -185,10 +185,7 @@ class _Search:
             still_alive.append(b)
             kept += keep + [_Candidate(g * self.width, self.config.pad_id, NEG_INF, 0.0)] * (self.k - len(keep))
         if on_step is not None:
-            done = [f for b in self.alive for f in self.finished[b] if f.step == t]
-            rows = [b for b in self.alive for _ in range(self.width)]
-            report = _step_report(t, rows, log_probs, step, (kept, ended), done, self.enc.encoder_self, self.need_weights)
-            on_step(report)
+            on_step(self._report(t, log_probs, step, going=kept, ended=ended))
         if not still_alive:
             return False
         self._advance(kept, still_alive)
@@ -258,6 +255,29 @@ class _Search:
                 ranking = x.score / length_penalty(t + 1, self.alpha) + ranked.penalties[x.parent]
                 finished.append(_Finished(t, x.parent, x.token, x.logprob, x.score, ranking, x.node))
         return keep, last
+
+    def _report(
+        self, t: int, log_probs: Tensor, step: StepOutput, *, going: list[_Candidate], ended: list[_Candidate]
+    ) -> DecodeStep:
+        """Step ``t`` as :class:`DecodeStep`: the rows kept for the next step (``going``, dead
+        slots as None), those kept by sentences that finished here (``ended``), and the
+        hypotheses that finished. log_probs: (N, V)."""
+        done = [f for b in self.alive for f in self.finished[b] if f.step == t]
+        return DecodeStep(
+            step=t,
+            sentences=[b for b in self.alive for _ in range(self.width)],
+            log_probs=log_probs,
+            cross=step.cross if self.need_weights else None,
+            decoder_self=step.decoder_self if self.need_weights else None,
+            chosen=[
+                None if x.score == NEG_INF else Candidate(x.parent, x.token, x.logprob, x.score, x.node)
+                for x in going
+            ],
+            ended=[Candidate(x.parent, x.token, x.logprob, x.score, x.node) for x in ended],
+            finished=[Candidate(f.row, f.token, f.logprob, f.score, f.node, f.ranking) for f in done],
+            encoder_self=self.enc.encoder_self if t == 0 else None,
+            beam=True,
+        )
 
     def _advance(self, kept: list[_Candidate], still_alive: list[int]) -> None:
         """Make the kept rows the next step's: back-pointers, tokens, scores, decoder state."""
@@ -359,36 +379,6 @@ def _forced_tokens(
         return {}
     lps = log_probs[[g * width for g, _ in wanted], [w for _, w in wanted]].tolist()
     return {g: (w, lp) for (g, w), lp in zip(wanted, lps, strict=True)}
-
-
-def _step_report(
-    t: int,
-    rows: list[int],
-    log_probs: Tensor,
-    step: StepOutput,
-    kept: tuple[list[_Candidate], list[_Candidate]],
-    done: list[_Finished],
-    encoder_self: Tensor | None,
-    need_weights: bool,
-) -> DecodeStep:
-    """Step ``t`` as :class:`DecodeStep`: the rows kept for the next step (dead slots as None),
-    those kept by sentences that finished here, and the hypotheses that finished. log_probs: (N, V)."""
-    going, ended = kept
-    return DecodeStep(
-        step=t,
-        sentences=rows,
-        log_probs=log_probs,
-        cross=step.cross if need_weights else None,
-        decoder_self=step.decoder_self if need_weights else None,
-        chosen=[
-            None if x.score == NEG_INF else Candidate(x.parent, x.token, x.logprob, x.score, x.node)
-            for x in going
-        ],
-        ended=[Candidate(x.parent, x.token, x.logprob, x.score, x.node) for x in ended],
-        finished=[Candidate(f.row, f.token, f.logprob, f.score, f.node, f.ranking) for f in done],
-        encoder_self=encoder_self if t == 0 else None,
-        beam=True,
-    )
 
 
 def _close_trees(

@@ -21,7 +21,7 @@ from attnscope.decoding.plan import DecodeKw, DecodeOptions, DecodePlan, make_pl
 from attnscope.decoding.steps import Candidate, DecodeStep, StepCallback
 from attnscope.nn import native
 from attnscope.nn.base import Seq2Seq, reorder_encoder
-from attnscope.nn.outputs import EncoderOutput, StepOutput
+from attnscope.nn.outputs import StepOutput
 
 
 @torch.no_grad()
@@ -112,7 +112,8 @@ def _decode(
             out_lp[alive, t] = logp
         steps = t + 1
         if on_step is not None:
-            on_step(_step_event(t, alive_list, step, log_probs, tokens=tokens, logp=logp, out_lp=out_lp, enc=enc))
+            totals = out_lp[alive_list, : t + 1].sum(1)  # (N,) each sentence's log-probability so far
+            on_step(_step_event(t, alive_list, step, log_probs, (tokens, logp, totals), enc.encoder_self))
         finished = tokens.eq(c.eos_id)
         if t + 1 >= first_limit:  # a sentence may be out of budget
             finished |= row_limits[alive].le(t + 1)
@@ -150,20 +151,23 @@ def _forced(prefixes: list[list[int]], device: torch.device) -> Tensor:
 
 
 def _step_event(
-    t: int, alive: list[int], step: StepOutput, log_probs: Tensor, *, tokens: Tensor, logp: Tensor, out_lp: Tensor,
-    enc: EncoderOutput,
+    t: int,
+    alive: list[int],
+    step: StepOutput,
+    log_probs: Tensor,
+    chosen: tuple[Tensor, Tensor, Tensor],
+    encoder_self: Tensor | None,
 ) -> DecodeStep:
-    """What step ``t`` did, for ``on_step``. log_probs: (N, V); tokens, logp: (N,) the chosen
-    tokens and their log-probabilities; out_lp: (B, limit) every sentence's so far; ``enc``'s
-    encoder_self goes with step 0 only."""
-    totals = out_lp[alive, : t + 1].sum(1).tolist()
-    chosen: list[Candidate | None] = [
+    """What step ``t`` did, for ``on_step``. log_probs: (N, V); chosen: (N,) each, the tokens,
+    their log-probabilities and each sentence's total so far; ``encoder_self`` goes with step 0 only."""
+    tokens, logp, totals = chosen
+    candidates: list[Candidate | None] = [
         Candidate(parent=r, token=w, logprob=lp, score=total)
-        for r, (w, lp, total) in enumerate(zip(tokens.tolist(), logp.tolist(), totals, strict=True))
+        for r, (w, lp, total) in enumerate(zip(tokens.tolist(), logp.tolist(), totals.tolist(), strict=True))
     ]
     return DecodeStep(
         step=t, sentences=alive, log_probs=log_probs, cross=step.cross, decoder_self=step.decoder_self,
-        chosen=chosen, encoder_self=enc.encoder_self if t == 0 else None,
+        chosen=candidates, encoder_self=encoder_self if t == 0 else None,
     )  # fmt: skip
 
 

@@ -8,8 +8,9 @@ decoder step (the model's :meth:`~attnscope.nn.base.Seq2Seq.step_path`: a native
 prepared weights, or the layers on the modules' own). The decoders read the plan and ask nothing
 else; the caller runs the decoder its ``search`` names.
 
-Adding an option: a field of :class:`DecodeOptions` (and of :class:`DecodeKw`, for callers that
-pass options by keyword), read by the decoder that needs it."""
+Adding an option: a field of :class:`DecodeOptions` and the same key of :class:`DecodeKw` (the
+typed keywords of callers that pass options by keyword; tests/decoding/test_options_keywords.py
+fails until the two agree), read by the decoder that needs it."""
 
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ from torch import Tensor, nn
 
 from attnscope.nn.ablation import heads_off
 from attnscope.nn.attention import MultiHeadAttention
-from attnscope.nn.transformer import DecoderLayer, EncoderLayer, Residual, Transformer
+from attnscope.nn.layers import DecoderLayer, EncoderLayer, Residual
+from attnscope.nn.transformer import Transformer
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ import torch
 from torch import Tensor
 
 from attnscope.explain.trace import Trace, decoder_layer, encoder_layer
-from attnscope.nn.transformer import DecoderLayer, EncoderLayer, Transformer
+from attnscope.nn.layers import DecoderLayer, EncoderLayer
+from attnscope.nn.transformer import Transformer
 
 
 def distances(outputs: Tensor) -> Tensor:

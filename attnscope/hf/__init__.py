@@ -10,10 +10,9 @@ unchanged. ``transformers`` is needed to import, never to serve: it is the optio
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-EXTRA_HINT = "pip install 'attnscope[hf]' (or: pip install 'transformers>=4.45')"
+from attnscope.extras import require
 
 
 class ImportFailure(ValueError):
@@ -21,8 +20,5 @@ class ImportFailure(ValueError):
 
 
 def require_transformers() -> ModuleType:
-    """The ``transformers`` module, or ImportFailure naming the extra to install."""
-    try:
-        return importlib.import_module("transformers")
-    except ImportError as err:
-        raise ImportFailure(f"importing a Hugging Face model needs transformers: {EXTRA_HINT}") from err
+    """The ``transformers`` module, or :class:`~attnscope.extras.MissingExtra` naming the extra."""
+    return require("transformers", "hf", purpose="importing a Hugging Face model")

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from attnscope.nn.family import family_of, geometry_of
 
-HeadTuple = tuple[str, int, int]  # (kind, layer, head); the API names one with serving.heads.HeadRef
+HeadTuple = tuple[str, int, int]  # (kind, layer, head); the API names one with engine.heads.HeadRef
 
 _ACTIVE: ContextVar[dict[int, frozenset[int]] | None] = ContextVar("attnscope_disabled_heads", default=None)
 

@@ -25,21 +25,20 @@ these functions or to the module whose function they call, and then holds for ev
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
 
 from attnscope.nn import inference
 from attnscope.nn.attention import MultiHeadAttention
+from attnscope.nn.config import TransformerConfig
 from attnscope.nn.kv_cache import KVCache
+from attnscope.nn.layer_weights import LayerWeights, Linear
+from attnscope.nn.t5_parts import NewGELU, make_norm
 
-if TYPE_CHECKING:
-    from attnscope.nn.transformer import DecoderLayer
-
-Linear = Callable[[Tensor], Tensor]  # x (..., in) -> (..., out)
+Sublayer = Callable[[Tensor], tuple[Tensor, Tensor | None]]
 SelfKV = Callable[[Tensor], tuple[Tensor, Tensor]]  # new keys/values (2, N, H, T, Dh) -> all (N, H, t, Dh) each
 T = TypeVar("T")
 
@@ -64,37 +63,6 @@ def sublayer(
     out, extra = fn(norm(norm_module, x) if pre_norm else x)
     x = x + (out if dropout is None else dropout(out))
     return (x if pre_norm else norm(norm_module, x)), extra
-
-
-@dataclass(frozen=True)
-class LayerWeights:
-    """One decoder layer as the functions :func:`decoder_layer` calls: each linear layer as a
-    function of its input, the norms as modules, the attentions (for their kernel); ``ff_in`` and
-    ``ff_out`` are the feed-forward's prepared products, for the native steps (None otherwise);
-    ``dropout`` the residual dropout while training."""
-
-    pre_norm: bool
-    self_attn: MultiHeadAttention
-    cross_attn: MultiHeadAttention
-    norm_self: nn.Module
-    norm_cross: nn.Module
-    norm_ff: nn.Module
-    qkv: Linear  # (..., D) -> (..., 3D): queries, keys, values side by side
-    self_out: Linear
-    cross_q: Linear
-    cross_out: Linear
-    feed_forward: Linear
-    ff_in: Linear | None = None
-    ff_out: Linear | None = None
-    dropout: Linear | None = None
-
-    @property
-    def heads(self) -> int:
-        return self.self_attn.heads
-
-    @property
-    def eps(self) -> float:
-        return float(getattr(self.norm_self, "eps", 0.0))
 
 
 def self_attention(
@@ -200,13 +168,13 @@ def prepare(layers: nn.ModuleList) -> list[LayerWeights] | None:
     products carry none; a float linear layer without bias)."""
     if not inference.decoding() or layers.training:
         return None
-    return [_prepared(cast("DecoderLayer", layer)) for layer in layers] if all(map(_biased, layers)) else None
+    return [_prepared(cast(DecoderLayer, layer)) for layer in layers] if all(map(_biased, layers)) else None
 
 
 def _biased(module: nn.Module) -> bool:
     """Whether every float linear layer of a decoder layer has a bias (the prepared products'
     layout)."""
-    layer = cast("DecoderLayer", module)
+    layer = cast(DecoderLayer, module)
     sa, ca = layer.self_attn, layer.cross_attn
     first, _, _, last = layer.ff.net
     linears = (sa.q_proj, sa.k_proj, sa.v_proj, sa.out_proj, ca.q_proj, ca.out_proj, first, last)
@@ -234,3 +202,151 @@ class CacheAppend:
     def __call__(self, new: Tensor) -> tuple[Tensor, Tensor]:
         self.cache = self.cache.append(new)
         return self.cache.pair()
+
+
+class Residual(nn.Module):
+    """x + dropout(sublayer(norm(x))) for pre-norm, norm(x + dropout(sublayer(x))) for post-norm."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool, norm: nn.Module | None = None) -> None:
+        super().__init__()
+        # typed as LayerNorm for the fast paths (attnscope.nn.decoder_step, native), which read its
+        # fields and run only for the shipped layout; T5's RMSNorm reaches the general code only
+        self.norm = nn.LayerNorm(d_model) if norm is None else cast(nn.LayerNorm, norm)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def forward(self, x: Tensor, fn: Sublayer) -> tuple[Tensor, Tensor | None]:
+        """x (..., D) through :func:`sublayer` with ``fn`` (normed x -> output, weights)."""
+        return sublayer(x, self.norm, self.pre_norm, fn, self.dropout if self.training else None)
+
+
+ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,
+    "gelu_new": NewGELU,  # transformers' formula, not nn.GELU(approximate="tanh"): see NewGELU
+    "silu": nn.SiLU,
+}
+
+
+class FeedForward(nn.Module):
+    """last(act(first(x))), or with ``gated`` (T5 v1.1, mT5) last(act(first(x)) * gate(x));
+    ``bias`` False: projections without biases (T5)."""
+
+    def __init__(
+        self, d_model: int, ff_dim: int, dropout: float, activation: str = "relu", *, bias: bool = True, gated: bool = False
+    ) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(d_model, ff_dim, bias=bias), ACTIVATION_MODULES[activation](), nn.Dropout(dropout),
+            nn.Linear(ff_dim, d_model, bias=bias),
+        )  # fmt: skip
+        self.gate = nn.Linear(d_model, ff_dim, bias=bias) if gated else None
+
+    def forward(self, x: Tensor) -> tuple[Tensor, None]:
+        """x: (..., D) -> (..., D)."""
+        if self.gate is not None:
+            first, act, drop, last = self.net
+            hidden = act(inference.linear(first, x)) * inference.linear(self.gate, x)
+            return inference.linear(last, drop(hidden)), None
+        if self.training:
+            return self.net(x), None
+        first, act, _, last = self.net
+        hidden = inference.linear(first, x)
+        return inference.linear(last, torch.relu(hidden) if type(act) is nn.ReLU else act(hidden)), None
+
+
+def _attention(c: TransformerConfig) -> MultiHeadAttention:
+    """An attention of the config's geometry (T5: its own head size, no biases, unscaled)."""
+    return MultiHeadAttention(
+        c.d_model, c.heads, c.attention_dropout_p, head_dim=c.head_dim, bias=c.linear_bias, scaled=c.scale_attention
+    )
+
+
+def _feed_forward(c: TransformerConfig) -> FeedForward:
+    return FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p, c.activation, bias=c.linear_bias, gated=c.gated_ff)
+
+
+def _residual_block(c: TransformerConfig) -> Residual:
+    return Residual(c.d_model, c.dropout, c.pre_norm, make_norm(c))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then the feed-forward, each a residual sublayer (:class:`Residual`)."""
+
+    def __init__(self, c: TransformerConfig) -> None:
+        super().__init__()
+        self.self_attn = _attention(c)
+        self.ff = _feed_forward(c)
+        self.res_attn = _residual_block(c)
+        self.res_ff = _residual_block(c)
+
+    def forward(
+        self, x: Tensor, mask: Tensor, need_weights: bool, bias: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """x: (B, S, D); mask: (B, 1, 1, S); bias: None or (1, H, S, S) on the scores (T5)."""
+        return self.run(x, lambda y: self.self_attn(y, y, mask, need_weights=need_weights, bias=bias))
+
+    def run(self, x: Tensor, attend: Sublayer) -> tuple[Tensor, Tensor | None]:
+        """The encoder layer (every form of it): its self-attention ``attend`` (normed x ->
+        output, weights) and the feed-forward, each a residual sublayer
+        (:func:`attnscope.nn.layers.sublayer`)."""
+        x, weights = self.res_attn(x, attend)
+        x, _ = self.res_ff(x, self.ff)
+        return x, weights
+
+    def packed(
+        self, x: Tensor, rows: Tensor, shape: tuple[int, int], mask: Tensor, need_weights: bool, bias: Tensor | None = None
+    ) -> tuple[Tensor, Tensor | None]:
+        """The layer at inference on the real positions only: x (N, D) holds the rows ``rows``
+        (flat indices) of a padded (B, S) batch, ``shape`` = (B, S). Only attention needs the
+        padded layout: queries, keys and values are scattered into it (zeros at the padding,
+        which the mask hides from every real query), and the heads' outputs are gathered back.
+        The real positions get the numbers of :meth:`forward` (up to float rounding: the
+        products have other sizes); the padded query rows' weights are not the same, and no
+        one reads them (answers cut each matrix to its sentence)."""
+        attn = self.self_attn
+        b, s = shape
+
+        def attend(y: Tensor) -> tuple[Tensor, Tensor | None]:
+            qkv = attn.qkv_rows(y)  # (N, 3D)
+            full = qkv.new_zeros(b * s, qkv.size(1)).index_copy_(0, rows, qkv)
+            q, k, v = full.view(b, s, 3, attn.heads, attn.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, S, Dh)
+            heads, weights = attn.attend_heads(q, k, v, mask, need_weights, bias)  # (B, S, H * Dh)
+            return inference.linear(attn.out_proj, heads.reshape(b * s, -1).index_select(0, rows)), weights
+
+        return self.run(x, attend)
+
+
+class DecoderLayer(nn.Module):
+    """Self-attention, cross-attention, feed-forward: the modules whose weights
+    :func:`decoder_layer` runs (:func:`general` or :func:`prepare`)."""
+
+    def __init__(self, c: TransformerConfig) -> None:
+        super().__init__()
+        self.self_attn = _attention(c)
+        self.cross_attn = _attention(c)
+        self.ff = _feed_forward(c)
+        self.res_self = _residual_block(c)
+        self.res_cross = _residual_block(c)
+        self.res_ff = _residual_block(c)
+
+    def forward(
+        self,
+        x: Tensor,
+        cache: KVCache,
+        self_mask: Tensor | None,
+        cross_kv: tuple[Tensor, Tensor],
+        cross_mask: Tensor,
+        need_weights: bool,
+        bias: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None, KVCache]:
+        """x: (B, T, D) new positions after the ``cache``'s earlier ones (``self_mask`` None or
+        broadcastable to (B, H, T, t + T); ``bias`` None or (1, H, T, t + T) on the self scores,
+        T5's). Returns x, the self weights (B, H, T, t + T), the cross weights (B, H, T, S) and
+        the cache grown by the T positions (written in place): :func:`attnscope.nn.layers.decoder_layer`
+        on this layer's own weights."""
+        kv = CacheAppend(cache)
+        x, self_w, cross_w = decoder_layer(
+            general(self), x, kv, (self_mask, cross_mask), cross_kv, need_weights, bias
+        )
+        return x, self_w, cross_w, kv.cache

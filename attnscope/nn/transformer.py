@@ -9,7 +9,6 @@ those decode through the general layer code."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import cast
@@ -18,14 +17,12 @@ import torch
 from torch import Tensor, nn
 
 from attnscope.nn import ablation, inference, layers, native, recording
-from attnscope.nn.attention import MultiHeadAttention
 from attnscope.nn.base import DecoderState, Seq2Seq, StepPath, reorder_encoder
 from attnscope.nn.config import TransformerConfig
 from attnscope.nn.kv_cache import KVCache, select_all
+from attnscope.nn.layers import DecoderLayer, EncoderLayer
 from attnscope.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
-from attnscope.nn.t5_parts import NewGELU, RelativePositionBias, make_norm
-
-Sublayer = Callable[[Tensor], tuple[Tensor, Tensor | None]]
+from attnscope.nn.t5_parts import RelativePositionBias, make_norm
 
 
 def sinusoidal_positions(length: int, dim: int) -> Tensor:
@@ -36,148 +33,6 @@ def sinusoidal_positions(length: int, dim: int) -> Tensor:
     table[:, 0::2] = torch.sin(pos * freq)
     table[:, 1::2] = torch.cos(pos * freq)
     return table
-
-
-class Residual(nn.Module):
-    """x + dropout(sublayer(norm(x))) for pre-norm, norm(x + dropout(sublayer(x))) for post-norm."""
-
-    def __init__(self, d_model: int, dropout: float, pre_norm: bool, norm: nn.Module | None = None) -> None:
-        super().__init__()
-        # typed as LayerNorm for the fast paths (attnscope.nn.decoder_step, native), which read its
-        # fields and run only for the shipped layout; T5's RMSNorm reaches the general code only
-        self.norm = nn.LayerNorm(d_model) if norm is None else cast(nn.LayerNorm, norm)
-        self.dropout = nn.Dropout(dropout)
-        self.pre_norm = pre_norm
-
-    def forward(self, x: Tensor, sublayer: Sublayer) -> tuple[Tensor, Tensor | None]:
-        return layers.sublayer(x, self.norm, self.pre_norm, sublayer, self.dropout if self.training else None)
-
-
-ACTIVATION_MODULES: dict[str, Callable[[], nn.Module]] = {
-    "relu": nn.ReLU,
-    "gelu": nn.GELU,
-    "gelu_new": NewGELU,  # transformers' formula, not nn.GELU(approximate="tanh"): see NewGELU
-    "silu": nn.SiLU,
-}
-
-
-class FeedForward(nn.Module):
-    """last(act(first(x))), or with ``gated`` (T5 v1.1, mT5) last(act(first(x)) * gate(x));
-    ``bias`` False: projections without biases (T5)."""
-
-    def __init__(
-        self, d_model: int, ff_dim: int, dropout: float, activation: str = "relu", *, bias: bool = True, gated: bool = False
-    ) -> None:
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(d_model, ff_dim, bias=bias), ACTIVATION_MODULES[activation](), nn.Dropout(dropout),
-            nn.Linear(ff_dim, d_model, bias=bias),
-        )  # fmt: skip
-        self.gate = nn.Linear(d_model, ff_dim, bias=bias) if gated else None
-
-    def forward(self, x: Tensor) -> tuple[Tensor, None]:
-        """x: (..., D) -> (..., D)."""
-        if self.gate is not None:
-            first, act, drop, last = self.net
-            hidden = act(inference.linear(first, x)) * inference.linear(self.gate, x)
-            return inference.linear(last, drop(hidden)), None
-        if self.training:
-            return self.net(x), None
-        first, act, _, last = self.net
-        hidden = inference.linear(first, x)
-        return inference.linear(last, torch.relu(hidden) if type(act) is nn.ReLU else act(hidden)), None
-
-
-def _attention(c: TransformerConfig) -> MultiHeadAttention:
-    """An attention of the config's geometry (T5: its own head size, no biases, unscaled)."""
-    return MultiHeadAttention(
-        c.d_model, c.heads, c.attention_dropout_p, head_dim=c.head_dim, bias=c.linear_bias, scaled=c.scale_attention
-    )
-
-
-def _feed_forward(c: TransformerConfig) -> FeedForward:
-    return FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p, c.activation, bias=c.linear_bias, gated=c.gated_ff)
-
-
-def _residual_block(c: TransformerConfig) -> Residual:
-    return Residual(c.d_model, c.dropout, c.pre_norm, make_norm(c))
-
-
-class EncoderLayer(nn.Module):
-    def __init__(self, c: TransformerConfig) -> None:
-        super().__init__()
-        self.self_attn = _attention(c)
-        self.ff = _feed_forward(c)
-        self.res_attn = _residual_block(c)
-        self.res_ff = _residual_block(c)
-
-    def forward(
-        self, x: Tensor, mask: Tensor, need_weights: bool, bias: Tensor | None = None
-    ) -> tuple[Tensor, Tensor | None]:
-        """x: (B, S, D); mask: (B, 1, 1, S); bias: None or (1, H, S, S) on the scores (T5)."""
-        return self.run(x, lambda y: self.self_attn(y, y, mask, need_weights=need_weights, bias=bias))
-
-    def run(self, x: Tensor, attend: Sublayer) -> tuple[Tensor, Tensor | None]:
-        """The encoder layer (every form of it): its self-attention ``attend`` (normed x ->
-        output, weights) and the feed-forward, each a residual sublayer
-        (:func:`attnscope.nn.layers.sublayer`)."""
-        x, weights = self.res_attn(x, attend)
-        x, _ = self.res_ff(x, self.ff)
-        return x, weights
-
-    def packed(
-        self, x: Tensor, rows: Tensor, shape: tuple[int, int], mask: Tensor, need_weights: bool, bias: Tensor | None = None
-    ) -> tuple[Tensor, Tensor | None]:
-        """The layer at inference on the real positions only: x (N, D) holds the rows ``rows``
-        (flat indices) of a padded (B, S) batch, ``shape`` = (B, S). Only attention needs the
-        padded layout: queries, keys and values are scattered into it (zeros at the padding,
-        which the mask hides from every real query), and the heads' outputs are gathered back.
-        The real positions get the numbers of :meth:`forward` (up to float rounding: the
-        products have other sizes); the padded query rows' weights are not the same, and no
-        one reads them (answers cut each matrix to its sentence)."""
-        attn = self.self_attn
-        b, s = shape
-
-        def attend(y: Tensor) -> tuple[Tensor, Tensor | None]:
-            qkv = attn.qkv_rows(y)  # (N, 3D)
-            full = qkv.new_zeros(b * s, qkv.size(1)).index_copy_(0, rows, qkv)
-            q, k, v = full.view(b, s, 3, attn.heads, attn.head_dim).permute(2, 0, 3, 1, 4)  # (B, H, S, Dh)
-            heads, weights = attn.attend_heads(q, k, v, mask, need_weights, bias)  # (B, S, H * Dh)
-            return inference.linear(attn.out_proj, heads.reshape(b * s, -1).index_select(0, rows)), weights
-
-        return self.run(x, attend)
-
-
-class DecoderLayer(nn.Module):
-    def __init__(self, c: TransformerConfig) -> None:
-        super().__init__()
-        self.self_attn = _attention(c)
-        self.cross_attn = _attention(c)
-        self.ff = _feed_forward(c)
-        self.res_self = _residual_block(c)
-        self.res_cross = _residual_block(c)
-        self.res_ff = _residual_block(c)
-
-    def forward(
-        self,
-        x: Tensor,
-        cache: KVCache,
-        self_mask: Tensor | None,
-        cross_kv: tuple[Tensor, Tensor],
-        cross_mask: Tensor,
-        need_weights: bool,
-        bias: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor | None, Tensor | None, KVCache]:
-        """x: (B, T, D) new positions after the ``cache``'s earlier ones (``self_mask`` None or
-        broadcastable to (B, H, T, t + T); ``bias`` None or (1, H, T, t + T) on the self scores,
-        T5's). Returns x, the self weights (B, H, T, t + T), the cross weights (B, H, T, S) and
-        the cache grown by the T positions (written in place): :func:`attnscope.nn.layers.decoder_layer`
-        on this layer's own weights."""
-        kv = layers.CacheAppend(cache)
-        x, self_w, cross_w = layers.decoder_layer(
-            layers.general(self), x, kv, (self_mask, cross_mask), cross_kv, need_weights, bias
-        )
-        return x, self_w, cross_w, kv.cache
 
 
 @dataclass

@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.analysis.summary import NoAnalysis, read_summary, summary_path
-from attnscope.serving.schemas import ErrorResponse
-from attnscope.serving.service import ServiceDep
+from attnscope.engine.schemas import ErrorResponse
+from attnscope.serving.deps import ServiceDep
 
 router = APIRouter(prefix="/api", tags=["api"])
 

@@ -12,10 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from attnscope.serving.answers import answer_json, gzip_bytes
-from attnscope.serving.execution import watch_disconnect
-from attnscope.serving.request import ServiceRequest
-from attnscope.serving.schemas import (
+from attnscope.engine.answers import answer_json, gzip_bytes
+from attnscope.engine.request import ServiceRequest
+from attnscope.engine.schemas import (
     AlignRequest,
     BatchTranslateRequest,
     ErrorResponse,
@@ -25,7 +24,9 @@ from attnscope.serving.schemas import (
     TranslateRequest,
     TranslationResponse,
 )
-from attnscope.serving.service import ModelService, ServiceDep
+from attnscope.engine.service import ModelService
+from attnscope.serving.deps import ServiceDep
+from attnscope.serving.disconnect import watch_disconnect
 
 router = APIRouter(prefix="/api", tags=["api"])
 

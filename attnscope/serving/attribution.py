@@ -11,14 +11,14 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.attribution import attribute, normalise_rows, summary
+from attnscope.engine import limits
+from attnscope.engine.answers import matrix
+from attnscope.engine.errors import InvalidInput
+from attnscope.engine.schemas import BeamSize, ErrorResponse, ModelId, Target, Text
 from attnscope.explain.contrastive import contrastive
 from attnscope.repository import LoadedModel
-from attnscope.serving import limits
-from attnscope.serving.answers import matrix
-from attnscope.serving.errors import InvalidInput
-from attnscope.serving.execution import watch_disconnect
-from attnscope.serving.schemas import BeamSize, ErrorResponse, ModelId, Target, Text
-from attnscope.serving.service import ServiceDep
+from attnscope.serving.deps import ServiceDep
+from attnscope.serving.disconnect import watch_disconnect
 from attnscope.translator import Translation
 
 router = APIRouter(prefix="/api", tags=["api"])

@@ -1,4 +1,5 @@
-"""Errors the service raises and the handlers that turn every failure into a JSON answer.
+"""The handlers that turn every failure (the engine's errors, ``attnscope.engine.errors``, included)
+into a JSON answer.
 
 Bodies always have a readable ``detail`` string: 422 adds ``errors`` (one entry per invalid
 field), 404 for a model adds ``available``; anything unexpected is a logged 500, never a trace."""
@@ -15,66 +16,35 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from attnscope.engine.errors import (
+    ClientGone,
+    DeadlineExceeded,
+    InvalidInput,
+    Unavailable,
+    UnknownModel,
+    field_name,
+)
+
 logger = logging.getLogger(__name__)
 
-Loc = tuple[str | int, ...]
 _UNPARSEABLE_BODY = "There was an error parsing the body"
 
-
-class UnknownModel(LookupError):
-    """No such model is served; ``unavailable`` is the folder's load failure, if it has one."""
-
-    def __init__(self, model_id: str, available: Sequence[str], unavailable: Any = None) -> None:
-        self.model_id = model_id
-        self.available = list(available)
-        names = ", ".join(self.available) or "none are loaded"
-        if unavailable is not None:
-            super().__init__(f"model {model_id!r} is unavailable ({unavailable.reason}); available: {names}")
-        else:
-            super().__init__(f"unknown model {model_id!r}; available: {names}")
+# Each engine error's HTTP status (attnscope.engine.errors): the handlers below and the stream's
+# error events (attnscope.serving.stream) both read it
+STATUS: dict[type[Exception], int] = {
+    InvalidInput: 422, UnknownModel: 404, Unavailable: 503, DeadlineExceeded: 504, ClientGone: 499,
+}
 
 
-class InvalidInput(ValueError):
-    """A request that passed the schema but breaks a configured limit; ``loc`` as pydantic's."""
-
-    def __init__(self, loc: Loc, message: str, kind: str = "value_error") -> None:
-        self.loc = loc
-        self.message = message
-        self.kind = kind
-        super().__init__(f"{field_name(loc)}: {message}")
+def status_of(exc: BaseException) -> int:
+    """The HTTP status of ``exc``: its engine error's, else 500."""
+    return next((code for kind, code in STATUS.items() if isinstance(exc, kind)), 500)
 
 
-class Unavailable(RuntimeError):
-    """The server cannot take the request now (models still loading, queue full, shutting
-    down): 503 with ``Retry-After``."""
-
-    def __init__(self, message: str, retry_after_s: int = 1) -> None:
-        self.retry_after_s = retry_after_s
-        super().__init__(message)
-
-
-class DeadlineExceeded(TimeoutError):
-    """The request ran past its deadline (queueing and decoding): 504."""
-
-    def __init__(self, timeout_s: float) -> None:
-        self.timeout_s = timeout_s
-        super().__init__(
-            f"the request ran past its {timeout_s:g} s deadline (ATTNSCOPE_REQUEST_TIMEOUT_S) and was "
-            "stopped; ask for fewer beams, a shorter max_length or fewer texts"
-        )
-
-
-class ClientGone(Exception):
-    """The client disconnected before its answer was ready (nobody reads the 499 answer)."""
-
-
-def field_name(loc: Sequence[Any]) -> str:
-    """``("body", "texts", 2)`` -> ``texts[2]``; the bare body is ``body``."""
-    parts = list(loc[1:] if len(loc) > 1 and loc[0] in ("body", "query", "path") else loc)
-    name = ""
-    for part in parts:
-        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
-    return name or "body"
+def retry_after(seconds: int) -> dict[str, str]:
+    """The ``Retry-After`` header (written here only): an :class:`Unavailable`'s
+    ``retry_after_s``, or the middleware's when shutdown stops a request."""
+    return {"Retry-After": str(seconds)}
 
 
 def _entry(loc: Sequence[Any], msg: str, kind: str) -> dict[str, Any]:
@@ -109,23 +79,21 @@ async def _on_invalid_input(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_unknown_model(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, UnknownModel)
-    return JSONResponse(status_code=404, content={"detail": str(exc), "available": exc.available})
+    return JSONResponse(status_code=status_of(exc), content={"detail": str(exc), "available": exc.available})
 
 
 async def _on_unavailable(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, Unavailable)
-    return JSONResponse(
-        status_code=503, content={"detail": str(exc)}, headers={"Retry-After": str(exc.retry_after_s)}
-    )
+    return JSONResponse(status_code=status_of(exc), content={"detail": str(exc)}, headers=retry_after(exc.retry_after_s))
 
 
 async def _on_deadline(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, DeadlineExceeded)
-    return JSONResponse(status_code=504, content={"detail": str(exc)})
+    return JSONResponse(status_code=status_of(exc), content={"detail": str(exc)})
 
 
 async def _on_client_gone(request: Request, exc: Exception) -> JSONResponse:
-    return JSONResponse(status_code=499, content={"detail": "the client closed the request"})
+    return JSONResponse(status_code=status_of(exc), content={"detail": "the client closed the request"})
 
 
 async def _on_http(request: Request, exc: Exception) -> JSONResponse:

@@ -20,6 +20,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from attnscope import __version__
 from attnscope.allocator import keep_freed_memory
 from attnscope.config import Settings, get_settings
+from attnscope.engine.service import ModelService
 from attnscope.serving import analysis_api, api, assets, catalog, metrics, pages, stream
 from attnscope.serving import attribution as attribution_api
 from attnscope.serving import vision as vision_api
@@ -31,7 +32,6 @@ from attnscope.serving.middleware import (
     SecurityHeaders,
     answer_cancelled,
 )
-from attnscope.serving.service import ModelService
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""Prometheus metrics (``prometheus-client``), served at ``/metrics``.
+"""The web layer's Prometheus metrics (``prometheus-client``) and ``/metrics``, which serves them
+with the engine's (``attnscope.engine.metrics``).
 
 One set per process, in the library's default registry. With ``--workers N`` each worker counts
 its own requests; set ``PROMETHEUS_MULTIPROC_DIR`` to an empty folder before starting and
@@ -16,7 +17,6 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
-    Gauge,
     Histogram,
     generate_latest,
 )
@@ -31,27 +31,6 @@ LATENCY = Histogram(
     ["route"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
 )
-QUEUE_DEPTH = Gauge("attnscope_queue_depth", "Requests waiting for a decode slot.", multiprocess_mode="livesum")
-RUNNING = Gauge("attnscope_decodes_running", "Decodes running now (one per busy slot).", multiprocess_mode="livesum")
-BATCH_TEXTS = Histogram(
-    "attnscope_batch_texts",
-    "Texts decoded together in one decode (micro-batches of concurrent requests).",
-    buckets=(1, 2, 4, 8, 16, 32, 64, 128),
-)
-BATCH_REQUESTS = Histogram(
-    "attnscope_batch_requests", "Requests served by one decode.", buckets=(1, 2, 4, 8, 16, 32, 64)
-)
-REJECTED = Counter(
-    "attnscope_rejections",
-    "Requests refused before decoding: over the cost budget (422), queue full (503), body too large (413), bad Host (400).",
-    ["reason"],
-)
-CANCELLED = Counter(
-    "attnscope_decodes_cancelled",
-    "Requests whose decode was given up: the client disconnected, or the deadline passed.",
-    ["reason"],
-)
-
 SLOW_CLIENTS = Counter(
     "attnscope_slow_clients",
     "Connections closed for slowness: headers or body not in time (408), an answer not read (aborted).",

@@ -21,8 +21,9 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from attnscope.engine import metrics as engine_metrics
 from attnscope.serving import metrics
-from attnscope.serving.errors import unexpected_body, unexpected_start
+from attnscope.serving.errors import retry_after, unexpected_body, unexpected_start
 
 logger = logging.getLogger("attnscope.serving.requests")
 
@@ -129,9 +130,10 @@ class RequestLog:
             if status_started is not None:
                 raise  # the answer has begun: uvicorn drops the connection
             status = 503
-            await send_with_id(_json_start(503, SHUTTING_DOWN, ((b"retry-after", b"5"),)))
+            retry = tuple((k.lower().encode(), v.encode()) for k, v in retry_after(5).items())
+            await send_with_id(_json_start(503, SHUTTING_DOWN, retry))
             await send({"type": "http.response.body", "body": SHUTTING_DOWN})
-            metrics.CANCELLED.labels("shutdown").inc()
+            engine_metrics.CANCELLED.labels("shutdown").inc()
             # answered: the request's task ends here (re-raising would only log a traceback)
         except Exception as exc:
             # Answered here, not by Starlette's outermost error layer: so the 500 carries the
@@ -205,7 +207,7 @@ class HostCheck:
         if scope["type"] == "http":
             host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
             if not self.allows(host):
-                metrics.REJECTED.labels("host").inc()
+                engine_metrics.REJECTED.labels("host").inc()
                 await _send_json(
                     send, 400, f"host {host!r} is not allowed; add it to ATTNSCOPE_ALLOWED_HOSTS (comma-separated)"
                 )
@@ -246,7 +248,7 @@ class BodyLimit:
             return
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
-            metrics.REJECTED.labels("body_too_large").inc()
+            engine_metrics.REJECTED.labels("body_too_large").inc()
             await _send_json(send, 413, self._too_large())
             return
         seen = 0
@@ -257,7 +259,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    metrics.REJECTED.labels("body_too_large").inc()
+                    engine_metrics.REJECTED.labels("body_too_large").inc()
                     raise HTTPException(413, self._too_large())  # FastAPI passes it on: a JSON 413
             return message
 

@@ -18,9 +18,9 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from attnscope.config import shipped
+from attnscope.engine.schemas import MAX_BEAM
+from attnscope.engine.service import ModelService
 from attnscope.score_table import score_rows
-from attnscope.serving.schemas import MAX_BEAM
-from attnscope.serving.service import ModelService
 
 logger = logging.getLogger(__name__)
 

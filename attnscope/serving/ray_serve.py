@@ -21,30 +21,24 @@ import math
 import os
 import signal
 import threading
-from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from attnscope.config import Settings
+from attnscope.extras import join_ray, require
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from attnscope.serving.service import ModelService
+    from attnscope.engine.service import ModelService
 
 logger = logging.getLogger(__name__)
 APP_NAME = "attnscope"
-RAY_MISSING = "Ray Serve is not installed; serve --ray needs it: pip install 'attnscope[ray]'"
 
 
 def import_ray() -> tuple[ModuleType, ModuleType]:
-    """``(ray, ray.serve)``, or SystemExit with the extra to install when Ray is missing."""
-    try:
-        import ray
-        from ray import serve
-    except ImportError as err:
-        raise SystemExit(f"attnscope serve: {RAY_MISSING} ({err})") from None
-    return ray, serve
+    """``(ray, ray.serve)``, or :class:`~attnscope.extras.MissingExtra` naming the extra."""
+    return require("ray", "ray", purpose="serve --ray"), require("ray.serve", "ray", purpose="serve --ray")
 
 
 def replica_health(service: ModelService) -> None:
@@ -122,9 +116,11 @@ def run(address: str | None = None, **flags: Any) -> None:
     settings = Settings(**flags)
     options = deployment_options(settings)  # a bad bound fails before Ray is even imported
     ray, serve = import_ray()
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no phoning home
     local = not address
-    _start_ray(ray, address, settings)
+    if local:
+        _check_local(settings)
+    cpus = max(os.cpu_count() or 1, math.ceil(settings.ray_max_replicas * settings.ray_replica_cpus))
+    join_ray(address, cpus=cpus, purpose="serve --ray")  # the local one: CPUs for the most replicas
     stop = _stop_on_signals()
     try:
         serve.start(http_options={"host": settings.host, "port": settings.port})
@@ -141,37 +137,17 @@ def run(address: str | None = None, **flags: Any) -> None:
         ray.shutdown()
 
 
-def _start_ray(ray: ModuleType, address: str | None, settings: Settings) -> None:
-    """Join the cluster at ``address``, or start a local Ray (never joining one already running
-    here) whose workers import this checkout's ``app``, with CPUs for the most replicas."""
-    if address:
-        try:
-            ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
-        except (ConnectionError, RuntimeError, ValueError) as err:  # one clear line, not Ray's traceback
-            raise SystemExit(f"attnscope serve: cannot join the Ray cluster at {address}: {err}") from None
-        return
-    _check_local(settings)
-    root = str(Path(__file__).resolve().parents[2])
-    cpus = max(os.cpu_count() or 1, math.ceil(settings.ray_max_replicas * settings.ray_replica_cpus))
-    ray.init(
-        address="local", num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING,
-        runtime_env={"env_vars": {"PYTHONPATH": root}},
-    )  # fmt: skip
-
-
 def _check_local(settings: Settings) -> None:
     """On this machine, a device or GPU it does not have fails here, in one line, not as a
-    replica that retries its constructor or waits for a GPU forever."""
+    replica that retries its constructor or waits for a GPU forever (ValueError: the command
+    line prints it as one line)."""
     import torch
 
     from attnscope.device import resolve_device
 
-    try:
-        resolve_device(settings.device)
-    except ValueError as err:
-        raise SystemExit(f"attnscope serve: {err}") from None
+    resolve_device(settings.device)  # ValueError naming the device
     if settings.ray_replica_gpus > 0 and not torch.cuda.is_available():
-        raise SystemExit("attnscope serve: --replica-gpus needs a GPU, and this machine has none")
+        raise ValueError("--replica-gpus needs a GPU, and this machine has none")
 
 
 def _stop_on_signals() -> threading.Event:

@@ -40,10 +40,7 @@ def run(
     }  # fmt: skip
     flags = {k: v for k, v in flags.items() if v is not None}
     settings = Settings(**flags)
-    try:
-        resolve_device(settings.device)  # fail here, with one clear line, not inside the lifespan
-    except ValueError as err:
-        raise SystemExit(f"attnscope serve: {err}") from None
+    resolve_device(settings.device)  # ValueError here (one line from the CLI), not inside the lifespan
     if not _local(settings.host) and settings.allowed_hosts == Settings.model_fields["allowed_hosts"].default:
         logger.warning(
             "listening on %s but answering only Host names %s: set ATTNSCOPE_ALLOWED_HOSTS to the names "

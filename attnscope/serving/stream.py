@@ -29,13 +29,13 @@ from fastapi.responses import Response, StreamingResponse
 from prometheus_client import Counter
 
 from attnscope.decoding.steps import Candidate, DecodeStep
+from attnscope.engine.answers import answer_json, matrix
+from attnscope.engine.request import AnswerOptions, ServiceRequest
+from attnscope.engine.schemas import ErrorResponse, TranslateRequest, TranslationResponse
 from attnscope.repository import LoadedModel
-from attnscope.serving.answers import answer_json, matrix
-from attnscope.serving.errors import ClientGone, DeadlineExceeded, InvalidInput, Unavailable, UnknownModel
-from attnscope.serving.execution import watch_disconnect
-from attnscope.serving.request import AnswerOptions, ServiceRequest
-from attnscope.serving.schemas import ErrorResponse, TranslateRequest, TranslationResponse
-from attnscope.serving.service import ServiceDep
+from attnscope.serving.deps import ServiceDep
+from attnscope.serving.disconnect import watch_disconnect
+from attnscope.serving.errors import status_of
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -114,8 +114,7 @@ def _ended(task: asyncio.Task[Any], events: asyncio.Queue[bytes]) -> None:
 
 
 def _error_event(exc: BaseException) -> bytes:
-    status = {DeadlineExceeded: 504, Unavailable: 503, ClientGone: 499, InvalidInput: 422, UnknownModel: 404}
-    code = next((s for t, s in status.items() if isinstance(exc, t)), 500)
+    code = status_of(exc)
     detail = str(exc) if code != 500 else f"internal server error ({type(exc).__name__}); see the server log"
     return b"event: error\ndata: " + orjson.dumps({"status": code, "detail": detail}) + b"\n\n"
 

@@ -17,10 +17,10 @@ from fastapi.responses import HTMLResponse
 
 from attnscope.config import Settings
 from attnscope.device import resolve_device
-from attnscope.serving import limits
-from attnscope.serving.errors import InvalidInput, UnknownModel
+from attnscope.engine import limits
+from attnscope.engine.errors import InvalidInput, UnknownModel
+from attnscope.engine.schemas import ErrorResponse
 from attnscope.serving.pages import templates
-from attnscope.serving.schemas import ErrorResponse
 from attnscope.serving.vision_schemas import (
     CaptionRequest,
     CaptionResponse,
@@ -58,7 +58,7 @@ pages = APIRouter(include_in_schema=False, tags=["pages"])
 
 
 async def get_service(request: Request) -> VisionService:
-    """``async``: FastAPI would run a plain function in its thread pool (see attnscope.serving.service)."""
+    """``async``: FastAPI would run a plain function in its thread pool (see attnscope.engine.service)."""
     service = getattr(request.app.state, "vision", None)
     if service is None:
         raise HTTPException(status_code=503, detail="the vision models are still loading")

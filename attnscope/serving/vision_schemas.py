@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from attnscope.serving.schemas import StrictRequest
+from attnscope.engine.schemas import StrictRequest
 from attnscope.vision.images import MAX_BYTES
 
 VisionModelId = Annotated[str, Field(min_length=1, max_length=200, description="A model id from /api/vision/models.")]

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnscope.analysis.ablation import RayRun, ablation_bleu_on_ray
-from attnscope.analysis.distributed import connect, import_ray
 from attnscope.cli import build_parser, main
+from attnscope.executor import Runner
+from attnscope.extras import join_ray
 from attnscope.repository import LoadedModel, load_model_folder
 from attnscope.testing import TINY_PAIRS, build_sharp_transformer
 from attnscope.training.ablation import ablation_bleu
@@ -43,11 +43,17 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     pytest.importorskip("ray.data")
-    ray = import_ray()
-    started = connect(ray, "", 2)
+    import ray
+
+    started = join_ray("", cpus=2, log_to_driver=False)
     yield
     if started:
         ray.shutdown()
+
+
+def on_ray(model: LoadedModel, **options: int) -> Runner:
+    """The local Ray's runner for ``model``, as ``evaluate --ablate --ray`` makes it."""
+    return Runner(Path(model.path), max_source_tokens=10_000, ray="", **options)
 
 
 def test_the_evaluate_flags() -> None:
@@ -61,12 +67,12 @@ def test_the_evaluate_flags() -> None:
 @pytest.mark.usefixtures("local_ray")
 def test_ray_gives_the_in_process_grids(model: LoadedModel, data_dir: Path) -> None:
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # equal thread counts: the actor runs one (RayRun.threads)
+    torch.set_num_threads(1)  # equal thread counts: the actor runs one (Runner.threads)
     try:
         local = ablation_bleu(Translator(model), data_dir, beam_size=1, progress=False)
     finally:
         torch.set_num_threads(threads)
-    remote = ablation_bleu_on_ray(model, data_dir, beam_size=1, run=RayRun(actors=1, threads=1))
+    remote = ablation_bleu(Translator(model), data_dir, beam_size=1, runner=on_ray(model, actors=1, threads=1))
     assert remote == local
     grids = remote["bleu_without_head"]
     assert set(grids) == {"cross", "encoder_self", "decoder_self"}
@@ -77,10 +83,10 @@ def test_ray_gives_the_in_process_grids(model: LoadedModel, data_dir: Path) -> N
 
 @pytest.mark.usefixtures("local_ray")
 def test_kinds_and_a_missing_kind(model: LoadedModel, data_dir: Path) -> None:
-    remote = ablation_bleu_on_ray(model, data_dir, kinds=["cross"], beam_size=1, run=RayRun())
+    remote = ablation_bleu(Translator(model), data_dir, kinds=["cross"], beam_size=1, runner=on_ray(model))
     assert list(remote["bleu_without_head"]) == ["cross"]
     with pytest.raises(ValueError, match="has no nope attention"):
-        ablation_bleu_on_ray(model, data_dir, kinds=["nope"], run=RayRun())
+        ablation_bleu(Translator(model), data_dir, kinds=["nope"], runner=on_ray(model))
 
 
 def test_ray_without_ablate_is_refused(model: LoadedModel, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,17 +9,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from attnscope.analysis.distributed import import_ray, start_ray
-from attnscope.analysis.runner import HEADS_FILE, ROWS_FILE, AnalyzeOptions, MissingExtra, analyze
+from attnscope.analysis.runner import HEADS_FILE, ROWS_FILE, AnalyzeOptions, analyze
 from attnscope.cli import build_parser
+from attnscope.executor import Runner, run_batches
+from attnscope.extras import MissingExtra, join_ray
 
 from .conftest import write_corpus
 
 
 def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
-    with pytest.raises(MissingExtra, match=r"attnscope\[ray\]"):
-        import_ray()
+    with pytest.raises(MissingExtra, match=r"--ray needs ray .*: pip install 'attnscope\[ray\]'"):
+        run_batches(Runner(Path("."), ray=""), lambda translator, batch: batch, [1])
 
 
 def test_ray_flag_takes_an_optional_address() -> None:
@@ -33,9 +34,9 @@ def test_ray_flag_takes_an_optional_address() -> None:
 def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """One local Ray (2 CPUs) for the module's runs, started the way ``analyze --ray`` starts it."""
     pytest.importorskip("ray.data")
-    ray = import_ray()
-    options = AnalyzeOptions(model=Path("."), corpus=Path("."), out=Path("."), ray="", actors=1)
-    started = start_ray(ray, options)
+    import ray
+
+    started = join_ray("", cpus=2, log_to_driver=False)
     yield
     if started:
         ray.shutdown()

@@ -35,7 +35,7 @@ WRAPPER = '''
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-import attnscope.serving.registry as registry
+import attnscope.engine.registry as registry
 
 gate = Path({gate!r})
 original = registry.load_model_folder

@@ -11,7 +11,8 @@ import pytest
 from safetensors import safe_open
 
 from attnscope.cli import main
-from attnscope.hf import ImportFailure, require_transformers
+from attnscope.extras import MissingExtra
+from attnscope.hf import require_transformers
 from attnscope.nn.config import TransformerConfig, config_to_dict
 from attnscope.repository import load_model_folder
 
@@ -57,7 +58,7 @@ def test_not_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_missing_transformers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now fails
-    with pytest.raises(ImportFailure, match=r"attnscope\[hf\]"):
+    with pytest.raises(MissingExtra, match=r"pip install 'attnscope\[hf\]'"):
         require_transformers()
 
 

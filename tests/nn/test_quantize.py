@@ -12,11 +12,11 @@ from torch import Tensor, nn
 
 from attnscope.config import Settings
 from attnscope.decoding import greedy_decode
+from attnscope.engine.registry import ModelRegistry
 from attnscope.nn import inference
 from attnscope.nn.base import Seq2Seq
 from attnscope.nn.quantize import Int8Linear, quantize
 from attnscope.repository import load_model_folder
-from attnscope.serving.registry import ModelRegistry
 from attnscope.translator import Translator
 
 ModelFactory = Callable[..., Seq2Seq]

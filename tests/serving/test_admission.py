@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from attnscope.serving.batching import Scheduler, Ticket
-from attnscope.serving.errors import Unavailable
-from attnscope.serving.explain import Extras
-from attnscope.serving.limits import Asked, Cost, answer_bytes
+from attnscope.engine.batching import Scheduler, Ticket
+from attnscope.engine.errors import Unavailable
+from attnscope.engine.explain import Extras
+from attnscope.engine.limits import Asked, Cost, answer_bytes
 
 TRANSFORMER = "en-de-transformer"
 LONG = " ".join(["a", "play", "in"] * 40)

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from PIL import Image
 
+from attnscope.engine.explain import Extras
+from attnscope.engine.limits import Asked, answer_bytes
 from attnscope.repository import load_model_folder
-from attnscope.serving.explain import Extras
-from attnscope.serving.limits import Asked, answer_bytes
 from attnscope.testing import TINY_PAIRS, build_tiny_models, running_server
 from attnscope.vision.testing import build_tiny_vision_models
 

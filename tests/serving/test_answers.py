@@ -15,9 +15,9 @@ import torch
 from fastapi.testclient import TestClient
 from pydantic import TypeAdapter
 
+from attnscope.engine.answers import answer_json, matrix, to_response
+from attnscope.engine.schemas import TranslationResponse
 from attnscope.repository import load_model_folder
-from attnscope.serving.answers import answer_json, matrix, to_response
-from attnscope.serving.schemas import TranslationResponse
 from attnscope.testing import TINY_PAIRS
 from attnscope.translator import Translator
 
@@ -90,7 +90,7 @@ EXAMPLE: dict[str, Any] = TranslationResponse.model_config["json_schema_extra"][
 def test_large_matrices_written_slab_by_slab_are_the_same_bytes(tiny_models_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Large attention is written one (layer, head) slab at a time (so no one orjson call holds
     the interpreter for a whole answer); the bytes are pydantic's all the same."""
-    import attnscope.serving.answers as answers_module
+    import attnscope.engine.answers as answers_module
 
     monkeypatch.setattr(answers_module, "_SLAB_FLOATS", 0)  # every matrix counts as large
     for folder in sorted(tiny_models_dir.iterdir()):
@@ -108,7 +108,7 @@ def test_large_extras_written_in_blocks_are_the_bytes_pydantic_writes(
 ) -> None:
     """Every field counted as large (scores, context vectors, alternatives, the beam tree, the
     explanations, the word alignment): each is written item by item, the bytes unchanged."""
-    import attnscope.serving.answers as answers_module
+    import attnscope.engine.answers as answers_module
 
     monkeypatch.setattr(answers_module, "_SLAB_FLOATS", 0)
     explain = {"explain": ["norm", "rollout", "alti", "value_zeroing"]}

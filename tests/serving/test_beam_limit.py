@@ -1,4 +1,4 @@
-"""The beam limit is written once (attnscope.serving.schemas.MAX_BEAM): the API refuses a wider beam,
+"""The beam limit is written once (attnscope.engine.schemas.MAX_BEAM): the API refuses a wider beam,
 the pages' beam inputs carry it as their ``max``, and their JS reads it from there."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from fastapi.testclient import TestClient
 
 from attnscope.config import shipped
-from attnscope.serving.schemas import MAX_BEAM
+from attnscope.engine.schemas import MAX_BEAM
 
 
 def test_api_refuses_a_beam_over_the_limit(client: TestClient) -> None:

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from attnscope.serving.errors import Unavailable
-from attnscope.serving.residency import Residency
+from attnscope.engine.errors import Unavailable
+from attnscope.engine.residency import Residency
 from attnscope.testing import TINY_KINDS, build_tiny_models, running_server
 
 from .conftest import make_client
@@ -226,7 +226,7 @@ def test_bounded_server_over_http(two_models: Path, tmp_path: Path, expected: di
 def test_a_family_that_cannot_be_built_on_meta_is_listed_from_a_full_load(
     two_models: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import attnscope.serving.registry as registry
+    import attnscope.engine.registry as registry
 
     def no_meta(config: Any) -> Any:
         raise RuntimeError("cannot build on the meta device")

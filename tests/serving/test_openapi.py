@@ -8,7 +8,7 @@ import pytest
 from fastapi.testclient import TestClient
 from openapi_spec_validator import validate
 
-from attnscope.serving.schemas import AlignRequest, BatchTranslateRequest, TranslateRequest
+from attnscope.engine.schemas import AlignRequest, BatchTranslateRequest, TranslateRequest
 
 ENDPOINTS = {
     ("get", "/api/health"),

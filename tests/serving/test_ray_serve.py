@@ -20,8 +20,9 @@ import pytest
 
 from attnscope.cli import main
 from attnscope.config import Settings
+from attnscope.engine.service import ModelService
+from attnscope.extras import MissingExtra
 from attnscope.serving.ray_serve import build, deployment_options, import_ray, replica_health
-from attnscope.serving.service import ModelService
 from attnscope.testing import REPO_ROOT, TINY_KINDS, build_tiny_models, free_port, running_server
 
 REQUESTS: list[tuple[str, dict[str, Any]]] = [
@@ -45,7 +46,7 @@ def two_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_missing_ray_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
-    with pytest.raises(SystemExit, match=r"pip install 'attnscope\[ray\]'"):
+    with pytest.raises(MissingExtra, match=r"serve --ray needs ray .*: pip install 'attnscope\[ray\]'"):
         import_ray()
 
 
@@ -205,11 +206,13 @@ def test_concurrent_requests_batch_inside_the_replica(ray_server: tuple[str, lis
     assert after[1] - served == 6 and after[0] - decodes < 6  # fewer decodes than requests: they batched
 
 
-def test_a_gpu_this_machine_lacks_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_gpu_this_machine_lacks_is_one_clear_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Locally, ``--replica-gpus`` without a GPU fails before Ray starts (else the replica would
     wait for a GPU forever)."""
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(SystemExit, match="--replica-gpus needs a GPU"):
-        main(["serve", "--ray", "--replica-gpus", "1", "--device", "cpu"])
+    assert main(["serve", "--ray", "--replica-gpus", "1", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.strip() == "attnscope serve: error: --replica-gpus needs a GPU, and this machine has none"

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from attnscope.serving.explain import Extras
-from attnscope.serving.heads import HeadRef
-from attnscope.serving.request import AnswerOptions, Body, ServiceRequest
-from attnscope.serving.schemas import (
+from attnscope.engine.explain import Extras
+from attnscope.engine.heads import HeadRef
+from attnscope.engine.request import AnswerOptions, Body, ServiceRequest
+from attnscope.engine.schemas import (
     AlignRequest,
     BatchTranslateRequest,
     TranslateRequest,

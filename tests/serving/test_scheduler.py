@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
-from attnscope.serving.batching import Scheduler, Ticket
+from attnscope.engine.batching import Scheduler, Ticket
 
 WINDOW_S = 0.002
 

@@ -23,9 +23,9 @@ import torch
 
 from attnscope.config import REPO_ROOT, Settings
 from attnscope.device import resolve_device
+from attnscope.engine.service import ModelService
 from attnscope.nn.native import library
 from attnscope.serving import server
-from attnscope.serving.service import ModelService
 from attnscope.testing import free_port, server_process
 
 
@@ -42,7 +42,7 @@ def test_broken_folders_are_listed_unavailable_with_the_file_at_fault(
     (tmp_path / "not-a-model").mkdir()  # no config.json: not even discovered
     shutil.copytree(tiny_models_dir / "en-de-rnn-none", tmp_path / "bad-card")
     (tmp_path / "bad-card" / "card.json").write_text('{"bleu": 3')
-    with caplog.at_level(logging.INFO, logger="attnscope.serving.registry"), client_for(tmp_path) as c:
+    with caplog.at_level(logging.INFO, logger="attnscope.engine.registry"), client_for(tmp_path) as c:
         assert c.get("/api/health").json()["models"] == 2
         assert c.get("/api/ready").json() == {
             "status": "ready", "models": 2, "unavailable": 3, "loaded": 5, "total": 5
@@ -117,7 +117,7 @@ def test_serve_passes_flags_over_the_environment(monkeypatch: pytest.MonkeyPatch
 
 def test_serve_refuses_an_unknown_device(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(server.uvicorn, "run", lambda *a, **k: pytest.fail("must not start"))
-    with pytest.raises(SystemExit, match="unknown device"):
+    with pytest.raises(ValueError, match="unknown device"):
         server.run(device="quantum")
 
 

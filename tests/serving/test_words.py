@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnscope.serving.limits import visible
+from attnscope.engine.limits import visible
 from attnscope.text.pieces import WORD_START, piece_byte
 
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=40).filter(visible) | st.sampled_from(

@@ -35,6 +35,6 @@ def test_two_workers_each_log_their_loads_and_requests(tiny_models_dir: Path, tm
                 if len(pids(r"attnscope\.serving\.requests: request id=\w+ POST /api/translate .*status=200")) == 2:
                     break
         requests = pids(r"attnscope\.serving\.requests: request id=\w+ POST /api/translate .*status=200")
-        loads = pids(r"attnscope\.serving\.registry: loaded en-de-rnn-additive")
+        loads = pids(r"attnscope\.engine\.registry: loaded en-de-rnn-additive")
     assert requests == workers, log.read_text()[-3000:]
     assert loads == workers, log.read_text()[-3000:]

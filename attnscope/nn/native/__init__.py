@@ -48,7 +48,7 @@ from attnscope.nn.inference import Int8Product, PackedFp16Product
 from attnscope.nn.native import library
 
 if TYPE_CHECKING:
-    from attnscope.nn.layers import LayerWeights
+    from attnscope.nn.layer_weights import LayerWeights
 
 log = logging.getLogger(__name__)
 SOURCES = library.SOURCES

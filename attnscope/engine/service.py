@@ -13,28 +13,27 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
-from fastapi import Depends, Request
 
 from attnscope.config import Settings
 from attnscope.decoding.steps import StepCallback
 from attnscope.device import resolve_device
-from attnscope.serving import ablation, limits
-from attnscope.serving.answer_builder import answer_batch
-from attnscope.serving.batching import Scheduler, Ticket
-from attnscope.serving.errors import InvalidInput
-from attnscope.serving.execution import InferencePool
-from attnscope.serving.explain import forced_prefixes
-from attnscope.serving.limits import Cost
-from attnscope.serving.registry import ModelRegistry, ServedModel
-from attnscope.serving.request import AlignKey, AnswerOptions, Job, ServiceRequest, TranslateKey
-from attnscope.serving.schemas import ModelInfo, TranslationResponse
+from attnscope.engine import ablation, limits
+from attnscope.engine.answer_builder import answer_batch
+from attnscope.engine.batching import BatchRunner, Scheduler, Ticket
+from attnscope.engine.errors import InvalidInput
+from attnscope.engine.execution import InferencePool
+from attnscope.engine.explain import forced_prefixes
+from attnscope.engine.limits import Cost
+from attnscope.engine.registry import ModelRegistry, ServedModel
+from attnscope.engine.request import AlignKey, AnswerOptions, Job, ServiceRequest, TranslateKey
+from attnscope.engine.schemas import ModelInfo, TranslationResponse
 from attnscope.text.protect import Placement
 from attnscope.translator import Translation
 
-__all__ = ["AnswerOptions", "ModelService", "ServiceDep", "ServiceRequest", "get_service", "resolve_protect"]
+__all__ = ["AnswerOptions", "ModelService", "ServiceRequest", "resolve_protect"]
 
 T = TypeVar("T")
 
@@ -96,7 +95,6 @@ class ModelService:
         gone: threading.Event | None = None,
         log: dict[str, Any] | None = None,
         on_step: StepCallback | None = None,
-        languages: tuple[str | None, str | None] = (None, None),
     ) -> list[TranslationResponse]:
         """Translate the request's texts (decoded together; each text has its own output budget,
         ``max_length`` or the default for its length, so it translates as it would alone).
@@ -141,7 +139,7 @@ class ModelService:
             request.model, request.decode_options(weights=weights), tuple(heads), protect, stream, request.languages
         )
         answers: list[TranslationResponse] = await self.scheduler.submit(
-            key, ticket, self.registry.pinning(self._run_translate)
+            key, ticket, self._pinned(self._run_translate)
         )
         return answers
 
@@ -163,8 +161,17 @@ class ModelService:
         cost = limits.admission(self.settings, served, [n], [m], limits.Asked(options.kinds, options.decimals, extras))
         ticket = self._ticket([text], [0], Job(request, extras, choice=choice), gone, cost)
         key = AlignKey(request.model, tuple(heads))
-        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self.registry.pinning(self._run_align))
+        answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._pinned(self._run_align))
         return answers[0]
+
+    def _pinned(self, runner: BatchRunner) -> BatchRunner:
+        """``runner`` with its key's model kept loaded while it decodes (``ModelRegistry.pinned``)."""
+
+        def run(key: Hashable, tickets: list[Any], should_stop: Any) -> list[Any]:
+            with self.registry.pinned(key.model):  # type: ignore[attr-defined]
+                return runner(key, tickets, should_stop)
+
+        return run
 
     async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:
         """Run ``job`` in a decode slot of its own (under inference mode): the queue bound, the
@@ -270,14 +277,3 @@ def resolve_protect(
     if prefix is not None or not served.translator.protects_by_default:
         return False
     return not return_beam or any(served.translator.spans(text) for text in texts)
-
-
-async def get_service(request: Request) -> ModelService:
-    """The app's service (made by ``create_app``, loaded by the lifespan); a FastAPI dependency.
-    ``async``, because FastAPI runs a plain function dependency in its thread pool: a thread hop
-    per request, and a wait for a free thread when the pool is busy."""
-    service: ModelService = request.app.state.service
-    return service
-
-
-ServiceDep = Annotated[ModelService, Depends(get_service)]

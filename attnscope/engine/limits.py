@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 from attnscope.config import Settings
 from attnscope.decoding.output import target_budgets
+from attnscope.engine import metrics
+from attnscope.engine.errors import InvalidInput, Loc
+from attnscope.engine.registry import ServedModel
 from attnscope.nn.config import ModelConfig
 from attnscope.nn.family import geometry_of
-from attnscope.serving import metrics
-from attnscope.serving.errors import InvalidInput, Loc
-from attnscope.serving.registry import ServedModel
 
 if TYPE_CHECKING:
-    from attnscope.serving.explain import Extras
+    from attnscope.engine.explain import Extras
 
 # The decoders' default output budget: ratio × the text's source tokens (with EOS) + offset.
 BUDGET_RATIO, BUDGET_OFFSET = 1.5, 10

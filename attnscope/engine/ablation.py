@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attnscope.alignment.hard import Choice, Side, hard_alignment, trained_rows, word_level_attention
+from attnscope.alignment.hard import (
+    Choice,
+    Side,
+    hard_alignment,
+    trained_rows,
+    word_level_attention,
+)
 from attnscope.alignment.rows import Rows
+from attnscope.engine.errors import InvalidInput
+from attnscope.engine.heads import AlignmentChoice, CrossHead, HeadRef, WordAlignment
+from attnscope.engine.registry import ServedModel
 from attnscope.nn.ablation import HeadTuple, attention_module
-from attnscope.serving.errors import InvalidInput
-from attnscope.serving.heads import AlignmentChoice, CrossHead, HeadRef, WordAlignment
-from attnscope.serving.registry import ServedModel
 from attnscope.translator import Translation
 
 

@@ -1,6 +1,7 @@
-"""Bounded model memory (``ATTNSCOPE_MAX_LOADED_MODELS``): at most ``bound`` models are resident;
-the others are listed (their config and card are known) and loaded on first use, the least
-recently used model unloaded to make room, never one that a running decode has pinned.
+"""The resident models (``ATTNSCOPE_MAX_LOADED_MODELS``; unset, the bound is the number of
+folders): at most ``bound`` models are resident; the others are listed (their config and card are
+known) and loaded on first use, the least recently used model unloaded to make room, never one
+that a running decode has pinned.
 
 One load per model at a time (single flight): requests for a model that is loading wait for
 that load. The event loop never blocks on a load: :meth:`Residency.acquire` polls, and the
@@ -19,10 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
-from attnscope.serving.errors import Unavailable
+from attnscope.engine.errors import Unavailable
 
 logger = logging.getLogger(__name__)
-M = TypeVar("M")  # a loaded model (attnscope.serving.registry.ServedModel)
+M = TypeVar("M")  # a loaded model (attnscope.engine.registry.ServedModel)
 State = Literal["loaded", "loading", "not_loaded"]
 POLL_S = 0.02
 RETRY_AFTER_S = 2
@@ -91,6 +92,19 @@ class Residency(Generic[M]):
                 self._event(model_id).wait()
                 self._raise_if_failed(model_id)
             yield served
+
+    def add(self, model_id: str, folder: Path, model: M) -> None:
+        """List ``model_id`` (from ``folder``) as already loaded: start-up's loads with room for
+        every folder, which load ``LOAD_THREADS`` at a time and publish in folder order."""
+        with self._lock:
+            self.folders[model_id] = folder
+            self.resident[model_id] = model
+            self._used[model_id] = next(self._tick)
+            self.loads += 1
+
+    def failures(self) -> dict[str, object]:
+        """The listed models whose load failed (dropped from :attr:`folders`), with the outcome."""
+        return dict(self._failed)
 
     def load_now(self, model_id: str) -> None:
         """Load ``model_id`` and wait for it (start-up's first models)."""

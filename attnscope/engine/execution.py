@@ -8,13 +8,9 @@ requests are decoding the rest of the server keeps answering."""
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 from typing import TypeVar
-
-from starlette.requests import Request
 
 T = TypeVar("T")
 
@@ -35,23 +31,3 @@ class InferencePool:
         """Stop taking work; running jobs finish in their threads (decodes are told to stop)."""
         for pool in (self.decoder, self._encoder):
             pool.shutdown(wait=False, cancel_futures=True)
-
-
-@asynccontextmanager
-async def watch_disconnect(request: Request) -> AsyncIterator[threading.Event]:
-    """An event set when the client disconnects while the block runs. The body has been read
-    by then, so the next ASGI message can only be ``http.disconnect``."""
-    gone = threading.Event()
-
-    async def watch() -> None:
-        while True:
-            message = await request.receive()
-            if message["type"] == "http.disconnect":
-                gone.set()
-                return
-
-    task = asyncio.create_task(watch())
-    try:
-        yield gone
-    finally:
-        task.cancel()

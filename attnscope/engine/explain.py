@@ -16,11 +16,9 @@ import torch
 from attnscope.anatomy import anatomy
 from attnscope.decoding.output import Hypothesis
 from attnscope.decoding.tree import SearchTree
-from attnscope.nn.family import geometry_of
-from attnscope.repository import LoadedModel
-from attnscope.serving.errors import InvalidInput
-from attnscope.serving.explanations import explanations
-from attnscope.serving.schemas import (
+from attnscope.engine.errors import InvalidInput
+from attnscope.engine.explanations import explanations
+from attnscope.engine.schemas import (
     Alternative,
     AttentionKind,
     BeamHypothesis,
@@ -28,6 +26,8 @@ from attnscope.serving.schemas import (
     BeamTree,
     ScoreMatrix,
 )
+from attnscope.nn.family import geometry_of
+from attnscope.repository import LoadedModel
 from attnscope.text.tokenizer import Tokenizer
 from attnscope.translator import Translation, Translator
 
@@ -39,7 +39,7 @@ class Extras:
     return_beam: bool = False
     return_scores: bool = False
     alternatives: int = 0
-    explain: tuple[str, ...] = ()  # methods of attnscope.explain (attnscope.serving.explanations)
+    explain: tuple[str, ...] = ()  # methods of attnscope.explain (attnscope.engine.explanations)
 
     @property
     def needs_pass(self) -> bool:

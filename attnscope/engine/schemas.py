@@ -12,8 +12,8 @@ import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer
 from pydantic_core import PydanticCustomError
 
-from attnscope.serving.head_scores import CardAblation, CardAlignment
-from attnscope.serving.heads import (
+from attnscope.engine.head_scores import CardAblation, CardAlignment
+from attnscope.engine.heads import (
     ALIGNMENT_DESCRIPTION,
     DISABLE_DESCRIPTION,
     MAX_DISABLED_HEADS,
@@ -458,7 +458,7 @@ class TranslationResponse(BaseModel):
 
     @field_serializer("attention")
     def _attention_lists(self, attention: dict[AttentionKind, Any]) -> dict[AttentionKind, Matrix]:
-        """The server's answers hold each matrix as a float64 array (``attnscope.serving.answers``
+        """The server's answers hold each matrix as a float64 array (``attnscope.engine.answers``
         writes those into the JSON itself); anywhere pydantic serialises one, as nested lists."""
         return {kind: m.tolist() if isinstance(m, np.ndarray) else m for kind, m in attention.items()}
 

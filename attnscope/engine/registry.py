@@ -4,10 +4,14 @@ Every folder of the models directory is loaded once (in the lifespan, off the ev
 folder that fails is kept as *unavailable* with the reason and the file at fault, so
 ``/api/models`` and the Models page can say what is wrong instead of silently leaving it out.
 
-With ``max_loaded`` (``ATTNSCOPE_MAX_LOADED_MODELS``) every folder is only *listed* at start-up
-(config, tokenizer and card read, the network built on the meta device: shapes, no weights) and
-the first ``max_loaded`` are loaded; the others load on first use and the least recently used
-model is unloaded beyond the bound (``attnscope.serving.residency``), each listed with its state."""
+The loaded models live in one :class:`~attnscope.engine.residency.Residency`, whose bound is
+``max_loaded`` (``ATTNSCOPE_MAX_LOADED_MODELS``) or, unset, the number of folders: unbounded is
+the bound nobody reaches, not a second mode. Under a bound smaller than the folders, every folder
+is only *listed* at start-up (config, tokenizer and card read, the network built on the meta
+device: shapes, no weights) and the first ``bound`` are loaded; the others load on first use and
+the least recently used model is unloaded beyond the bound, each listed with its state. With
+room for all, every folder is loaded at start-up, ``LOAD_THREADS`` at a time, and published in
+folder order as it arrives."""
 
 from __future__ import annotations
 
@@ -15,14 +19,18 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from attnscope.engine.errors import Unavailable, UnknownModel
+from attnscope.engine.head_scores import CardAblation, CardAlignment, card_head_scores
+from attnscope.engine.residency import LoadFailed, Residency
+from attnscope.engine.schemas import ModelInfo, UnavailableModel
 from attnscope.nn.config import score_of
 from attnscope.nn.factory import build_model
 from attnscope.nn.family import geometry_of
@@ -38,14 +46,7 @@ from attnscope.repository import (
     read_card,
     read_config,
 )
-from attnscope.serving.errors import Unavailable, UnknownModel
-from attnscope.serving.head_scores import CardAblation, CardAlignment, card_head_scores
-from attnscope.serving.residency import LoadFailed, Residency
-from attnscope.serving.schemas import ModelInfo, UnavailableModel
 from attnscope.translator import Translator
-
-if TYPE_CHECKING:
-    from attnscope.serving.batching import BatchRunner
 
 logger = logging.getLogger(__name__)
 LOAD_THREADS = 2  # folders loaded at once: reading weights and copying them into the model release the GIL
@@ -146,17 +147,15 @@ class ModelRegistry:
         self.device = device
         self.quantize = quantize  # "int8": attnscope.nn.quantize
         self.max_tokens = max_tokens
-        self._models: dict[str, ServedModel] = {}
+        self.max_loaded = max_loaded  # None: room for every folder
         self._unavailable: dict[str, UnavailableModel] = {}
         self._loaded = threading.Event()
         self._stop = threading.Event()
         self.total = 0  # model folders found (0 until load_all has looked); loaded: len(ids)
-        # max_loaded: the listed models' previews (meta weights, for the list and the pages) and
-        # the resident ones; None: every model loaded at start-up (self._models)
+        # the listed models' previews (meta weights, for the list and the pages) where the bound
+        # leaves some folders unloaded; a resident model is listed as itself
         self._previews: dict[str, ServedModel] = {}
-        self.residency: Residency[ServedModel] | None = None
-        if max_loaded is not None:
-            self.residency = Residency(max_loaded, self._load_one, ServedModel)
+        self.residency: Residency[ServedModel] = Residency(max_loaded or 0, self._load_one, ServedModel)
 
     @property
     def ready(self) -> bool:
@@ -166,7 +165,7 @@ class ModelRegistry:
     @property
     def loaded(self) -> int:
         """How many models are loaded so far (of :attr:`total` folders found)."""
-        return len(self._models) if self.residency is None else len(self.residency.resident)
+        return len(self.residency.resident)
 
     def stop_loading(self) -> None:
         """Make :meth:`load_all` stop before its next folders (the server is shutting down)."""
@@ -182,7 +181,8 @@ class ModelRegistry:
         folders = discover(root)
         self.total = len(folders)
         begun = time.perf_counter()
-        if self.residency is not None:
+        self.residency.bound = len(folders) if self.max_loaded is None else self.max_loaded
+        if self.residency.bound < len(folders):
             self._list_all(folders, self.residency)
             self._loaded.set()
             return
@@ -204,13 +204,13 @@ class ModelRegistry:
                     return
             outcome = outcomes[i]
             if isinstance(outcome, ServedModel):
-                self._models[outcome.id] = outcome
+                self.residency.add(folder.name, folder, outcome)
             elif outcome is not None:
                 self._unavailable[folder.name] = outcome
         self._loaded.set()
         logger.info(
             "serving %d model(s) from %s on %s, loaded in %.1f s",
-            len(self._models), root, self.device, time.perf_counter() - begun,
+            len(self.residency.resident), root, self.device, time.perf_counter() - begun,
         )  # fmt: skip
 
     def _list_all(self, folders: list[Path], residency: Residency[ServedModel]) -> None:
@@ -235,7 +235,7 @@ class ModelRegistry:
     def _load_one(self, folder: Path, index: int | None = None) -> ServedModel | UnavailableModel:
         """One folder, loaded and logged with its time; an error is logged and returned as unavailable."""
         if index is None:
-            logger.info("loading %s (at most %s stay loaded) ...", folder.name, self.residency and self.residency.bound)
+            logger.info("loading %s (at most %s stay loaded) ...", folder.name, self.residency.bound)
         else:
             logger.info("loading %s (%d of %d) ...", folder.name, index, self.total)
         started = time.perf_counter()
@@ -255,36 +255,32 @@ class ModelRegistry:
     def progress(self) -> tuple[int, int]:
         """(folders done, folders in all): done counts the loaded (or listed) and the unavailable
         ones; while loading, "all" is what the models directory holds now (a folder is a cheap stat)."""
-        done = len(self._previews or self._models) + len(self._unavailable)
+        done = len(self.residency.folders) + len(self.residency.failures()) + len(self._unavailable)
         return done, done if self.ready else max(done, len(discover(self.models_dir)))
 
     @property
     def ids(self) -> list[str]:
-        """The models requests may name: the loaded ones (bounded: every listed one)."""
-        if self.residency is None:
-            return list(self._models)
-        return [model_id for model_id in self._previews if model_id in self.residency.folders]
+        """The models requests may name: every listed one, in folder order (while the models
+        load with room for all: the ones loaded so far)."""
+        return list(self.residency.folders)
 
     def get(self, model_id: str) -> ServedModel:
         """The served model ``model_id``; UnknownModel (404) when there is none, Unavailable
         (503) while the models are still loading, or (bounded memory) while this one loads:
         its load starts here, and Retry-After says when to ask again."""
-        if self.residency is not None and model_id in self.residency.folders:
+        if model_id in self.residency.folders:
             served = self.residency.get_now(model_id)
             if served is None:
                 raise Unavailable(f"model {model_id} is loading; try again shortly", retry_after_s=2)
             return served
-        try:
-            return self._models[model_id]
-        except KeyError:
-            if not self.ready:
-                raise Unavailable("the models are still loading; see /api/ready", retry_after_s=2) from None
-            raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
+        if not self.ready:
+            raise Unavailable("the models are still loading; see /api/ready", retry_after_s=2)
+        raise UnknownModel(model_id, self.ids, self._failure(model_id))
 
     async def acquire(self, model_id: str, timeout_s: float) -> ServedModel:
         """:meth:`get`, but a model that is not loaded (bounded memory) is loaded and waited for
         up to ``timeout_s``, then 503 "model X is loading" with Retry-After."""
-        if self.residency is None or model_id not in self.residency.folders:
+        if model_id not in self.residency.folders:
             return self.get(model_id)
         try:
             return await self.residency.acquire(model_id, timeout_s)
@@ -295,7 +291,7 @@ class ModelRegistry:
     def pinned(self, model_id: str) -> Iterator[ServedModel]:
         """The model, kept loaded while the block runs (bounded memory: loaded in this thread
         first if it had been unloaded); call it in a decode thread, never on the event loop."""
-        if self.residency is None or model_id not in self.residency.folders:
+        if model_id not in self.residency.folders:
             yield self.get(model_id)
             return
         try:
@@ -304,45 +300,33 @@ class ModelRegistry:
         except LoadFailed:
             raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
 
-    def pinning(self, runner: BatchRunner) -> BatchRunner:
-        """``runner`` with its key's ``model`` pinned while it decodes (:meth:`pinned`)."""
-        if self.residency is None:
-            return runner
-
-        def run(key: Hashable, tickets: list[Any], should_stop: Any) -> list[Any]:
-            with self.pinned(key.model):  # type: ignore[attr-defined]
-                return runner(key, tickets, should_stop)
-
-        return run
-
     def _failure(self, model_id: str) -> UnavailableModel | None:
-        failed = self.residency.failed(model_id) if self.residency is not None else None
+        failed = self.residency.failed(model_id)
         return failed if isinstance(failed, UnavailableModel) else self._unavailable.get(model_id)
 
     def _listed(self) -> list[tuple[ServedModel, str]]:
         """Every usable model with its state: resident ones as loaded, the others' previews."""
-        if self.residency is None:
-            return [(served, "loaded") for served in self._models.values()]
         residency = self.residency
         return [
-            (residency.resident.get(model_id, preview), residency.state(model_id))
-            for model_id, preview in self._previews.items()
-            if model_id in residency.folders
+            (residency.resident.get(model_id) or self._previews[model_id], residency.state(model_id))
+            for model_id in residency.folders
         ]
 
     def describe(self) -> list[ModelInfo]:
         return [served.info(self.device).model_copy(update={"state": state}) for served, state in self._listed()]
 
     def unavailable(self) -> list[UnavailableModel]:
-        failed = [self._failure(model_id) for model_id in self._previews if model_id not in self.ids]
-        return [*self._unavailable.values(), *(f for f in failed if f is not None)]
+        failed = self.residency.failures()  # listed, then failed to load
+        later = [failed[m] for m in self._previews if isinstance(failed.get(m), UnavailableModel)]
+        return [*self._unavailable.values(), *later]  # type: ignore[list-item]
 
     def page_cards(self) -> list[dict[str, Any]]:
         """Every model's card for the pages; an unavailable folder appears with an ``error``
         (and what its config.json and card.json still tell, where they can be read); with
         bounded memory each card says its ``state`` (loaded, loading, not_loaded)."""
         listed = self._listed()
-        cards = [{**served.page_card(), **({"state": state} if self.residency else {})} for served, state in listed]
+        bounded = self.max_loaded is not None  # the pages show a state where models come and go
+        cards = [{**served.page_card(), **({"state": state} if bounded else {})} for served, state in listed]
         for entry in self.unavailable():
             cards.append({**_folder_facts(self.models_dir / entry.id), "id": entry.id, "error": entry.reason})
         return cards

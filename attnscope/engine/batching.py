@@ -26,7 +26,7 @@ flag its route sets when the client disconnects. A decode asks before every step
 still wants it and stops when no one does. The queue is bounded: past ``max_queue`` waiting
 requests, :class:`~attnscope.serving.errors.Unavailable` (503 with ``Retry-After``).
 
-Admission covers the batch as a whole: each ticket carries its :class:`~attnscope.serving.limits.Cost`
+Admission covers the batch as a whole: each ticket carries its :class:`~attnscope.engine.limits.Cost`
 (weights kept, attention computed, answer bytes) and a batch takes tickets only while their sum
 stays within ``batch_limit``, so 32 concurrent copies of a request at the limit decode one
 after another instead of all at once (issue 35: 15 of 32 ran past the deadline, 4.4 GB). A
@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attnscope.decoding import DecodeStopped
-from attnscope.serving import metrics
-from attnscope.serving.errors import ClientGone, DeadlineExceeded, Unavailable
-from attnscope.serving.limits import Cost
+from attnscope.engine import metrics
+from attnscope.engine.errors import ClientGone, DeadlineExceeded, Unavailable
+from attnscope.engine.limits import Cost
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class Ticket:
     budgets: list[int]
     deadline: float  # time.monotonic()
     timeout_s: float
-    payload: Any = None  # what the runner needs besides the texts (a translation's attnscope.serving.request.Job)
+    payload: Any = None  # what the runner needs besides the texts (a translation's attnscope.engine.request.Job)
     gone: threading.Event = field(default_factory=threading.Event)
     arrived: float = field(default_factory=time.monotonic)
     future: asyncio.Future[Any] | None = None

@@ -2,7 +2,7 @@
 
 A batch's runner hands :func:`answer_batch` the decode to run; every field of an answer is
 computed from the :class:`~attnscope.translator.Translation` (the decoder's output with its
-attention) and the ticket's :class:`~attnscope.serving.request.Job` by the module that owns it (the
+attention) and the ticket's :class:`~attnscope.engine.request.Job` by the module that owns it (the
 tokens and attention: ``answers``; the explorer's extras: ``explain``; the word alignment:
 ``ablation``; protected spans: here), then the answer is constructed once, with the batch's
 time. Nothing patches an answer after that."""
@@ -15,15 +15,15 @@ from typing import Any
 
 import torch
 
+from attnscope.engine.ablation import word_alignment
+from attnscope.engine.answers import response_fields
+from attnscope.engine.batching import Ticket
+from attnscope.engine.explain import extra_fields
+from attnscope.engine.heads import HeadRef
+from attnscope.engine.registry import ServedModel
+from attnscope.engine.request import Job
+from attnscope.engine.schemas import ProtectedSpan, TranslationResponse
 from attnscope.nn.ablation import HeadTuple, disabled_heads
-from attnscope.serving.ablation import word_alignment
-from attnscope.serving.answers import response_fields
-from attnscope.serving.batching import Ticket
-from attnscope.serving.explain import extra_fields
-from attnscope.serving.heads import HeadRef
-from attnscope.serving.registry import ServedModel
-from attnscope.serving.request import Job
-from attnscope.serving.schemas import ProtectedSpan, TranslationResponse
 from attnscope.text.protect import Placement
 from attnscope.translator import Translation
 

@@ -1,6 +1,6 @@
 """``explain`` in an answer: the methods of :mod:`attnscope.explain` run on the returned (or given)
 target, as JSON-ready nested lists rounded like the attention. Admission charges for them
-(:func:`attnscope.serving.limits.admit_explain`) before the request takes a decode slot."""
+(:func:`attnscope.engine.limits.admit_explain`) before the request takes a decode slot."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import cast
 
 import torch
 
+from attnscope.engine.schemas import AltiExplanation, AttentionKind, ExplainMethod, Explanations
 from attnscope.explain import explain
 from attnscope.repository import LoadedModel
-from attnscope.serving.schemas import AltiExplanation, AttentionKind, ExplainMethod, Explanations
 
 
 def _lists(t: torch.Tensor, decimals: int) -> list:

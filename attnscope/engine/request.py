@@ -3,11 +3,11 @@ through the queue and the service to the translator and the decoder.
 
 :class:`ServiceRequest` is what a client asked (one frozen value, for every route: translate,
 batch, stream, align). :class:`TranslateKey` is what a batch decodes with, derived from it once:
-requests whose keys are equal share a micro-batch (``attnscope.serving.batching``). :class:`Job` is
+requests whose keys are equal share a micro-batch (``attnscope.engine.batching``). :class:`Job` is
 what one queued request carries besides its texts: the request, and what checking it against
 the model resolved (budgets, the forced prefix, the alignment head, protect).
 
-Adding a request field: a field of the body's schema (``attnscope.serving.schemas``) and one of the
+Adding a request field: a field of the body's schema (``attnscope.engine.schemas``) and one of the
 same name here (:meth:`ServiceRequest.of` copies fields whose names match), read where it is
 used. When it changes what is decoded (not only the answer), also a field of the same name in
 ``DecodeOptions`` (``attnscope.decoding.plan``): :meth:`ServiceRequest.decode_options` copies it, so
@@ -22,10 +22,15 @@ from attnscope.alignment.hard import Choice
 from attnscope.alignment.rows import Rows
 from attnscope.decoding.plan import OPTION_NAMES, DecodeOptions
 from attnscope.decoding.steps import StepCallback
+from attnscope.engine.explain import NO_EXTRAS, Extras
+from attnscope.engine.heads import AlignmentChoice, HeadRef
+from attnscope.engine.schemas import (
+    AlignRequest,
+    AttentionKind,
+    BatchTranslateRequest,
+    TranslateRequest,
+)
 from attnscope.nn.ablation import HeadTuple
-from attnscope.serving.explain import NO_EXTRAS, Extras
-from attnscope.serving.heads import AlignmentChoice, HeadRef
-from attnscope.serving.schemas import AlignRequest, AttentionKind, BatchTranslateRequest, TranslateRequest
 
 Body = TranslateRequest | BatchTranslateRequest | AlignRequest
 

@@ -21,9 +21,9 @@ import torch
 from isal import igzip, isal_zlib
 from pydantic import BaseModel
 
+from attnscope.engine.schemas import AttentionKind, TranslationResponse, Word
 from attnscope.nn.config import EOS_ID, score_of
 from attnscope.repository import LoadedModel
-from attnscope.serving.schemas import AttentionKind, TranslationResponse, Word
 from attnscope.text.pieces import UNK_PIECE, render_pieces
 from attnscope.text.tokenizer import BOS_PIECE, EOS_PIECE, group_words
 from attnscope.translator import Translation

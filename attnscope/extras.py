@@ -1,0 +1,80 @@
+"""The one boundary to the optional engines (the extras of ``pyproject.toml``).
+
+Every optional import goes through :func:`require`, which raises one error type,
+:class:`MissingExtra`, naming the extra to install (``pip install 'attnscope[ray]'``); Ray is
+joined or started in one place, :func:`join_ray`. Library code never exits: the command line
+(:func:`attnscope.cli.main`) turns an :class:`OptionalEngineError` into one line on stderr and
+exit status 2.
+
+======================  ==========  ==============================================
+module                  extra       needed by
+======================  ==========  ==============================================
+``transformers``        ``hf``      ``attnscope import`` (never to serve)
+``pyarrow.parquet``     ``analysis`` ``attnscope analyze`` (its Parquet files)
+``ray``, ``ray.data``   ``ray``     ``analyze --ray``, ``evaluate --ablate --ray``
+``ray.serve``           ``ray``     ``serve --ray``
+``eflomal``             ``align``   ``attnscope align-corpus``
+======================  ==========  ==============================================
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from pathlib import Path
+from types import ModuleType
+
+logger = logging.getLogger(__name__)
+
+
+class OptionalEngineError(RuntimeError):
+    """An optional engine cannot be used (not installed, or its cluster out of reach); the
+    message is one line a user can act on."""
+
+
+class MissingExtra(OptionalEngineError):
+    """``module`` is not installed; ``hint`` is the pip command that installs its ``extra``."""
+
+    def __init__(self, module: str, extra: str, purpose: str | None = None, cause: BaseException | None = None) -> None:
+        self.module, self.extra = module, extra
+        self.hint = f"pip install 'attnscope[{extra}]'"
+        package = module.split(".")[0]
+        what = f"{purpose} needs {package}" if purpose else f"{package} is not installed"
+        why = f" ({cause})" if cause is not None else ""
+        super().__init__(f"{what}{why}: {self.hint}")
+
+
+class ClusterUnavailable(OptionalEngineError):
+    """The Ray cluster at an address cannot be joined."""
+
+
+def require(module: str, extra: str, *, purpose: str | None = None) -> ModuleType:
+    """The module ``module`` (dotted: ``"ray.data"``, ``"pyarrow.parquet"``), imported, or
+    :class:`MissingExtra` naming ``extra``; ``purpose`` says what needs it (``"--ray"``)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise MissingExtra(module, extra, purpose, err) from err
+
+
+def join_ray(address: str | None, *, cpus: int, log_to_driver: bool = True, purpose: str | None = None) -> bool:
+    """Join the Ray cluster at ``address`` (``auto``, ``ray://head:10001``), or, when it is
+    empty, start a local Ray with ``cpus`` CPUs whose workers import this checkout's
+    ``attnscope`` (an editable install may point elsewhere). True if this call started or
+    joined Ray (the caller shuts it down), False if Ray was already up in this process.
+    :class:`ClusterUnavailable` when the cluster cannot be joined."""
+    ray = require("ray", "ray", purpose=purpose)
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no phoning home
+    quiet = {"include_dashboard": False, "logging_level": logging.WARNING, "log_to_driver": log_to_driver}
+    if address:
+        try:
+            ray.init(address=address, **quiet)
+        except (ConnectionError, RuntimeError, ValueError) as err:  # one clear line, not Ray's traceback
+            raise ClusterUnavailable(f"cannot join the Ray cluster at {address}: {err}") from None
+        return True
+    root = str(Path(__file__).resolve().parents[1])
+    ray.init(address="local", num_cpus=cpus, runtime_env={"env_vars": {"PYTHONPATH": root}}, **quiet)
+    return True
