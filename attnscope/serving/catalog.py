@@ -8,6 +8,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
+from attnscope.analysis.roles import ALIGNMENT, POSITIONAL, RARE, ROLES, SINK
 from attnscope.explain.registry import methods as explain_methods
 from attnscope.nn.family import families
 from attnscope.nn.scores import SCORE_FUNCTIONS
@@ -82,3 +83,33 @@ class ExplainMethodsResponse(BaseModel):
 )
 async def explain_methods_route() -> ExplainMethodsResponse:
     return ExplainMethodsResponse(methods=[ExplainMethodInfo.model_validate(m.to_dict()) for m in explain_methods().values()])
+
+
+# Each head role's short label (badges, grid cells) and meaning, with the thresholds of the rules
+# in attnscope.analysis.roles (the pages read them here, docs/analysis.md explains them).
+ROLE_TEXT: dict[str, tuple[str, str]] = {
+    "sink": ("sink", f"parks its weight on the boundary token (</s>, or <s> in the decoder): at least {SINK:.0%} of it"),
+    "positional-previous": ("prev", f"looks at the previous position (self-attention, at least {POSITIONAL:.0%} of its weight)"),
+    "positional-same": ("same", f"looks at its own position (self-attention, at least {POSITIONAL:.0%} of its weight)"),
+    "positional-next": ("next", f"looks at the next position (self-attention, at least {POSITIONAL:.0%} of its weight)"),
+    "alignment": ("align", f"cross-attention that aligns words: corpus word-alignment F1 ≥ {ALIGNMENT}"),
+    "rare-word": ("rare", f"attends to the sentence's rarest source token (at least {RARE:.0%} of its weight)"),
+    "mixed": ("mixed", "none of the rules holds"),
+}
+
+
+class HeadRoleInfo(BaseModel):
+    name: str = Field(description="As in a head's `role` in /api/models/{id}/analysis.")
+    short: str = Field(description="A short label for badges and grid cells.")
+    help: str = Field(description="What the role means, with its rule's threshold.")
+
+
+class HeadRolesResponse(BaseModel):
+    roles: list[HeadRoleInfo] = Field(description="In the order the rules are tried (the first that holds names the head).")
+
+
+@router.get("/head-roles", response_model=HeadRolesResponse, summary="The head roles of `attnscope analyze` and what they mean")
+async def head_roles() -> HeadRolesResponse:
+    return HeadRolesResponse(
+        roles=[HeadRoleInfo(name=r, short=ROLE_TEXT.get(r, (r, ""))[0], help=ROLE_TEXT.get(r, (r, r))[1]) for r in ROLES]
+    )

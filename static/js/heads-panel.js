@@ -8,7 +8,7 @@ import { runContrast } from "./contrast-view.js";
 import { el, plotlyReady, role, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";
 import { headFacts } from "./head-facts.js";
-import { badgeChips, watchExplorerRoles } from "./head-roles.js";
+import { badgeChips, rolePanel } from "./head-roles.js";
 import { loadModels, pageCards } from "./models-api.js";
 
 const card = document.getElementById("heads-card");
@@ -152,11 +152,18 @@ async function runAttribution() {
   }
 }
 
+/** Set the card up beside the page's `explorer` (translate.js calls it once). Returns
+ *  {refresh()}: the page calls it when it fills or sets the model select itself. */
+export function initHeadsCard(explorer) {
+  // The explorer's layer × head grid: a role badge on each head the model's corpus analysis names.
+  explorer.addPanel(rolePanel());
+  init();
+  return { refresh: render };
+}
+
 async function init() {
   // translate.js says which sentence it translated: ablation and attribution use that one.
   document.addEventListener("attnscope:translated", (event) => { translated = event.detail; });
-  // The explorer's layer × head grid: a role badge on each head the model's corpus analysis names.
-  watchExplorerRoles(document.getElementById("explorer"), () => translated?.model ?? document.getElementById("model").value);
   render(); // "the heads appear once the models have loaded", not "no cross-attention heads"
   models = await loadModels();
   document.getElementById("model").addEventListener("change", () => { off.clear(); render(); });
@@ -167,11 +174,7 @@ async function init() {
     const target = translated && translated.model === model()?.id ? { target: translated.translation } : {};
     runContrast(out, status, { ...body(), ...target }, event.detail);
   });
-  // The page fills and sets the model select itself: follow it (it may change without an event).
-  new MutationObserver(render).observe(document.getElementById("model"), { childList: true, subtree: true });
   document.getElementById("translate-form").addEventListener("submit", () => setTimeout(render, 0));
   render();
   card.dataset.ready = "true";
 }
-
-init();

@@ -86,3 +86,13 @@ def test_admission_prices_a_registered_method(method_client: TestClient) -> None
     assert cheap.status_code == 200, cheap.text
     rnn = method_client.post("/api/align", json={**body, "model": "en-de-rnn-additive"})
     assert rnn.status_code == 200, rnn.text  # a family the method does not run on is not charged for it
+
+
+def test_the_head_roles_catalog_names_every_role_with_its_threshold(client: TestClient) -> None:
+    from attnscope.analysis.roles import ROLES, SINK
+
+    roles = client.get("/api/head-roles").json()["roles"]
+    assert [r["name"] for r in roles] == list(ROLES)
+    by_name = {r["name"]: r for r in roles}
+    assert by_name["positional-previous"]["short"] == "prev" and f"{SINK:.0%}" in by_name["sink"]["help"]
+    assert all(r["short"] and r["help"] for r in roles)
