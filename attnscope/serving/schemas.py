@@ -6,7 +6,7 @@ come from the settings (characters, tokens, batch size) are checked by the servi
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import (
@@ -357,16 +357,25 @@ def _explanation_fields() -> dict[str, Any]:
 
 # What `explain` asked for, one key per answer field of each method registered when the server
 # starts (a method registered later still answers: extra keys are allowed).
-Explanations = create_model(
-    "Explanations",
-    __config__=ConfigDict(extra="allow"),
-    __doc__="What `explain` asked for, each method's fields (null when not asked); the methods a model has no definition for are in `unavailable`.",
-    **_explanation_fields(),
-    unavailable=(
-        dict[str, str],
-        Field(default_factory=dict, description="Each method asked for that this model's family has no definition for, and why."),
-    ),
-)
+if TYPE_CHECKING:
+
+    class Explanations(BaseModel):
+        unavailable: dict[str, str]
+
+else:
+    Explanations = create_model(
+        "Explanations",
+        __config__=ConfigDict(extra="allow"),
+        __doc__=(
+            "What `explain` asked for, each method's fields (null when not asked); the methods a model has no "
+            "definition for are in `unavailable`."
+        ),
+        **_explanation_fields(),
+        unavailable=(
+            dict[str, str],
+            Field(default_factory=dict, description="Each method asked for that this model's family has no definition for, and why."),
+        ),
+    )
 
 
 class TranslationResponse(BaseModel):
