@@ -9,7 +9,7 @@ import { el, plotlyReady, role, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";
 import { headFacts } from "./head-facts.js";
 import { badgeChips, rolePanel } from "./head-roles.js";
-import { loadModels, pageCards } from "./models-api.js";
+import { pageCards } from "./models-api.js";
 
 const card = document.getElementById("heads-card");
 const list = role(card, "heads-list");
@@ -153,19 +153,13 @@ async function runAttribution() {
 }
 
 /** Set the card up beside the page's `explorer` (translate.js calls it once). Returns
- *  {refresh()}: the page calls it when it fills or sets the model select itself. */
+ *  {refresh(models)}: the page calls it when it fills or sets the model select itself, with the
+ *  model list once it has it (the card asks for no list of its own). */
 export function initHeadsCard(explorer) {
   // The explorer's layer × head grid: a role badge on each head the model's corpus analysis names.
   explorer.addPanel(rolePanel());
-  init();
-  return { refresh: render };
-}
-
-async function init() {
   // translate.js says which sentence it translated: ablation and attribution use that one.
   document.addEventListener("attnscope:translated", (event) => { translated = event.detail; });
-  render(); // "the heads appear once the models have loaded", not "no cross-attention heads"
-  models = await loadModels();
   document.getElementById("model").addEventListener("change", () => { off.clear(); render(); });
   sortBy.addEventListener("change", render);
   role(card, "heads-run").addEventListener("click", runAblation);
@@ -175,6 +169,12 @@ async function init() {
     runContrast(out, status, { ...body(), ...target }, event.detail);
   });
   document.getElementById("translate-form").addEventListener("submit", () => setTimeout(render, 0));
-  render();
-  card.dataset.ready = "true";
+  render(); // "the heads appear once the models have loaded", not "no cross-attention heads"
+  return {
+    refresh(list) {
+      if (list) models = list;
+      render();
+      if (list) card.dataset.ready = "true";
+    },
+  };
 }

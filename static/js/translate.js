@@ -375,7 +375,7 @@ async function init() {
     return;
   }
   fillModelSelect(modelSelect, models, params.get("model"));
-  headsCard.refresh();
+  headsCard.refresh(models);
   if (params.get("model") && !modelById(params.get("model"))) {
     // Kept on screen (not in the error box, which each request clears) until another model is picked.
     warning.textContent = `The link names a model this server does not have (${params.get("model")}); showing ${modelSelect.value || "no model"} instead.`;
