@@ -16,6 +16,7 @@ from attnscope.decoding.output import target_budgets
 from attnscope.engine import metrics
 from attnscope.engine.errors import InvalidInput, Loc
 from attnscope.engine.registry import ServedModel
+from attnscope.explain import registry as explain_registry
 from attnscope.nn.config import ModelConfig
 from attnscope.nn.family import geometry_of
 
@@ -182,22 +183,10 @@ def admit_vision(settings: Settings, width: int, height: int, *, passes: int, ca
 
 
 def explain_cost(config: ModelConfig, source_length: int, target_length: int, *, methods: tuple[str, ...]) -> int:
-    """The work of ``explain`` on one sentence (lengths with EOS), in token-layer passes (one
-    position through one layer): the teacher-forced trace, L_e·S + L_d·T, for any method; value
-    zeroing reruns each layer once per token, L_e·S·(S+1) + L_d·T·(T+S+2); ALTI+ builds one
-    vector per query-key pair of each sublayer, counted as L_e·S² + L_d·T·(T+S+1). An RNN's
-    norm is one pass, S + T (its one layer; the methods its family does not compute cost nothing)."""
-    if not methods:
-        return 0
-    s, t = source_length, target_length
-    g = geometry_of(config)
-    enc, dec, computed = g.encoder_layers, g.decoder_layers, set(methods) & set(g.explain_methods)
-    cost = enc * s + dec * t
-    if "value_zeroing" in computed:
-        cost += enc * s * (s + 1) + dec * t * (t + s + 2)
-    if "alti" in computed:
-        cost += enc * s * s + dec * t * (t + s + 1)
-    return cost
+    """The work of ``explain`` on one sentence (lengths with EOS), in token-layer passes: the
+    registry's price (:func:`attnscope.explain.registry.cost`: the shared trace plus each
+    computed method's own; the methods a family does not compute cost nothing)."""
+    return explain_registry.cost(config, source_length, target_length, asked=methods)
 
 
 def admit_explain(
@@ -213,7 +202,7 @@ def admit_explain(
     raise InvalidInput(
         ("body", "explain"),
         f"would cost {cost:,} token-layer passes for this text; the limit is {limit:,} (ATTNSCOPE_MAX_EXPLAIN_COST). "
-        "To get under it, leave out value_zeroing or alti, or ask for a shorter text or max_length",
+        f"To get under it, leave out {_dearest(config, methods)}, or ask for a shorter text or max_length",
         kind="cost_limit",
     )
 
@@ -285,26 +274,17 @@ def answer_bytes(config: ModelConfig, source_lengths: list[int], budgets: list[i
 
 
 def explanation_floats(config: ModelConfig, s: int, t: int, methods: tuple[str, ...]) -> int:
-    """The numbers ``explain`` adds to one answer (source ``s``, output ``t`` tokens): norm, the
-    attention's shape and [layer][head][key] value norms; rollout and value zeroing [layer][query][key]
-    per kind; ALTI+ [layer][query][source and target], the source share and [layer][source][source].
-    Only a Transformer has the last three (an RNN's answer says why not)."""
-    if not methods:
-        return 0
-    shapes = _shapes(config, s, t)
-    g = geometry_of(config)
-    heads = g.heads
-    total = 0
-    if "norm" in methods:
-        values = {"cross": g.decoder_layers * heads * s, "decoder_self": g.decoder_layers * heads * t, "encoder_self": g.encoder_layers * heads * s}
-        total += sum(shapes.values()) + sum(values[kind] for kind in shapes)
-    if "alti" in g.explain_methods:  # the family computes the per-layer methods (a Transformer)
-        per_layer = sum(shapes.values()) // heads
-        total += per_layer * sum(m in methods for m in ("rollout", "value_zeroing"))
-        if "alti" in methods:
-            encoder = g.encoder_layers * s * s
-            total += g.decoder_layers * t * (s + t) + t + encoder
-    return total
+    """The numbers ``explain`` adds to one answer (source ``s``, output ``t`` tokens): each
+    computed method's (:attr:`attnscope.explain.registry.ExplainMethod.floats`); a method a
+    family lacks adds only its reason."""
+    return explain_registry.answer_floats(config, s, t, asked=methods)
+
+
+def _dearest(config: ModelConfig, asked: tuple[str, ...]) -> str:
+    """The asked methods with a price of their own, dearest first ("a or b")."""
+    size = explain_registry.Size(geometry_of(config), 16, 16)
+    priced = sorted((m for m in explain_registry.computed(config, asked) if m.cost(size) > 0), key=lambda m: -m.cost(size))
+    return " or ".join(m.name for m in priced) or "explain"
 
 
 def admission(settings: Settings, served: ServedModel, source_lengths: list[int], budgets: list[int], asked: Asked) -> Cost:

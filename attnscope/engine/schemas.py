@@ -6,10 +6,18 @@ come from the settings (characters, tokens, batch size) are checked by the servi
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    create_model,
+    field_serializer,
+)
 from pydantic_core import PydanticCustomError
 
 from attnscope.engine.head_scores import CardAblation, CardAlignment
@@ -21,6 +29,7 @@ from attnscope.engine.heads import (
     HeadRef,
     WordAlignment,
 )
+from attnscope.explain import registry as explain_registry
 
 AttentionKind = Literal["cross", "encoder_self", "decoder_self"]
 Matrix = list[list[list[list[float]]]]  # [layer][head][query][key]
@@ -149,17 +158,36 @@ Alternatives = Annotated[
 ]
 
 
-ExplainMethod = Literal["norm", "rollout", "alti", "value_zeroing"]
-LayerMatrix = list[list[list[float]]]  # [layer][query][key]
+def check_explain_method(name: str) -> str:
+    """A registered explanation method's name (422 naming the known ones)."""
+    try:
+        return explain_registry.method(name).name
+    except ValueError as err:
+        raise PydanticCustomError("explain_method", str(err)) from None
+
+
+def check_explain(asked: list[str]) -> list[str]:
+    """At most as many names as there are methods."""
+    if len(asked) > len(explain_registry.names()):
+        raise PydanticCustomError("too_long", "asks for more methods than there are ({count})", {"count": len(explain_registry.names())})
+    return asked
+
+
+def _explain_enum(schema: dict[str, Any]) -> None:
+    """The OpenAPI document lists the methods registered when it is drawn."""
+    schema["items"]["enum"] = list(explain_registry.names())
+    schema["maxItems"] = len(explain_registry.names())
+
+
 ExplainMethods = Annotated[
-    list[ExplainMethod],
+    list[Annotated[str, AfterValidator(check_explain_method)]],
+    AfterValidator(check_explain),
     Field(
-        max_length=4,
+        json_schema_extra=_explain_enum,
         description=(
             "Add `explanations`, computed by one teacher-forced pass over the returned (or given) target: "
-            "`norm` (‖α f(x)‖ per head, Kobayashi et al. 2020), `rollout` (Abnar & Zuidema 2020), `alti` "
-            "(ALTI+, Ferrando et al. 2022: source and target-prefix contributions) and `value_zeroing` "
-            "(Mohebbi et al. 2023). See docs/api.md for each definition and its cost."
+            "each a registered explanation method (`GET /api/explain-methods` lists them with their papers, "
+            "e.g. `norm`, `rollout`, `value_zeroing`, `alti`). See docs/api.md for each definition and its cost."
         ),
     ),
 ]
@@ -318,32 +346,35 @@ class ProtectedSpan(BaseModel):
     target_end: int
 
 
-class AltiExplanation(BaseModel):
-    source: LayerMatrix = Field(description="[layer][query][source token]: each source token's share of the target position after each decoder layer.")
-    target: LayerMatrix = Field(description="[layer][query][decoder input token] (the keys of decoder_self): the target prefix's shares; a row over source and target sums to 1.")
-    source_share: list[float] = Field(description="[query] the last layer's source total: near 0 where a token comes from the prefix alone.")
-    encoder: LayerMatrix = Field(description="[layer][source][source]: ALTI through the encoder, what each encoder position is made of after each layer; rows sum to 1.")
+def _explanation_fields() -> dict[str, Any]:
+    """One optional field per answer field of each registered method (registry order)."""
+    fields: dict[str, Any] = {}
+    for m in explain_registry.methods().values():
+        for f in m.fields:
+            fields[f.name] = (Annotated[Any, WithJsonSchema(dict(f.schema))] | None, Field(default=None, description=f.description))
+    return fields
 
 
-class Explanations(BaseModel):
-    """What `explain` asked for; the methods a model has no definition for are in `unavailable`."""
+# What `explain` asked for, one key per answer field of each method registered when the server
+# starts (a method registered later still answers: extra keys are allowed).
+if TYPE_CHECKING:
 
-    norm: dict[AttentionKind, Matrix] | None = Field(
-        default=None, description="[layer][head][query][key] ‖α_ij f_h(x_j)‖, the shape of `attention`."
-    )
-    norm_values: dict[AttentionKind, LayerMatrix] | None = Field(
-        default=None,
-        description="With `norm`: [layer][head][key] ‖f_h(x_j)‖, the size of the vector each key moves (the same for every query).",
-    )
-    rollout: dict[AttentionKind, LayerMatrix] | None = Field(
-        default=None, description="[layer][query][key] attention rollout after each layer; rows sum to 1."
-    )
-    value_zeroing: dict[AttentionKind, LayerMatrix] | None = Field(
-        default=None, description="[layer][query][key] value zeroing of each layer; rows sum to 1 (0 where nothing changes)."
-    )
-    alti: AltiExplanation | None = Field(default=None, description="ALTI+ (Transformers).")
-    unavailable: dict[ExplainMethod, str] = Field(
-        default_factory=dict, description="Each method asked for that this model's family has no definition for, and why."
+    class Explanations(BaseModel):
+        unavailable: dict[str, str]
+
+else:
+    Explanations = create_model(
+        "Explanations",
+        __config__=ConfigDict(extra="allow"),
+        __doc__=(
+            "What `explain` asked for, each method's fields (null when not asked); the methods a model has no "
+            "definition for are in `unavailable`."
+        ),
+        **_explanation_fields(),
+        unavailable=(
+            dict[str, str],
+            Field(default_factory=dict, description="Each method asked for that this model's family has no definition for, and why."),
+        ),
     )
 
 

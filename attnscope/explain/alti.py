@@ -27,6 +27,15 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnscope.explain.registry import (
+    AnswerField,
+    Draw,
+    ExplainMethod,
+    Size,
+    nested,
+    register,
+    rounded,
+)
 from attnscope.explain.trace import Block, Trace, bias_of, transformed
 
 
@@ -103,3 +112,62 @@ def alti(trace: Trace) -> Alti:
     return Alti(
         source=source, target=torch.stack(target_rows), source_share=source[-1].sum(-1), encoder=torch.stack(encoder_rows)
     )
+
+
+def _cost(size: Size) -> int:
+    """One vector per query-key pair of each sublayer: L_e·S² + L_d·T·(T+S+1)."""
+    g, s, t = size.geometry, size.s, size.t
+    return g.encoder_layers * s * s + g.decoder_layers * t * (t + s + 1)
+
+
+def _floats(size: Size) -> int:
+    g, s, t = size.geometry, size.s, size.t
+    return g.decoder_layers * t * (s + t) + t + g.encoder_layers * s * s
+
+
+def _json(found: Alti, decimals: int) -> dict[str, object]:
+    parts = ("source", "target", "source_share", "encoder")
+    return {"alti": {part: rounded(getattr(found, part), decimals) for part in parts}}
+
+
+_ALTI_SCHEMA = {
+    "type": "object",
+    "title": "AltiExplanation",
+    "required": ["source", "target", "source_share", "encoder"],
+    "properties": {
+        "source": {**nested(3), "description": "[layer][query][source token]: each source token's share of the target position after each decoder layer."},
+        "target": {**nested(3), "description": "[layer][query][decoder input token] (the keys of decoder_self): the target prefix's shares; a row over source and target sums to 1."},
+        "source_share": {**nested(1), "description": "[query] the last layer's source total: near 0 where a token comes from the prefix alone."},
+        "encoder": {**nested(3), "description": "[layer][source][source]: ALTI through the encoder, what each encoder position is made of after each layer; rows sum to 1."},
+    },
+}  # fmt: skip
+
+register(
+    ExplainMethod(
+        name="alti",
+        label="ALTI+",
+        long_label="ALTI+ (source part)",
+        paper=(
+            "Ferrando, Gállego, Alastruey, Escolano & Costa-jussà 2022, Towards Opening the Black Box of Neural "
+            "Machine Translation: Source and Target Contributions to the Model's Output"
+        ),
+        url="https://aclanthology.org/2022.emnlp-main.599/",
+        help=(
+            "ALTI+ (Ferrando et al. 2022): each input token's contribution to a position after this layer, residual "
+            "and layer norm included. Cross: the source part (a dim row took little from the source); decoder self: "
+            "the target-prefix part. Per layer."
+        ),
+        runs={"transformer": lambda sentence: alti(sentence.trace)},
+        reasons={
+            "recurrent": (
+                "ALTI+ splits each layer's residual stream into one vector per input token; a GRU's "
+                "recurrent state is not a sum of per-token vectors"
+            ),
+        },
+        fields=(AnswerField("alti", "ALTI+ (Transformers).", _ALTI_SCHEMA),),
+        encode=_json,
+        draw=Draw(field="alti", parts={"cross": "source", "decoder_self": "target", "encoder_self": "encoder"}),
+        cost=_cost,
+        floats=_floats,
+    )
+)

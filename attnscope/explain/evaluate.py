@@ -52,14 +52,13 @@ def cross_matrices(loaded: LoadedModel, source_ids: list[int], target_ids: list[
     assert out.cross is not None
     found = explain(model, source_ids, target_ids, methods=applicable(model))
     mats = {"weights": out.cross[0].float().cpu()}
-    if found.norm is not None:
-        mats["norm"] = found.norm["cross"].cpu()
-    if found.rollout is not None:
-        mats["rollout"] = found.rollout["cross"][:, None].cpu()
-    if found.value_zeroing is not None:
-        mats["value_zeroing"] = found.value_zeroing["cross"][:, None].cpu()
-    if found.alti is not None:
-        mats["alti"] = found.alti.source[:, None].cpu()
+    if (norms := found.get("norm")) is not None:
+        mats["norm"] = norms.weighted["cross"].cpu()
+    for name in ("rollout", "value_zeroing"):
+        if (layers := found.get(name)) is not None:
+            mats[name] = layers["cross"][:, None].cpu()
+    if (contributions := found.get("alti")) is not None:
+        mats["alti"] = contributions.source[:, None].cpu()
     return mats
 
 

@@ -20,11 +20,22 @@ the same for every query, come as ``{kind: (L, H, K)}`` (:func:`transformer_valu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import cast
 
 import torch
 from torch import Tensor
 
+from attnscope.explain.registry import (
+    AnswerField,
+    Draw,
+    ExplainMethod,
+    Sentence,
+    Size,
+    kinds_json,
+    per_kind,
+    register,
+)
 from attnscope.explain.trace import Block, Trace, transformed, weight_of
 from attnscope.nn.ablation import is_off
 from attnscope.nn.family import geometry_of
@@ -93,3 +104,55 @@ def rnn_norms(model: RNNSeq2Seq, source_ids: list[int], target_ids: list[int]) -
     if out.encoder_self is not None and "encoder_self" in sizes:
         found["encoder_self"] = out.encoder_self[0].float() * sizes["encoder_self"][0, 0]  # (1, 1, S, S)
     return found
+
+
+@dataclass(frozen=True)
+class Norms:
+    """weighted: kind -> (L, H, Q, K) ‖α_ij f_h(x_j)‖; values: kind -> (L, H, K) ‖f_h(x_j)‖."""
+
+    weighted: dict[str, Tensor]
+    values: dict[str, Tensor]
+
+
+def _rnn(sentence: Sentence) -> Norms:
+    rnn = cast(RNNSeq2Seq, sentence.model)
+    return Norms(rnn_norms(rnn, sentence.source_ids, sentence.target_ids), rnn_value_norms(rnn, sentence.source_ids))
+
+
+def _value_floats(size: Size) -> int:
+    g, s, t = size.geometry, size.s, size.t
+    values = {"cross": g.decoder_layers * g.heads * s, "decoder_self": g.decoder_layers * g.heads * t, "encoder_self": g.encoder_layers * g.heads * s}
+    return sum(size.attention().values()) + sum(values[kind] for kind in g.kinds)
+
+
+NO_ATTENTION = "this model has no attention (score 'none'): there are no weights to weigh by vector norms"
+
+register(
+    ExplainMethod(
+        name="norm",
+        label="norm",
+        long_label="norm ‖α f(x)‖",
+        paper="Kobayashi, Kuribayashi, Yokoi & Inui 2020, Attention is Not Only a Weight: Analyzing Transformers with Vector Norms",
+        url="https://aclanthology.org/2020.emnlp-main.574/",
+        help=(
+            "Norm-based attention ‖α f(x)‖ (Kobayashi et al. 2020): how much each token moves, not only how "
+            "much weight it gets; rows rescaled to sum to 1."
+        ),
+        runs={
+            "transformer": lambda sentence: Norms(transformer_norms(sentence.trace), transformer_value_norms(sentence.trace)),
+            "recurrent": _rnn,
+        },
+        unavailable=lambda config: NO_ATTENTION if getattr(config, "score", None) == "none" else None,
+        fields=(
+            AnswerField("norm", "[layer][head][query][key] ‖α_ij f_h(x_j)‖, the shape of `attention`.", per_kind(4)),
+            AnswerField(
+                "norm_values",
+                "With `norm`: [layer][head][key] ‖f_h(x_j)‖, the size of the vector each key moves (the same for every query).",
+                per_kind(3),
+            ),
+        ),
+        encode=lambda found, decimals: {"norm": kinds_json(found.weighted, decimals), "norm_values": kinds_json(found.values, decimals)},
+        draw=Draw(field="norm", per="head", normalise=True),
+        floats=_value_floats,
+    )
+)

@@ -21,6 +21,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnscope.explain.registry import (
+    AnswerField,
+    Draw,
+    ExplainMethod,
+    kinds_json,
+    per_kind,
+    register,
+)
 from attnscope.explain.trace import Block, Trace
 
 
@@ -63,3 +71,29 @@ def transformer_rollout(trace: Trace) -> dict[str, Tensor]:
         "encoder_self": encoder,
         "decoder_self": stack_rollout(trace.decoder_self),
     }
+
+
+register(
+    ExplainMethod(
+        name="rollout",
+        label="rollout",
+        long_label="rollout",
+        paper="Abnar & Zuidema 2020, Quantifying Attention Flow in Transformers",
+        url="https://aclanthology.org/2020.acl-main.385/",
+        help=(
+            "Attention rollout (Abnar & Zuidema 2020): weights averaged over heads, mixed with the residual and "
+            "multiplied through the layers up to this one. Per layer: every head shows the same."
+        ),
+        runs={"transformer": lambda sentence: transformer_rollout(sentence.trace)},
+        reasons={
+            "recurrent": (
+                "rollout multiplies residual-mixed attention up a stack of layers; an RNN has one attention "
+                "per kind and no residual stream of token positions to roll out"
+            ),
+        },
+        fields=(AnswerField("rollout", "[layer][query][key] attention rollout after each layer; rows sum to 1.", per_kind(3)),),
+        encode=lambda found, decimals: {"rollout": kinds_json(found, decimals)},
+        draw=Draw(field="rollout"),
+        floats=lambda size: size.per_layer(),
+    )
+)

@@ -23,6 +23,16 @@ from typing import cast
 import torch
 from torch import Tensor
 
+from attnscope.explain.registry import (
+    AnswerField,
+    Draw,
+    ExplainMethod,
+    Sentence,
+    Size,
+    kinds_json,
+    per_kind,
+    register,
+)
 from attnscope.explain.trace import Trace, decoder_layer, encoder_layer
 from attnscope.nn.layers import DecoderLayer, EncoderLayer
 from attnscope.nn.transformer import Transformer
@@ -63,3 +73,44 @@ def transformer_value_zeroing(model: Transformer, trace: Trace) -> dict[str, Ten
         out = decoder_layer(layer, y.expand(s + 1, -1, -1), memory.expand(s + 1, -1, -1), keep_cross=_zeroing(s, y), bias=bias)[0]
         found["cross"].append(distances(out))
     return {kind: torch.stack(rows) for kind, rows in found.items()}
+
+
+def _cost(size: Size) -> int:
+    """Each layer rerun once per token: L_e·S·(S+1) + L_d·T·(T+S+2)."""
+    g, s, t = size.geometry, size.s, size.t
+    return g.encoder_layers * s * (s + 1) + g.decoder_layers * t * (t + s + 2)
+
+
+def _run(sentence: Sentence) -> dict[str, Tensor]:
+    return transformer_value_zeroing(cast(Transformer, sentence.model), sentence.trace)
+
+
+register(
+    ExplainMethod(
+        name="value_zeroing",
+        label="value zeroing",
+        long_label="value zeroing",
+        paper="Mohebbi, Zuidema, Chrupała & Alishahi 2023, Quantifying Context Mixing in Transformers",
+        url="https://aclanthology.org/2023.eacl-main.245/",
+        help=(
+            "Value zeroing (Mohebbi et al. 2023): how much a position's layer output changes when a token's "
+            "value vector is zeroed; rows normalised. Per layer."
+        ),
+        runs={"transformer": _run},
+        reasons={
+            "recurrent": (
+                "value zeroing reruns a Transformer layer with one token's value vector zeroed; an RNN has "
+                "no value projection or layer to rerun (its attention's context is defined by the recurrence)"
+            ),
+        },
+        fields=(
+            AnswerField(
+                "value_zeroing", "[layer][query][key] value zeroing of each layer; rows sum to 1 (0 where nothing changes).", per_kind(3)
+            ),
+        ),
+        encode=lambda found, decimals: {"value_zeroing": kinds_json(found, decimals)},
+        draw=Draw(field="value_zeroing"),
+        cost=_cost,
+        floats=lambda size: size.per_layer(),
+    )
+)

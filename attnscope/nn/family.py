@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 # The modules that register the shipped families (each ends with a ``register(...)`` call).
 BUILTIN_MODULES: tuple[str, ...] = ("attnscope.nn.recurrent_family", "attnscope.nn.transformer_family")
 
-# The explanation methods of attnscope.explain, in its order (a family lists the ones it computes).
-EXPLAIN_METHODS: tuple[str, ...] = ("norm", "rollout", "alti", "value_zeroing")
-
 
 @dataclass(frozen=True)
 class Geometry:
@@ -55,8 +52,9 @@ class Geometry:
     the RNN's state size); ``score_scale``: the number a head's q·k is divided by to give its raw
     score (√key_dim; 1.0 for a model that does not scale, T5's; None for a model without q·k,
     the RNNs: the answer leaves it out); ``source_positions`` / ``target_positions``: the longest source and
-    output (EOS included) it has positions for (None: unbounded); ``explain_methods``: the
-    methods of :mod:`attnscope.explain` it computes."""
+    output (EOS included) it has positions for (None: unbounded). (Which explanation methods a
+    model has is the method registry's to say, :mod:`attnscope.explain.registry`, from the
+    family's ``explainer``.)"""
 
     kinds: tuple[str, ...]
     encoder_layers: int
@@ -65,7 +63,6 @@ class Geometry:
     key_dim: int
     source_positions: int | None = None
     target_positions: int | None = None
-    explain_methods: tuple[str, ...] = ()
     score_scale: float | None = None
 
     def layers_of(self, kind: str) -> int:
@@ -91,7 +88,8 @@ class Family(ABC):
     # The formula of its attention scores where the family fixes one (the Transformer's
     # q·k/√d_k); "" where its config chooses an alignment score (attnscope.nn.scores).
     score_formula: ClassVar[str] = ""
-    # How attnscope.explain explains its models ("transformer", "recurrent"; "": every method unavailable).
+    # Which runner of each explanation method explains its models (a key of ExplainMethod.runs in
+    # attnscope.explain.registry: "transformer", "recurrent"; "": every method unavailable).
     explainer: ClassVar[str] = ""
 
     @abstractmethod

@@ -31,7 +31,6 @@ class RecurrentFamily(Family):
             key_dim=config.hidden_dim,
             source_positions=config.source_positions,
             target_positions=config.target_positions,
-            explain_methods=() if config.score == "none" else ("norm",),
         )
 
     def head_module(self, model: nn.Module, kind: str, layer: int) -> nn.Module:

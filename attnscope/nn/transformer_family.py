@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from attnscope.nn.base import Seq2Seq
 from attnscope.nn.config import TransformerConfig
-from attnscope.nn.family import EXPLAIN_METHODS, Family, Geometry, register
+from attnscope.nn.family import Family, Geometry, register
 from attnscope.nn.recording import ScoreRecord, ScoreRecorder
 from attnscope.nn.transformer import Transformer
 
@@ -46,7 +46,6 @@ class TransformerFamily(Family):
             key_dim=config.key_size,  # d_model / heads, or T5's own head size
             source_positions=config.source_positions,
             target_positions=config.target_positions,
-            explain_methods=EXPLAIN_METHODS,
             score_scale=math.sqrt(config.key_size) if config.scale_attention else 1.0,
         )
 

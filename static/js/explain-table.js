@@ -2,16 +2,14 @@
 // (written by `attnscope evaluate --explain`, docs/explanations.md). Each cell is the method's
 // best head (weights, norm) or layer (rollout, value zeroing, ALTI+) by word-alignment F1 against
 // the reference, and by Spearman's ρ with integrated gradients. The cards count heads and layers
-// from 0; people read them from 1.
+// from 0; people read them from 1. The methods' row labels and order come from GET
+// /api/explain-methods (`long_label`), after the weights' own row.
 import { el } from "./dom.js";
 
-export const METHOD_LABELS = {
-  weights: "attention weights",
-  norm: "norm ‖α f(x)‖",
-  rollout: "rollout",
-  value_zeroing: "value zeroing",
-  alti: "ALTI+ (source part)",
-};
+/** method -> row label: the weights, then the catalog's methods (a name stands for a method it lacks). */
+export function methodLabels(catalog = []) {
+  return { weights: "attention weights", ...Object.fromEntries(catalog.map((m) => [m.name, m.long_label || m.label])) };
+}
 
 /** The largest number of a [layer][head or 0] grid and where: {value, layer, head} (0-based), or null. */
 export function bestOf(grid) {
@@ -39,11 +37,14 @@ function score(name, grid, per, top) {
   return { best, where, node: el(isTop ? "strong" : "span", { dataset: { value: String(best.value), where } }, text) };
 }
 
-/** The table of `cards` (one language pair) with explanations, or null where none has them. */
-export function explanationTable(cards) {
+/** The table of `cards` (one language pair) with explanations, or null where none has them;
+ *  `catalog`: GET /api/explain-methods's methods (labels and order). */
+export function explanationTable(cards, catalog = []) {
   const withGrids = cards.filter((card) => card.explanations?.methods);
   if (!withGrids.length) return null;
-  const methods = Object.keys(METHOD_LABELS).filter((m) => withGrids.some((c) => c.explanations.methods[m]));
+  const labels = methodLabels(catalog);
+  const carded = withGrids.flatMap((c) => Object.keys(c.explanations.methods));
+  const methods = [...new Set([...Object.keys(labels), ...carded])].filter((m) => withGrids.some((c) => c.explanations.methods[m]));
   const tops = new Map(withGrids.map((card) => {  // per model: the best F1 and ρ over its methods
     const found = Object.values(card.explanations.methods);
     const top = (pick) => Math.max(...found.map((s) => bestOf(pick(s))?.value ?? -Infinity));
@@ -70,7 +71,7 @@ export function explanationTable(cards) {
     el("div", { class: "table-scroll" },
       el("table", { class: "score-table explain-table" },
         el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "method"), withGrids.map((c) => el("th", { scope: "col" }, c.id)))),
-        el("tbody", {}, methods.map((m) => el("tr", { dataset: { method: m } }, el("th", { scope: "row" }, METHOD_LABELS[m]), withGrids.map((c) => cell(c, m))))),
+        el("tbody", {}, methods.map((m) => el("tr", { dataset: { method: m } }, el("th", { scope: "row" }, labels[m] || m), withGrids.map((c) => cell(c, m))))),
       ),
     ),
   );

@@ -2,30 +2,15 @@
 // `explain` (docs/api.md, *Beyond the weights*), drawn in the explorer's large heatmap with the
 // same kind, layer and head. While a method is chosen the page's requests carry `explain` (every
 // method of the model's family at once), so each answer comes with the explanations of exactly
-// the tokens it shows; choosing a method on an answer without them asks for it again.
+// the tokens it shows; choosing a method on an answer without them asks for it again. The methods,
+// their labels, help and how each is drawn come from GET /api/explain-methods (the registry).
 import { drawAltiSplit } from "./alti-view.js";
+import { explainMethods } from "./api.js";
 import { el, setChildren } from "./dom.js";
 import { cardOf } from "./head-facts.js";
 
-export const METHODS = {
-  weights: { label: "weights", help: "The attention weights α: which fraction of each value vector a head takes." },
-  norm: {
-    label: "norm",
-    help: "Norm-based attention ‖α f(x)‖ (Kobayashi et al. 2020): how much each token moves, not only how much weight it gets; rows rescaled to sum to 1.",
-  },
-  rollout: {
-    label: "rollout",
-    help: "Attention rollout (Abnar & Zuidema 2020): weights averaged over heads, mixed with the residual and multiplied through the layers up to this one. Per layer: every head shows the same.",
-  },
-  alti: {
-    label: "ALTI+",
-    help: "ALTI+ (Ferrando et al. 2022): each input token's contribution to a position after this layer, residual and layer norm included. Cross: the source part (a dim row took little from the source); decoder self: the target-prefix part. Per layer.",
-  },
-  value_zeroing: {
-    label: "value zeroing",
-    help: "Value zeroing (Mohebbi et al. 2023): how much a position's layer output changes when a token's value vector is zeroed; rows normalised. Per layer.",
-  },
-};
+/** The raw weights: not an explanation method, the page's own first choice. */
+export const WEIGHTS = { name: "weights", label: "weights", help: "The attention weights α: which fraction of each value vector a head takes." };
 
 /** [layer][query][key] -> [layer][head][query][key]: the same matrix under each of `heads` heads. */
 const perHead = (layers, heads) => layers.map((matrix) => Array.from({ length: heads }, () => matrix));
@@ -36,25 +21,22 @@ const rowNormalised = (matrix) =>
     return total > 0 ? row.map((v) => v / total) : row;
   });
 
-/** The matrices `method` gives `kind`, as [layer][head][query][key], or null where it has none. */
+/** The matrices `method` (a catalog entry of GET /api/explain-methods) gives `kind`, as
+ *  [layer][head][query][key], or null where it has none. Its `draw` says where they are:
+ *  explanations[field][kind] (or [field][parts[kind]]), per head or per layer, rows rescaled or not. */
 export function methodMatrix(explanations, method, kind, heads) {
-  if (!explanations) return null;
-  if (method === "norm") {
-    const norm = explanations.norm?.[kind];
-    return norm ? norm.map((layer) => layer.map(rowNormalised)) : null;
-  }
-  if (method === "alti") {
-    const alti = explanations.alti;
-    const part = alti && { cross: alti.source, decoder_self: alti.target, encoder_self: alti.encoder }[kind];
-    return part ? perHead(part, heads) : null;
-  }
-  const layers = explanations[method]?.[kind];
-  return layers ? perHead(layers, heads) : null;
+  const draw = method?.draw;
+  if (!explanations || !draw) return null;
+  const found = explanations[draw.field];
+  const part = draw.parts ? found?.[draw.parts[kind]] : found?.[kind];
+  if (!part) return null;
+  const layers = draw.normalise ? part.map((layer) => (draw.per === "head" ? layer.map(rowNormalised) : rowNormalised(layer))) : part;
+  return draw.per === "head" ? layers : perHead(layers, heads);
 }
 
 /** `response` with its attention replaced by `method`'s matrices (kinds it lacks keep the weights). */
 export function shownResponse(response, method, explanations) {
-  if (method === "weights" || !explanations) return response;
+  if (!method || method.name === "weights" || !explanations) return response;
   const attention = {};
   for (const [kind, weights] of Object.entries(response.attention || {})) {
     attention[kind] = methodMatrix(explanations, method, kind, weights[0]?.length || 1) || weights;
@@ -62,11 +44,11 @@ export function shownResponse(response, method, explanations) {
   return { ...response, attention };
 }
 
-/** The methods a model's family has (the API says why the others are missing). */
-function methodsFor(model) {
-  if (!model) return ["weights"];
-  if (model.architecture === "transformer") return Object.keys(METHODS);
-  return model.score === "none" ? ["weights"] : ["weights", "norm"];
+/** The catalog's methods that run on `model` (its family's entry is null; a model without
+ *  attention, score "none", has nothing to explain). The API says why the others are missing. */
+export function methodsFor(model, catalog) {
+  if (!model || model.score === "none") return [];
+  return catalog.filter((m) => m.families?.[model.architecture] === null);
 }
 
 export class ExplainView {
@@ -77,33 +59,39 @@ export class ExplainView {
     this.box = box;
     this.redo = redo;
     this.method = "weights";
+    this.catalog = []; // GET /api/explain-methods, once it is in
     this.note = el("span", { class: "muted", "data-role": "explain-note" });
     this.share = el("div", { "data-role": "source-share", hidden: true });
     this.split = el("div", { "data-role": "alti-split", hidden: true });
     Object.assign(this.split.style, { width: "100%", maxWidth: "100%", overflowX: "auto" });
-    explorer.transform = (response) => shownResponse(response, this.method, response.explanations);
-    const render = explorer.onRender;
-    explorer.onRender = (...args) => {
-      this.render();
-      this.caption();
-      return render(...args);
-    };
+    explorer.transform = (response) => shownResponse(response, this.chosen(), response.explanations);
+    explorer.addPanel({ onView: () => { this.render(); this.caption(); } });
     box.hidden = false;
     this.render();
+    explainMethods().then((catalog) => {
+      this.catalog = catalog;
+      this.render();
+      this.box.dataset.catalog = "ready";
+    }).catch(() => { this.box.dataset.catalog = "failed"; }); // the weights alone, then
+  }
+
+  /** The catalog entry of the method shown (WEIGHTS for the weights). */
+  chosen() {
+    return this.catalog.find((m) => m.name === this.method) || WEIGHTS;
   }
 
   /** What a translate or align request for `model` adds: every method the family has, while the
    *  heatmap shows one (so switching between them needs no other request). */
   request(model) {
-    const methods = methodsFor(model).filter((m) => m !== "weights");
+    const methods = methodsFor(model, this.catalog).map((m) => m.name);
     return this.method === "weights" || !methods.length ? {} : { explain: methods };
   }
 
   render() {
-    const available = methodsFor(this.explorer.model);
+    const available = ["weights", ...methodsFor(this.explorer.model, this.catalog).map((m) => m.name)];
     if (!available.includes(this.method)) this.method = "weights";
     this.box.dataset.method = this.method;
-    const buttons = Object.entries(METHODS).map(([method, { label, help }]) =>
+    const buttons = [WEIGHTS, ...this.catalog].map(({ name: method, label, help }) =>
       el(
         "button",
         {
@@ -143,7 +131,7 @@ export class ExplainView {
       if (!caption || !caption.textContent) continue;
       // the card's F1 the explorer shows is the weights'; say the method's own where the card has it
       const text = caption.textContent.replace(/ · alignment F1 [^·]*/, "");
-      caption.textContent = `${text} · showing ${METHODS[this.method].label}${f1}`;
+      caption.textContent = `${text} · showing ${this.chosen().label}${f1}`;
     }
   }
 

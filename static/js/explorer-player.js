@@ -5,7 +5,8 @@
 // which is what /api/translate gives. The streaming and the controls are player.js's.
 import { drawBeamTree } from "./beamtree.js";
 import { el, setChildren } from "./dom.js";
-import { StreamPlayer, leadingPath, partialAnswer, treeSoFar } from "./player.js";
+import { StreamPlayer } from "./player.js";
+import { leadingPath, partialAnswer, treeSoFar } from "./stream-events.js";
 import { renderStepAnatomy, stepAnatomyBox } from "./step-anatomy.js";
 
 export class ExplorerPlayer {

@@ -27,6 +27,7 @@ export class Explorer {
     this.state = { ...DEFAULT_VIEW };
     this.headSort = { ...DEFAULT_SORT }; // the head table's order (explorer-grid.js)
     this.transform = (response) => response; // what the large heatmap draws (explain-view.js swaps in a method)
+    this.panels = []; // addPanel: the views that follow this explorer
     this.c = Object.fromEntries(
       ["kind", "layer", "head", "avg", "merge", "eos", "stretch", "png", "json", "note", "empty", "grid",
         "head-table", "heads-note", "count-hint", "plot-main", "plot-aligned", "aligned-card", "caption-main", "caption-aligned",
@@ -106,9 +107,26 @@ export class Explorer {
       caption: `${this.where(this.state.layer, this.head())}: rows ${this.axisName(view.rowTitle)}, columns ${this.axisName(view.colTitle)}`,
     });
   }
+  /** The panel contract: a panel is an object with any of `onAnswer(explorer)`, called when a new
+   *  answer is shown (explorer.response, explorer.model), and `onView(explorer)`, called after each
+   *  redraw of a finished answer (a new answer, or the view changed: kind, layer, head, the head
+   *  grid). Panels register here instead of watching the explorer's DOM. Returns the panel. */
+  addPanel(panel) {
+    this.panels.push(panel);
+    if (this.response && !this.playing) panel.onView?.(this);
+    return panel;
+  }
+
+  /** Tell every panel that the view was redrawn (the head grid included). */
+  viewChanged() {
+    for (const panel of this.panels) panel.onView?.(this);
+  }
+
   /** Show a new translation (drops any teacher-forced result). */
-  setResponse(response, model) {
-    return this.show(response, model, false);
+  async setResponse(response, model) {
+    const done = this.show(response, model, false);
+    for (const panel of this.panels) panel.onAnswer?.(this);
+    return done;
   }
 
   /** Show a translation still being made (the player, explorer-player.js): an answer-shaped
@@ -243,7 +261,10 @@ export class Explorer {
     if (this.playing && this.c["grid-section"]) this.c["grid-section"].hidden = true;
     else this.renderGrid();
     await Promise.all(jobs);
-    if (!this.playing) this.onRender(this);
+    if (!this.playing) {
+      this.onRender(this);
+      this.viewChanged();
+    }
   }
 
   keyTokens() {

@@ -1,22 +1,25 @@
 // Head roles from a model's corpus analysis (`attnscope analyze`, shipped as the model folder's
 // analysis/heads.json, served by GET /api/models/{id}/analysis): on the Models page a layer × head
 // grid per attention kind coloured by role, the statistics on hover; in the explorer a badge on
-// each head's thumbnail, and on each chip of the Translate page's Heads card. Models without an analysis (404) show neither. Roles and their rules:
-// docs/analysis.md. The analysis counts layers and heads from 0; the page from 1.
+// each head's thumbnail (an explorer panel), and on each chip of the Translate page's Heads card. Models without an analysis (404) show neither. Roles and their rules:
+// docs/analysis.md; their labels and meanings come from GET /api/head-roles (api.js headRoles).
+// The analysis counts layers and heads from 0; the page from 1.
+import { headRoles, optionalJSON } from "./api.js";
 import { el, plotlyReady } from "./dom.js";
 import { KIND_LABELS, KIND_ORDER } from "./matrix.js";
 
-/** Each role's colour, short label (badges, cells) and meaning (legend, hover). */
-export const ROLES = {
-  alignment: { color: "#1f5ba8", short: "align", help: "cross-attention that aligns words: corpus word-alignment F1 ≥ threshold" },
-  "positional-previous": { color: "#0f8a6a", short: "prev", help: "looks at the previous position" },
-  "positional-same": { color: "#2b8fb8", short: "same", help: "looks at its own position" },
-  "positional-next": { color: "#8a6d1f", short: "next", help: "looks at the next position" },
-  sink: { color: "#c0392b", short: "sink", help: "parks its weight on the boundary token (</s>, or <s> in the decoder)" },
-  "rare-word": { color: "#a3468c", short: "rare", help: "attends to the sentence's rarest source token" },
-  mixed: { color: "#cbd5e1", short: "mixed", help: "none of the rules holds" },
+/** Each role's colour (the page's choice; the server's catalog names the roles and says what they mean). */
+const COLORS = {
+  alignment: "#1f5ba8", "positional-previous": "#0f8a6a", "positional-same": "#2b8fb8", "positional-next": "#8a6d1f",
+  sink: "#c0392b", "rare-word": "#a3468c", mixed: "#cbd5e1",
 };
-const ROLE_NAMES = Object.keys(ROLES);
+const OTHER = "#94a3b8"; // a role this page has no colour for (a newer server's)
+
+/** name -> {name, short, help, color} from the roles catalog, in the order the rules are tried. */
+async function roleTable() {
+  const roles = await headRoles().catch(() => []);
+  return new Map(roles.map((r) => [r.name, { ...r, color: COLORS[r.name] || OTHER }]));
+}
 const STATS = [
   ["entropy", "entropy (nats)"], ["max_weight", "largest weight"], ["eos_share", "on boundary"], ["punct_share", "on punctuation"],
   ["prev_share", "on previous"], ["same_share", "on same"], ["next_share", "on next"], ["rare_share", "on rarest token"],
@@ -29,10 +32,8 @@ const cache = new Map();
  *  null when it has none (404) or it cannot be read; fetched once per page. */
 export function loadAnalysis(id) {
   if (!cache.has(id)) {
-    cache.set(id, fetch(`/api/models/${encodeURIComponent(id)}/analysis`)
-      .then((r) => (r.ok ? r.json() : null))
-      .then((data) => (data && Array.isArray(data.heads) ? data : null))
-      .catch(() => null));
+    cache.set(id, optionalJSON(`/api/models/${encodeURIComponent(id)}/analysis`)
+      .then((data) => (data && Array.isArray(data.heads) ? data : null)));
   }
   return cache.get(id);
 }
@@ -55,23 +56,24 @@ export function sourceOf(analysis) {
   return [analysis.corpus, analysis.sentences ? `${analysis.sentences} sentences` : null, analysis.mode].filter(Boolean).join(", ");
 }
 
-async function drawKind(div, heads, kind) {
+async function drawKind(div, heads, kind, roles) {
   const Plotly = await plotlyReady();
+  const names = [...roles.keys()];
   const layers = 1 + Math.max(...[...heads.values()].map((h) => h.layer));
   const width = 1 + Math.max(...[...heads.values()].map((h) => h.head));
   const at = (l, k) => heads.get(`${l}:${k}`) || null;
   const rows = [...Array(layers).keys()];
   const cols = [...Array(width).keys()];
-  const n = ROLE_NAMES.length;
+  const n = names.length;
   // One flat colour per role: z is the role's index, the scale steps at each index.
-  const colorscale = ROLE_NAMES.flatMap((r, i) => [[i / n, ROLES[r].color], [(i + 1) / n, ROLES[r].color]]);
+  const colorscale = names.flatMap((r, i) => [[i / n, roles.get(r).color], [(i + 1) / n, roles.get(r).color]]);
   await Plotly.newPlot(div, [{
     type: "heatmap",
-    z: rows.map((l) => cols.map((k) => (at(l, k) ? ROLE_NAMES.indexOf(at(l, k).role) : null))),
+    z: rows.map((l) => cols.map((k) => (at(l, k) ? names.indexOf(at(l, k).role) : null))),
     x: cols.map((k) => `H${k + 1}`),
     y: rows.map((l) => `L${l + 1}`),
     zmin: -0.5, zmax: n - 0.5, colorscale, showscale: false, xgap: 2, ygap: 2,
-    text: rows.map((l) => cols.map((k) => ROLES[at(l, k)?.role]?.short ?? "")),
+    text: rows.map((l) => cols.map((k) => roles.get(at(l, k)?.role)?.short ?? at(l, k)?.role ?? "")),
     texttemplate: "%{text}",
     customdata: rows.map((l) => cols.map((k) => (at(l, k) ? describeHead(at(l, k)).join("<br>") : ""))),
     hovertemplate: `${KIND_LABELS[kind] || kind} %{y} · %{x}<br>%{customdata}<extra></extra>`,
@@ -91,68 +93,67 @@ export function roleGrid(card) {
   const body = el("div", { class: "role-grids" });
   const node = el("div", { class: "head-grid", dataset: { grid: "roles" }, hidden: true }, el("h4", {}, "Head roles over a corpus"), body);
   const draw = async () => {
-    const analysis = await loadAnalysis(card.id);
+    const [analysis, roles] = await Promise.all([loadAnalysis(card.id), roleTable()]);
     if (!analysis) return;
+    const names = [...roles.keys()];
     const kinds = KIND_ORDER.filter((k) => headsOf(analysis, k).size);
     const charts = kinds.map((kind) => [kind, el("div", { class: "mini-chart chart", dataset: { chart: `roles-${kind}` } })]);
-    const counts = ROLE_NAMES.map((r) => [r, analysis.heads.filter((h) => h.role === r).length]).filter(([, c]) => c);
+    const counts = names.map((r) => [r, analysis.heads.filter((h) => h.role === r).length]).filter(([, c]) => c);
     body.append(
       el("p", { class: "hint" }, `From attnscope analyze over ${sourceOf(analysis)}. Hover a head for its statistics.`),
       el("ul", { class: "role-legend", style: { listStyle: "none", padding: "0", display: "flex", flexWrap: "wrap", gap: "10px" } },
-        counts.map(([r, c]) => el("li", { title: ROLES[r].help, dataset: { headRole: r } },
-          el("span", { style: { display: "inline-block", width: "10px", height: "10px", background: ROLES[r].color, marginRight: "4px" } }),
+        counts.map(([r, c]) => el("li", { title: roles.get(r).help, dataset: { headRole: r } },
+          el("span", { style: { display: "inline-block", width: "10px", height: "10px", background: roles.get(r).color, marginRight: "4px" } }),
           `${r}: ${c}`))),
       ...charts.flatMap(([kind, div]) => [el("h5", {}, KIND_LABELS[kind] || kind), div]),
     );
     node.hidden = false;
-    await Promise.all(charts.map(([kind, div]) => drawKind(div, headsOf(analysis, kind), kind)));
+    await Promise.all(charts.map(([kind, div]) => drawKind(div, headsOf(analysis, kind), kind, roles)));
   };
   return { node, draw };
 }
 
-function badge(h) {
-  const role = ROLES[h.role] || ROLES.mixed;
+function badge(h, roles) {
+  const role = roles.get(h.role) || { short: h.role, color: OTHER };
   return el("span", {
     class: "role-badge",
     dataset: { headRole: h.role },
     title: describeHead(h).join(" · "),
-    style: { fontSize: "10px", fontWeight: "600", color: role === ROLES.mixed ? "#334155" : "#fff", background: role.color, borderRadius: "3px", padding: "0 3px", alignSelf: "flex-start" },
+    style: { fontSize: "10px", fontWeight: "600", color: h.role === "mixed" ? "#334155" : "#fff", background: role.color, borderRadius: "3px", padding: "0 3px", alignSelf: "flex-start" },
   }, role.short);
 }
 
-/** Badge every thumbnail of an explorer's head grid with its head's role, whenever the grid is
- *  drawn. `modelOf()` names the model the explorer shows. Returns the observer. */
-export function watchExplorerRoles(explorerRoot, modelOf) {
-  const grid = explorerRoot?.querySelector('[data-role="grid"]');
-  if (!grid) return null;
-  const decorate = async () => {
-    const id = modelOf();
-    const kind = explorerRoot.querySelector('[data-role="kind"] [aria-checked="true"]')?.dataset.kind;
-    const analysis = id && kind ? await loadAnalysis(id) : null;
-    if (id !== modelOf()) return; // another model was chosen meanwhile
-    const heads = headsOf(analysis, kind);
-    for (const thumb of grid.querySelectorAll(".thumb")) {
-      thumb.querySelector(".role-badge")?.remove();
-      const h = heads.get(`${thumb.dataset.layer}:${thumb.dataset.head}`);
-      if (h) thumb.append(badge(h));
-    }
+/** The explorer panel (explorer.addPanel) that badges every thumbnail of the head grid with its
+ *  head's role, after each redraw, for the model and attention kind the explorer shows. */
+export function rolePanel() {
+  return {
+    async onView(explorer) {
+      const grid = explorer.c.grid;
+      const id = explorer.response?.model;
+      const kind = explorer.state.kind;
+      const [analysis, roles] = id && kind ? await Promise.all([loadAnalysis(id), roleTable()]) : [null, new Map()];
+      if (id !== explorer.response?.model || kind !== explorer.state.kind) return; // moved on meanwhile
+      const heads = headsOf(analysis, kind);
+      for (const thumb of grid.querySelectorAll(".thumb")) {
+        thumb.querySelector(".role-badge")?.remove();
+        const h = heads.get(`${thumb.dataset.layer}:${thumb.dataset.head}`);
+        if (h) thumb.append(badge(h, roles));
+      }
+    },
   };
-  const observer = new MutationObserver(decorate);
-  observer.observe(grid, { childList: true });
-  return observer;
 }
 
 /** Badge each chip of the Heads card (the buttons `[data-head="layer:head"]` in `list`, heads of
  *  `kind` of model `id`) with its head's role, the role's statistics added to its tooltip.
  *  `current()` names the model shown once the analysis is in: nothing is added if it changed. */
 export async function badgeChips(list, id, kind, current) {
-  const analysis = await loadAnalysis(id);
+  const [analysis, roles] = await Promise.all([loadAnalysis(id), roleTable()]);
   if (!analysis || current() !== id) return;
   const heads = headsOf(analysis, kind);
   for (const chip of list.querySelectorAll("[data-head]")) {
     const h = heads.get(chip.dataset.head);
     if (!h || chip.querySelector(".role-badge")) continue;
-    chip.append(" ", badge(h));
+    chip.append(" ", badge(h, roles));
     chip.dataset.headRole = h.role;
     chip.title = `${chip.title}. Role over a corpus: ${describeHead(h).join(" · ")}`;
   }

@@ -8,8 +8,8 @@ import { runContrast } from "./contrast-view.js";
 import { el, plotlyReady, role, setChildren, showError } from "./dom.js";
 import { plotlyText } from "./heatmap.js";
 import { headFacts } from "./head-facts.js";
-import { badgeChips, watchExplorerRoles } from "./head-roles.js";
-import { loadModels, pageCards } from "./models-api.js";
+import { badgeChips, rolePanel } from "./head-roles.js";
+import { pageCards } from "./models-api.js";
 
 const card = document.getElementById("heads-card");
 const list = role(card, "heads-list");
@@ -152,13 +152,14 @@ async function runAttribution() {
   }
 }
 
-async function init() {
+/** Set the card up beside the page's `explorer` (translate.js calls it once). Returns
+ *  {refresh(models)}: the page calls it when it fills or sets the model select itself, with the
+ *  model list once it has it (the card asks for no list of its own). */
+export function initHeadsCard(explorer) {
+  // The explorer's layer × head grid: a role badge on each head the model's corpus analysis names.
+  explorer.addPanel(rolePanel());
   // translate.js says which sentence it translated: ablation and attribution use that one.
   document.addEventListener("attnscope:translated", (event) => { translated = event.detail; });
-  // The explorer's layer × head grid: a role badge on each head the model's corpus analysis names.
-  watchExplorerRoles(document.getElementById("explorer"), () => translated?.model ?? document.getElementById("model").value);
-  render(); // "the heads appear once the models have loaded", not "no cross-attention heads"
-  models = await loadModels();
   document.getElementById("model").addEventListener("change", () => { off.clear(); render(); });
   sortBy.addEventListener("change", render);
   role(card, "heads-run").addEventListener("click", runAblation);
@@ -167,11 +168,13 @@ async function init() {
     const target = translated && translated.model === model()?.id ? { target: translated.translation } : {};
     runContrast(out, status, { ...body(), ...target }, event.detail);
   });
-  // The page fills and sets the model select itself: follow it (it may change without an event).
-  new MutationObserver(render).observe(document.getElementById("model"), { childList: true, subtree: true });
   document.getElementById("translate-form").addEventListener("submit", () => setTimeout(render, 0));
-  render();
-  card.dataset.ready = "true";
+  render(); // "the heads appear once the models have loaded", not "no cross-attention heads"
+  return {
+    refresh(list) {
+      if (list) models = list;
+      render();
+      if (list) card.dataset.ready = "true";
+    },
+  };
 }
-
-init();

@@ -5,10 +5,11 @@
 import { drawBeamTree } from "./beamtree.js";
 import { el, setChildren } from "./dom.js";
 import { drawHeatmap } from "./heatmap.js";
-import { StreamPlayer, leadingPath, partialAnswer, topBars, treeSoFar } from "./player.js";
-import { renderStepAnatomy, stepAnatomyBox } from "./step-anatomy.js";
+import { StreamPlayer } from "./player.js";
+import { leadingPath, partialAnswer, treeSoFar } from "./stream-events.js";
+import { renderStepAnatomy, stepAnatomyBox, topBars } from "./step-anatomy.js";
 
-export { parseEvents, treeSoFar } from "./player.js";
+export { parseEvents, treeSoFar } from "./stream-events.js";
 
 /** One head's row of the last layer, or with "avg" the mean over its heads: [layer][head][key] -> [key]. */
 function lastLayerRow(layers, head) {

@@ -1,5 +1,6 @@
 // The Models page: each model's card (rendered into the page as JSON by the server), its learning
 // curve, and per language pair the BLEU-by-sentence-length and validation-BLEU plots of all its models.
+import { explainMethods } from "./api.js";
 import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
 import { explanationTable } from "./explain-table.js";
 import { ablationGrids, alignmentGrid } from "./head-grids.js";
@@ -241,6 +242,8 @@ async function drawValBleu(div, list) {
   }, PLOT_CONFIG);
 }
 
+let explainCatalog = []; // GET /api/explain-methods
+
 function pairSection(pair, list) {
   const draws = [];
   const sets = [...new Set(list.flatMap((c) => Object.keys(c.bleu_by_length || {})))].map((s) => [s]).sort(bySet).map(([s]) => s);
@@ -272,7 +275,7 @@ function pairSection(pair, list) {
         el("h3", {}, "Validation BLEU during training"),
         hasVal ? valDiv : el("p", { class: "hint" }, "No model of this pair has a learning curve in its card yet.")),
     ),
-    explanationTable(list),
+    explanationTable(list, explainCatalog),
     el("div", { class: "model-cards" }, cardsOut.map((c) => c.node)),
   );
   return { section, draws };
@@ -284,6 +287,7 @@ async function init() {
   // loaded (the header says "loading N of M models" meanwhile), draw it again with them.
   if ((await whenReady()).waited) return location.reload();
   await loadCatalog(); // the labels of architectures and score functions
+  explainCatalog = await explainMethods().catch(() => []); // the explanation methods' labels
   const pairs = new Map();
   for (const card of cards) {
     if (!pairs.has(pairKey(card))) pairs.set(pairKey(card), []);

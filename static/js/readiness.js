@@ -2,6 +2,7 @@
 // with {status: "loading", loaded, total}), the header's status is amber and says "loading N of M
 // models", and the page waits, polling, instead of showing an empty model list. Once ready, the
 // cards the page was rendered with (none, if it was rendered while loading) are fetched again.
+import { getText, probeJSON } from "./api.js";
 
 const POLL_MS = 1000;
 let readyPromise = null;
@@ -26,13 +27,8 @@ const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
 /** One look at /api/ready: the JSON body (also sent with the 503 while loading), or null when the
  *  server cannot be reached or sends no JSON. */
 async function readyOnce() {
-  try {
-    const response = await fetch("/api/ready", { cache: "no-store" });
-    const data = await response.json();
-    return data && typeof data.status === "string" ? data : null;
-  } catch {
-    return null;
-  }
+  const data = await probeJSON("/api/ready");
+  return data && typeof data.status === "string" ? data : null;
 }
 
 /** The page was rendered while the models loaded: its cards (model cards, rendered into the page
@@ -41,7 +37,7 @@ async function refreshCards() {
   const node = document.getElementById("cards-data");
   if (!node) return;
   try {
-    const html = await (await fetch(location.pathname, { cache: "no-store" })).text();
+    const html = await getText(location.pathname);
     const fresh = new DOMParser().parseFromString(html, "text/html").getElementById("cards-data");
     if (fresh) node.textContent = fresh.textContent;
   } catch {
@@ -95,8 +91,8 @@ export function whenReady(onProgress = null) {
 export async function showHealth() {
   const ready = await whenReady();
   try {
-    const response = await fetch("/api/health", { cache: "no-store" });
-    const health = await response.json();
+    const health = await probeJSON("/api/health");
+    if (!health) throw new Error("no answer from /api/health");
     const n = health.models;
     setBadge(
       `${health.status} · ${health.device} · ${plural(n, "model")}`,

@@ -5,7 +5,14 @@
 import { renderAnatomy } from "./anatomy.js";
 import { el, role, setChildren } from "./dom.js";
 import { KIND_LABELS, axesOf } from "./matrix.js";
-import { topBars } from "./player.js";
+
+/** The likeliest next tokens of one row at a step, as bars: the choice the decoder made, in numbers. */
+export function topBars(top) {
+  return top.map((t) =>
+    el("div", { class: "top-row" }, el("span", { class: "top-token" }, t.token),
+      el("span", { class: "top-bar-track" }, el("span", { class: "top-bar", style: { width: `${Math.round(100 * t.p)}%` } })),
+      el("span", { class: "top-p" }, t.p.toFixed(3))));
+}
 
 /** The empty box a player fills with renderStepAnatomy. */
 export function stepAnatomyBox() {

@@ -4,6 +4,7 @@ import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./d
 import { ExplainView } from "./explain-view.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
 import { ExplorerPlayer } from "./explorer-player.js";
+import { initHeadsCard } from "./heads-panel.js";
 import { HeadView } from "./headview.js";
 import { renderConfidence, renderCoverage } from "./insight.js";
 import { Inspector } from "./inspect.js";
@@ -47,6 +48,7 @@ const explorer = new Explorer($("#explorer"), {
   },
   name: "attnscope",
 });
+const headsCard = initHeadsCard(explorer); // the Heads card, and role badges on the explorer's grid
 const explainView = new ExplainView(explorer, $("#explorer [data-role=explain-switch]"), {
   redo: () => translate({ view: { ...explorer.state }, prefix: current?.prefix, target: explorer.aligned ? targetInput.value : null }),
 });
@@ -361,16 +363,19 @@ async function init() {
     // Opened while the server loads its models: say so where the models will appear.
     const text = `loading models… (${ready.loaded ?? ready.models} of ${ready.total ?? "?"})`;
     setChildren(modelSelect, el("option", { value: "" }, text));
+    headsCard.refresh();
   });
   try {
     models = await loadModels();
   } catch (err) {
     setChildren(modelSelect, el("option", { value: "" }, "models unavailable"));
+    headsCard.refresh();
     showError(errorBox, `Could not load the model list: ${err.message}`);
     document.body.dataset.ready = "true";
     return;
   }
   fillModelSelect(modelSelect, models, params.get("model"));
+  headsCard.refresh(models);
   if (params.get("model") && !modelById(params.get("model"))) {
     // Kept on screen (not in the error box, which each request clears) until another model is picked.
     warning.textContent = `The link names a model this server does not have (${params.get("model")}); showing ${modelSelect.value || "no model"} instead.`;

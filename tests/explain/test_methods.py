@@ -77,7 +77,7 @@ def test_trace_is_the_models_forward_pass(pre_norm: bool) -> None:
 def test_transformer_norm_equals_a_direct_computation_from_the_weights(pre_norm: bool) -> None:
     model = transformer(pre_norm)
     src, tgt_in, out = forward(model)
-    found = explain(model, SRC, TGT, methods=["norm"]).norm
+    found = explain(model, SRC, TGT, methods=["norm"]).get("norm").weighted
     assert found is not None
     with torch.no_grad():
         embedded, memory = model._embed(src)[0], model.encode(src).memory[0]
@@ -102,7 +102,7 @@ def test_transformer_value_norms_equal_a_direct_computation(pre_norm: bool) -> N
     model = transformer(pre_norm)
     src, _, out = forward(model)
     found = explain(model, SRC, TGT, methods=["norm"])
-    assert found.norm_values is not None and found.norm is not None
+    assert found.get("norm") is not None
     with torch.no_grad():
         memory = model.encode(src).memory[0]
         for index, layer in enumerate(model.decoder_layers):
@@ -111,17 +111,17 @@ def test_transformer_value_norms_equal_a_direct_computation(pre_norm: bool) -> N
             for h in range(attn.heads):
                 rows = slice(h * dh, (h + 1) * dh)
                 expected = torch.stack([((memory[j] @ wv[rows].T + bv[rows]) @ wo[:, rows].T).norm() for j in range(len(SRC))])
-                torch.testing.assert_close(found.norm_values["cross"][index, h], expected, atol=1e-5, rtol=1e-5)
-    for kind, norms in found.norm.items():  # the norm is the weight times the value's size
+                torch.testing.assert_close(found.get("norm").values["cross"][index, h], expected, atol=1e-5, rtol=1e-5)
+    for kind, norms in found.get("norm").weighted.items():  # the norm is the weight times the value's size
         weights = getattr(out, kind)[0]
-        torch.testing.assert_close(norms, weights * found.norm_values[kind][:, :, None, :], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(norms, weights * found.get("norm").values[kind][:, :, None, :], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("architecture", ["rnn", "self_attentive_rnn"])
 def test_rnn_value_norms_equal_a_direct_computation(architecture: str) -> None:
     model = rnn(architecture)
     src, _, _ = forward(model)
-    found = explain(model, SRC, TGT, methods=["norm"]).norm_values
+    found = explain(model, SRC, TGT, methods=["norm"]).get("norm").values
     assert found is not None
     h, e = model.config.hidden_dim, model.config.emb_dim
     with torch.no_grad():
@@ -141,7 +141,7 @@ def test_rnn_value_norms_equal_a_direct_computation(architecture: str) -> None:
 def test_rnn_norm_equals_a_direct_computation_through_the_output_layer(architecture: str) -> None:
     model = rnn(architecture)
     src, _, out = forward(model)
-    found = explain(model, SRC, TGT, methods=["norm"]).norm
+    found = explain(model, SRC, TGT, methods=["norm"]).get("norm").weighted
     assert found is not None
     h, e = model.config.hidden_dim, model.config.emb_dim
     with torch.no_grad():
@@ -160,11 +160,11 @@ def test_rnn_norm_equals_a_direct_computation_through_the_output_layer(architect
 
 def test_rnn_methods_without_a_definition_say_why() -> None:
     found = explain(rnn(), SRC, TGT, methods=ALL)
-    assert found.norm is not None and found.rollout is None and found.alti is None
+    assert found.get("norm") is not None and found.get("rollout") is None and found.get("alti") is None
     assert set(found.unavailable) == {"rollout", "alti", "value_zeroing"}
     assert "residual" in found.unavailable["rollout"]
     none = explain(rnn(score="none"), SRC, TGT, methods=["norm"])
-    assert none.norm is None and "no attention" in none.unavailable["norm"]
+    assert none.get("norm") is None and "no attention" in none.unavailable["norm"]
 
 
 def test_unknown_method_and_empty_target_are_value_errors() -> None:
@@ -177,7 +177,7 @@ def test_unknown_method_and_empty_target_are_value_errors() -> None:
 def test_rollout_of_a_single_layer_is_its_residual_mixed_weights() -> None:
     model = transformer(layers=1)
     _, _, out = forward(model)
-    found = explain(model, SRC, TGT, methods=["rollout"]).rollout
+    found = explain(model, SRC, TGT, methods=["rollout"]).get("rollout")
     assert found is not None
     for kind in ("encoder_self", "decoder_self"):
         weights = getattr(out, kind)[0, 0].mean(0)
@@ -189,7 +189,7 @@ def test_rollout_of_a_single_layer_is_its_residual_mixed_weights() -> None:
 
 @pytest.mark.parametrize("pre_norm", [True, False])
 def test_rollout_rows_sum_to_one(pre_norm: bool) -> None:
-    found = explain(transformer(pre_norm, layers=3), SRC, TGT, methods=["rollout"]).rollout
+    found = explain(transformer(pre_norm, layers=3), SRC, TGT, methods=["rollout"]).get("rollout")
     assert found is not None
     for matrix in found.values():
         torch.testing.assert_close(matrix.sum(-1), torch.ones(matrix.shape[:-1]))
@@ -197,7 +197,7 @@ def test_rollout_rows_sum_to_one(pre_norm: bool) -> None:
 
 @pytest.mark.parametrize("pre_norm", [True, False])
 def test_alti_rows_over_source_and_target_sum_to_one(pre_norm: bool) -> None:
-    found = explain(transformer(pre_norm, layers=3), SRC, TGT, methods=["alti"]).alti
+    found = explain(transformer(pre_norm, layers=3), SRC, TGT, methods=["alti"]).get("alti")
     assert found is not None
     assert found.source.shape == (3, len(TGT), len(SRC)) and found.target.shape == (3, len(TGT), len(TGT))
     torch.testing.assert_close(found.source.sum(-1) + found.target.sum(-1), torch.ones(3, len(TGT)))
@@ -216,7 +216,7 @@ def test_a_decoder_that_ignores_the_source_has_source_share_zero(pre_norm: bool)
         for layer in model.decoder_layers:
             layer.cross_attn.out_proj.weight.zero_()
             layer.cross_attn.out_proj.bias.zero_()
-    found = explain(model, SRC, TGT, methods=["alti"]).alti
+    found = explain(model, SRC, TGT, methods=["alti"]).get("alti")
     assert found is not None
     assert found.source_share.abs().max() == 0.0
     torch.testing.assert_close(found.target.sum(-1), torch.ones(2, len(TGT)))
@@ -227,13 +227,13 @@ def test_cross_heads_switched_off_give_source_share_zero() -> None:
     heads = [("cross", layer, head) for layer in range(2) for head in range(2)]
     with disabled_heads(model, heads):
         found = explain(model, SRC, TGT, methods=["alti", "value_zeroing"])
-    assert found.alti is not None and found.alti.source_share.abs().max() == 0.0
-    assert found.value_zeroing is not None and found.value_zeroing["cross"].abs().max() == 0.0
+    assert found.get("alti") is not None and found.get("alti").source_share.abs().max() == 0.0
+    assert found.get("value_zeroing") is not None and found.get("value_zeroing")["cross"].abs().max() == 0.0
 
 
 @pytest.mark.parametrize("pre_norm", [True, False])
 def test_value_zeroing_gives_a_token_the_layer_ignores_zero(pre_norm: bool) -> None:
-    found = explain(transformer(pre_norm), SRC, TGT, methods=["value_zeroing"]).value_zeroing
+    found = explain(transformer(pre_norm), SRC, TGT, methods=["value_zeroing"]).get("value_zeroing")
     assert found is not None
     own = found["decoder_self"]
     assert bool((own.triu(1) == 0).all())  # a decoder position ignores the tokens after it
@@ -266,7 +266,8 @@ def test_an_int8_model_is_explained_through_its_dequantised_weights() -> None:
     plain = explain(transformer(), SRC, TGT, methods=ALL)
     model = quantize(transformer(), "int8")
     found = explain(model, SRC, TGT, methods=ALL)
-    assert found.norm is not None and plain.norm is not None and found.alti is not None and plain.alti is not None
-    for kind, matrix in found.norm.items():  # int8 products: close to the float model, not equal
-        torch.testing.assert_close(matrix, plain.norm[kind], atol=0.05, rtol=0.1)
-    torch.testing.assert_close(found.alti.source.sum(-1) + found.alti.target.sum(-1), torch.ones(2, len(TGT)))
+    assert set(found.results) == set(plain.results) == set(ALL)
+    for kind, matrix in found.get("norm").weighted.items():  # int8 products: close to the float model, not equal
+        torch.testing.assert_close(matrix, plain.get("norm").weighted[kind], atol=0.05, rtol=0.1)
+    alti = found.get("alti")
+    torch.testing.assert_close(alti.source.sum(-1) + alti.target.sum(-1), torch.ones(2, len(TGT)))
