@@ -4,7 +4,13 @@ both return :class:`Result` objects (docs/python.md)."""
 from __future__ import annotations
 
 from attnscope.api.client import Client, RemoteModel
-from attnscope.api.errors import APIError, DeadlineExceeded, InvalidRequest, ModelNotFound, ServerBusy
+from attnscope.api.errors import (
+    APIError,
+    DeadlineExceeded,
+    InvalidRequest,
+    ModelNotFound,
+    ServerBusy,
+)
 from attnscope.api.local import LocalModel, load
 from attnscope.api.results import AttributionResult, Result
 
