@@ -14,10 +14,15 @@ import json
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from attnscope.api.results import Result
+
+class Result(Protocol):
+    """What a view draws: a result of the Python API (``attnscope.api.results.Result``)."""
+
+    model: str
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 __all__ = ["VIEWS", "modules", "standalone_html", "view_widget"]
 
