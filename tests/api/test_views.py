@@ -17,6 +17,8 @@ from attnscope.config import shipped
 from attnscope.widget import modules, view_widget
 from tests.browser.conftest import chromium_path
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def result(local_models: dict[str, LocalModel]) -> Result:
