@@ -138,7 +138,7 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
             names = [p.name for p in discover(root)]
             detail = f"unknown model {str(name_or_folder)!r}; available: {', '.join(names) or 'none are loaded'}"
             raise ModelNotFound(detail, {"detail": detail, "available": names})
-    overrides = {"device": device} if device is not None else {}
+    overrides: dict[str, Any] = {"device": device} if device is not None else {}
     service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
     return LocalModel(service, folder.name)
 

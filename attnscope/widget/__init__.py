@@ -20,7 +20,8 @@ from typing import Any, Protocol
 class Result(Protocol):
     """What a view draws: a result of the Python API (``attnscope.api.results.Result``)."""
 
-    model: str
+    @property
+    def model(self) -> str: ...
 
     def to_dict(self) -> dict[str, Any]: ...
 
@@ -110,7 +111,7 @@ def view_widget(result: Result, view: str = "heatmap", **options: Any) -> Any:
     except ImportError:
         raise ImportError("result.show() needs anywidget: pip install 'attnscope[notebook]'") from None
 
-    class AttentionView(anywidget.AnyWidget):  # type: ignore[misc]
+    class AttentionView(anywidget.AnyWidget):
         _esm = GLUE.read_text(encoding="utf-8")
         answer = traitlets.Dict().tag(sync=True)
         view = traitlets.Unicode("heatmap").tag(sync=True)
