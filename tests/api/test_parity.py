@@ -86,6 +86,13 @@ def test_client_results_are_the_server_json(local_models: dict[str, LocalModel],
     same(got.to_dict(), local.translate(TEXT, **options).to_dict())
     assert got.kinds == ["cross"] and remote.info["id"] == local.info["id"] == "en-de-transformer"
     assert local.info["heads"] == got.attention["cross"].shape[1]
+    # the other methods: the same results through either door
+    same(remote.align(TEXT, TARGET, explain=["rollout"]).to_dict(), local.align(TEXT, TARGET, explain=["rollout"]).to_dict())
+    texts = ["A dog runs.", "A cat sleeps."]
+    same([r.to_dict() for r in remote.translate_batch(texts, beam_size=1, max_length=6)],
+         [r.to_dict() for r in local.translate_batch(texts, beam_size=1, max_length=6)])  # fmt: skip
+    explained = remote.explain(TEXT, methods=["norm"], beam_size=1, max_length=6)
+    assert explained.explanation("norm").shape == explained.attention["cross"].shape
 
 
 def test_attribution_equals_rest(local_models: dict[str, LocalModel], api_server: str) -> None:
