@@ -129,8 +129,11 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     from attnscope.repository import discover, is_model_folder
 
     given = Path(name_or_folder).expanduser()
-    if given.is_dir() and is_model_folder(given):
+    if is_model_folder(given):
         folder = given
+    elif given.exists() or len(given.parts) > 1:
+        detail = f"{given} is not a model folder (it needs config.json, model.safetensors and a tokenizer)"
+        raise ModelNotFound(detail, {"detail": detail, "available": []})
     else:
         root = Path(models_dir) if models_dir is not None else Settings().models_dir
         folder = root / str(name_or_folder)

@@ -29,6 +29,9 @@ def body(route: Route, model: str, options: dict[str, Any], **fields: Any) -> di
     caller's ``options``, converted to plain JSON values (a head given as a ``(kind, layer,
     head)`` tuple becomes ``{"kind", "layer", "head"}``). Options left out take the REST
     defaults on either side."""
+    taken = sorted(set(options) & {"model", "text", "texts", "target"})
+    if taken:
+        raise TypeError(f"{taken[0]!r} is an argument of the method (or of load), not an option")
     values = {"model": model, **fields, **options}
     heads = values.get("disable_heads")
     if isinstance(heads, Sequence) and not isinstance(heads, str):

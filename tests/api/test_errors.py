@@ -107,3 +107,12 @@ def test_503_retries_are_bounded(flaky: str) -> None:
     with pytest.raises(attnscope.ServerBusy, match="the queue is full") as err:
         attnscope.Client(flaky, retries=2).health()
     assert len(Flaky.calls) == 3 and err.value.retry_after_s == 0
+
+
+def test_a_path_that_is_no_model_folder(tmp_path: Any, local_models: dict[str, LocalModel]) -> None:
+    with pytest.raises(attnscope.ModelNotFound, match="is not a model folder"):
+        attnscope.load(tmp_path)
+    with pytest.raises(attnscope.ModelNotFound, match="is not a model folder"):
+        attnscope.load(tmp_path / "missing" / "en-de-transformer")
+    with pytest.raises(TypeError, match="'model' is an argument"):
+        local_models["en-de-transformer"].translate("A dog runs.", model="en-de-rnn-none")
