@@ -49,6 +49,10 @@ with TestClient(create_app(settings), base_url="http://localhost") as client:
     script = client.get("/static/js/translate.js")
     assert script.status_code == 200 and "beamSize" in script.text
     assert client.get("/vision").status_code == 200
+# the Python API (issue 44) from the install: a shipped model by id, and the views' page
+result = attnscope.load(sys.argv[2], device="cpu").translate("A dog runs.", beam_size=1, max_length=5)
+assert result.attention["cross"].shape[2:] == (len(result.target_tokens), len(result.source_tokens))
+assert "drawHeatmap" in result.to_html()  # the installed static/js
 print("served")
 """
 
@@ -86,6 +90,9 @@ def test_the_wheel_carries_pages_models_and_native_sources(wheel: tuple[Path, st
         f"attnscope/shipped/models/{model}/card.json",
         "attnscope/nn/native/beam.cpp",
         "attnscope/config.py",
+        "attnscope/widget/view.js",  # the notebook views' glue (issue 44), beside the pages' modules
+        "attnscope/shipped/static/js/heatmap.js",
+        "attnscope/shipped/static/css/app.css",
     ):
         assert wanted in names, wanted
     assert not any(name.startswith(("tests/", "bench/", "attnscope/shipped/models/en-de-rnn")) for name in names)

@@ -213,6 +213,14 @@ class ModelRegistry:
             len(self.residency.resident), root, self.device, time.perf_counter() - begun,
         )  # fmt: skip
 
+    def serve_loaded(self, served: ServedModel, folder: Path) -> None:
+        """Serve one model that the caller has already loaded (the Python API's ``attnscope.load``):
+        the registry is then ready with exactly that model, as :meth:`load_all` would leave it."""
+        self.total = 1
+        self.residency.bound = max(self.residency.bound, 1)
+        self.residency.add(served.id, folder, served)
+        self._loaded.set()
+
     def _list_all(self, folders: list[Path], residency: Residency[ServedModel]) -> None:
         """Bounded memory: list every folder (a preview, or unavailable), then load the first
         ``residency.bound`` of them, so the first requests find them loaded."""

@@ -1,0 +1,178 @@
+"""``attnscope.load()``: a model in this process, served by the same service object as the
+server, so its answers are the server's answers.
+
+A request goes the REST way without the HTTP: the options become the route's body and are
+validated by its schema (:mod:`attnscope.api.requests`), the service checks the limits, queues,
+decodes and builds the answer (``answer_batch``), and the server's own serialiser writes its
+JSON. The service is asynchronous; its coroutines run on an event loop in a daemon thread of
+this module, so the calls block, and work the same inside Jupyter's running loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from attnscope.api import requests
+from attnscope.api.errors import ModelNotFound, from_engine
+from attnscope.api.results import AttributionResult, Result
+
+__all__ = ["LocalModel", "load"]
+
+T = TypeVar("T")
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the module's event loop (started on first use) and wait for its result;
+    an error the service raised comes out as the API's exception (same message as the REST)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="attnscope-api-loop", daemon=True).start()
+    try:
+        return asyncio.run_coroutine_threadsafe(coro, _loop).result()
+    except Exception as err:  # noqa: BLE001 - re-raised as the API's own class where it has one
+        converted = from_engine(err)
+        if converted is err:
+            raise
+        raise converted from None
+
+
+class LocalModel:
+    """One model folder, loaded in this process (see :func:`load`)."""
+
+    def __init__(self, service: Any, model_id: str) -> None:
+        self._service = service
+        self.id = model_id
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The model's entry in ``GET /api/models`` (architecture, layers, heads, kinds, card...)."""
+        served = self._service.get(self.id)
+        info: dict[str, Any] = json.loads(served.info(self._service.device).model_dump_json())
+        return info
+
+    @property
+    def device(self) -> str:
+        return str(self._service.device)
+
+    def translate(self, text: str, **options: Any) -> Result:
+        """``POST /api/translate`` for ``text``: ``options`` are the body's fields (``beam_size``
+        (5; 1 is greedy), ``max_length``, ``prefix``, ``disable_heads``, ``explain``,
+        ``return_beam``, ``alternatives``, ``attention``, ``precision``...), same defaults."""
+        sent = requests.body("translate", self.id, options, text=text)
+        (answer,) = self._translate(requests.validate("translate", sent))
+        return Result(answer, sent)
+
+    def translate_batch(self, texts: Sequence[str], **options: Any) -> list[Result]:
+        """``POST /api/translate/batch``: one result per text, decoded together."""
+        sent = requests.body("batch", self.id, options, texts=list(texts))
+        answers = self._translate(requests.validate("batch", sent))
+        return [Result(a, {**{k: v for k, v in sent.items() if k != "texts"}, "text": t}) for a, t in zip(answers, texts, strict=True)]
+
+    def align(self, text: str, target: str, **options: Any) -> Result:
+        """``POST /api/align``: the model teacher-forced on ``target`` as the translation."""
+        from attnscope.engine.answers import answer_json
+        from attnscope.engine.request import ServiceRequest
+
+        sent = requests.body("align", self.id, options, text=text, target=target)
+        request = ServiceRequest.of(requests.validate("align", sent))
+        answer = _run(self._service.align(request))
+        return Result(json.loads(answer_json(answer)), sent)
+
+    def explain(self, text: str, methods: Sequence[str] = ("norm", "rollout", "alti", "value_zeroing"),
+                target: str | None = None, **options: Any) -> Result:  # fmt: skip
+        """The translation (or, with ``target``, the alignment) with ``explain=methods``: read
+        them with ``result.explanation(method, kind)``."""
+        options = {**options, "explain": list(methods)}
+        return self.translate(text, **options) if target is None else self.align(text, target, **options)
+
+    def attribute(self, text: str, target: str | None = None, **options: Any) -> AttributionResult:
+        """``POST /api/attribution``: input × gradient and integrated gradients of each target
+        token (``steps``, ``beam_size``, ``contrast={"position", "token"}``)."""
+        fields: dict[str, Any] = {"text": text} if target is None else {"text": text, "target": target}
+        sent = requests.body("attribution", self.id, options, **fields)
+        body = requests.validate("attribution", sent)
+        return AttributionResult(_run(_attribution(self._service, body)), sent)
+
+    def _translate(self, body: Any) -> list[dict[str, Any]]:
+        from attnscope.engine.answers import answer_json
+        from attnscope.engine.request import ServiceRequest
+
+        answers = _run(self._service.translate(ServiceRequest.of(body)))
+        return [json.loads(answer_json(a)) for a in answers]
+
+    def close(self) -> None:
+        """Stop the service's worker threads (the model is freed with this object)."""
+        self._service.stop()
+
+    def __repr__(self) -> str:
+        return f"<LocalModel {self.id} on {self.device}>"
+
+
+def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: str | Path | None = None,
+         **settings: Any) -> LocalModel:  # fmt: skip
+    """A model in this process: a model folder (``config.json``, weights, tokenizer), or the id
+    of one in ``models_dir`` (default: the shipped models, or ``ATTNSCOPE_MODELS_DIR``).
+    ``device``: ``cpu``, ``cuda``, ``cuda:1`` (default as the server's: CUDA when available);
+    ``settings``: any other server setting by its field name (``max_tokens=400``,
+    ``quantize="int8"``...), which sets the same limits as on a server. An unknown id raises
+    :class:`~attnscope.api.errors.ModelNotFound` listing the ids there are."""
+    from attnscope.config import Settings
+    from attnscope.repository import discover, is_model_folder
+
+    given = Path(name_or_folder).expanduser()
+    if is_model_folder(given):
+        folder = given
+    elif given.exists() or len(given.parts) > 1:
+        detail = f"{given} is not a model folder (it needs config.json, model.safetensors and a tokenizer)"
+        raise ModelNotFound(detail, {"detail": detail, "available": []})
+    else:
+        root = Path(models_dir) if models_dir is not None else Settings().models_dir
+        folder = root / str(name_or_folder)
+        if not is_model_folder(folder):
+            names = [p.name for p in discover(root)]
+            detail = f"unknown model {str(name_or_folder)!r}; available: {', '.join(names) or 'none are loaded'}"
+            raise ModelNotFound(detail, {"detail": detail, "available": names})
+    overrides: dict[str, Any] = {"device": device} if device is not None else {}
+    service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
+    return LocalModel(service, folder.name)
+
+
+def _service_for(folder: Path, settings: Any) -> Any:
+    """A service (the server's ``ModelService``) serving the one model in ``folder``: loaded
+    here, at once, so a broken folder raises its own error rather than being listed unavailable."""
+    from attnscope.engine.registry import ServedModel
+    from attnscope.engine.service import ModelService
+    from attnscope.repository import load_model_folder
+
+    service = ModelService(settings)
+    loaded = load_model_folder(folder, device=service.device, quantize=settings.quantize)
+    served = ServedModel.of(loaded, settings.max_tokens)
+    service.registry.serve_loaded(served, folder)
+    return service
+
+
+class _Connected:
+    """What the attribution route reads of its request: ``receive()``, never 'disconnected'."""
+
+    async def receive(self) -> dict[str, Any]:
+        await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+
+async def _attribution(service: Any, body: Any) -> dict[str, Any]:
+    """``POST /api/attribution``'s answer to ``body`` as JSON: the route's own function (its job,
+    checks and answer live in the route today), called with a request that stays connected."""
+    from attnscope.serving.attribution import attribution
+
+    answer = await attribution(body, service, _Connected())  # type: ignore[arg-type]
+    result: dict[str, Any] = json.loads(answer.model_dump_json())
+    return result

@@ -1,0 +1,222 @@
+"""What the Python API returns: the REST answer, held as its JSON, with numpy views of it.
+
+:class:`Result` is one translate or align answer. ``to_dict()`` is the REST answer's JSON
+itself (the in-process model builds it with the server's own answer code and serialiser), so
+every other accessor is derived from the same numbers a page or a client of the server sees:
+``attention[kind]`` as a float64 array ``[layers, heads, query, key]``, the tokens of each axis,
+the log-probabilities, the explanations, the beam tree. Values carry the request's
+``precision`` (6 decimals unless asked otherwise), as over HTTP."""
+
+from __future__ import annotations
+
+import copy
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from attnscope.api.axes import KIND_AXES
+
+if TYPE_CHECKING:
+    import pandas
+    import torch
+    import xarray
+
+__all__ = ["AttributionResult", "Result", "KIND_AXES"]
+
+
+
+class Result:
+    """One answer of ``translate``, ``translate_batch`` or ``align``.
+
+    ``answer``: the REST answer's JSON (a dict); ``request``: the body it answered."""
+
+    def __init__(self, answer: dict[str, Any], request: dict[str, Any] | None = None) -> None:
+        self._answer = answer
+        self.request = request or {}
+
+    # -- the answer's fields --------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The REST answer's JSON (a deep copy: changing it changes nothing here)."""
+        return copy.deepcopy(self._answer)
+
+    def __getitem__(self, field: str) -> Any:
+        """A field of the REST answer as it is in its JSON (``result["beam"]``)."""
+        return self._answer[field]
+
+    @property
+    def model(self) -> str:
+        return str(self._answer["model"])
+
+    @property
+    def text(self) -> str:
+        """The translation (for ``align``: the given target)."""
+        return str(self._answer["translation"])
+
+    translation = text
+
+    @property
+    def source_text(self) -> str | None:
+        return self.request.get("text")
+
+    @property
+    def source_tokens(self) -> list[str]:
+        return list(self._answer["source_tokens"])
+
+    @property
+    def target_tokens(self) -> list[str]:
+        return list(self._answer["target_tokens"])
+
+    @property
+    def decoder_input_tokens(self) -> list[str]:
+        return list(self._answer["decoder_input_tokens"])
+
+    @property
+    def logprob(self) -> float:
+        return float(self._answer["logprob"])
+
+    @property
+    def target_logprobs(self) -> np.ndarray:
+        """``[target token]`` log-probability of each target token."""
+        return np.asarray(self._answer["target_logprobs"], dtype=np.float64)
+
+    @property
+    def kinds(self) -> list[str]:
+        """The attention kinds this answer holds (none for an RNN without attention)."""
+        return list(self._answer["attention"])
+
+    @cached_property
+    def attention(self) -> dict[str, np.ndarray]:
+        """Each kind's weights, ``[layers, heads, query, key]`` (see :meth:`axes`)."""
+        return {kind: np.asarray(m, dtype=np.float64) for kind, m in self._answer["attention"].items()}
+
+    def axes(self, kind: str) -> tuple[list[str], list[str]]:
+        """The tokens along ``kind``'s query and key axes."""
+        query, key, _ = KIND_AXES[kind]
+        return list(self._answer[query]), list(self._answer[key])
+
+    @property
+    def explanations(self) -> dict[str, Any] | None:
+        """The ``explain`` methods' results as in the REST answer (None: none asked)."""
+        return self._answer.get("explanations")
+
+    def explanation(self, method: str, kind: str = "cross") -> np.ndarray:
+        """One explanation as an array: ``norm`` ``[layers, heads, query, key]``; ``rollout``
+        and ``value_zeroing`` ``[layers, query, key]``; for ``alti`` ``kind`` is one of its
+        parts (``source``, ``target``, ``encoder``: ``[layers, query, key]``)."""
+        found = self.explanations or {}
+        value = found.get(method)
+        if value is None:
+            why = (found.get("unavailable") or {}).get(method, "not asked for (explain=[...])")
+            raise KeyError(f"no {method!r} explanation: {why}")
+        return np.asarray(value[kind], dtype=np.float64)
+
+    @property
+    def beam(self) -> dict[str, Any] | None:
+        """The beam search tree (with ``return_beam=True``)."""
+        return self._answer.get("beam")
+
+    @property
+    def word_alignment(self) -> dict[str, Any] | None:
+        return self._answer.get("word_alignment")
+
+    def as_torch(self) -> dict[str, torch.Tensor]:
+        """:attr:`attention` as float32 torch tensors ``[layers, heads, query, key]``."""
+        import torch
+
+        return {kind: torch.from_numpy(m.astype(np.float32)) for kind, m in self.attention.items()}
+
+    # -- tables ---------------------------------------------------------------------------
+
+    def to_pandas(self, kinds: list[str] | None = None) -> pandas.DataFrame:
+        """Every weight as a row (long format): ``kind, layer, head, query, query_token, key,
+        key_token, weight``; ``kinds`` limits the kinds (default: all of the answer's)."""
+        from attnscope.api.frames import long_frame
+
+        return long_frame(self, kinds)
+
+    def to_xarray(self) -> xarray.Dataset:
+        """One variable per kind, dims named by their token axes (``layer`` or
+        ``encoder_layer``, ``head``, then ``target``/``source``/``decoder_input``, with the
+        tokens as coordinates); needs ``pip install xarray``."""
+        from attnscope.api.frames import dataset
+
+        return dataset(self)
+
+    # -- views ----------------------------------------------------------------------------
+
+    def show(self, view: str = "heatmap", **options: Any) -> Any:
+        """The explorer's view in a notebook: ``"heatmap"`` (kind, layer and head controls),
+        ``"heads"`` (every head of a kind) or ``"beam"`` (the search tree, with
+        ``return_beam=True``). Needs ``pip install attnscope[notebook]``."""
+        from attnscope.widget import view_widget
+
+        return view_widget(self, view, **options)
+
+    def to_html(self, path: str | Path | None = None, view: str = "heatmap") -> str:
+        """The same view as one self-contained HTML page (scripts and Plotly.js inlined, works
+        offline); written to ``path`` when given. Returns the HTML."""
+        from attnscope.widget import standalone_html
+
+        html = standalone_html(self, view)
+        if path is not None:
+            Path(path).write_text(html, encoding="utf-8")
+        return html
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k} {'×'.join(map(str, m.shape))}" for k, m in self.attention.items())
+        return f"<Result {self.model}: {self.text!r} logprob={self.logprob:.3f} attention: {shapes or 'none'}>"
+
+
+class AttributionResult:
+    """One ``attribute`` answer: gradient attribution beside the cross-attention."""
+
+    def __init__(self, answer: dict[str, Any], request: dict[str, Any] | None = None) -> None:
+        self._answer = answer
+        self.request = request or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self._answer)
+
+    def __getitem__(self, field: str) -> Any:
+        return self._answer[field]
+
+    @property
+    def text(self) -> str:
+        return str(self._answer["translation"])
+
+    @property
+    def source_tokens(self) -> list[str]:
+        return list(self._answer["source_tokens"])
+
+    @property
+    def target_tokens(self) -> list[str]:
+        return list(self._answer["target_tokens"])
+
+    @property
+    def input_x_gradient(self) -> np.ndarray:
+        """``[target, source]`` input × gradient, rows summing to 1."""
+        return np.asarray(self._answer["input_x_gradient"], dtype=np.float64)
+
+    @property
+    def integrated_gradients(self) -> np.ndarray:
+        """``[target, source]`` integrated gradients, rows summing to 1."""
+        return np.asarray(self._answer["integrated_gradients"], dtype=np.float64)
+
+    @property
+    def cross_attention(self) -> np.ndarray | None:
+        """``[layers, heads, target, source]``; None for a model without attention."""
+        cross = self._answer.get("cross_attention")
+        return None if cross is None else np.asarray(cross, dtype=np.float64)
+
+    def correlation(self, method: str = "integrated_gradients") -> np.ndarray | None:
+        """``[layers, heads]`` Spearman ρ of each head with ``method`` (NaN where undefined)."""
+        found = self._answer.get("correlation")
+        if found is None:
+            return None
+        return np.asarray([[np.nan if v is None else v for v in row] for row in found[method]], dtype=np.float64)
+
+    def __repr__(self) -> str:
+        return f"<AttributionResult {self._answer['model']}: {self.text!r}>"
