@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import io
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
 import orjson
 import torch
-from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request
 from fastapi.responses import Response
+from pydantic import BaseModel, Field
 
 from attnscope.explain import explain
 from attnscope.nn.ablation import disabled_heads
@@ -117,52 +119,76 @@ def _pick(values: torch.Tensor, attention_id: str, kind: str, layer: int | None,
     return values[layer, head]
 
 
+@dataclass(frozen=True)
+class Fetch:
+    """The query of every fetch route: JSON decimals, the .npy's dtype, an explanation method."""
+
+    precision: Precision = 6
+    dtype: DType = "float32"
+    method: Method = None
+
+
+FetchDep = Annotated[Fetch, Depends()]
+
+
 async def _answer(
-    service: ModelService, request: Request, attention_id: str, kind: str, *,
-    layer: int | None = None, head: int | None = None, precision: int = 6, dtype: str = "float32",
-    method: str | None = None,
-) -> Response:  # fmt: skip
+    service: ModelService, request: Request, where: tuple[str, str, int | None, int | None], asked: Fetch
+) -> Response:
+    """``where``: (attention_id, kind, layer or None, head or None)."""
     started = time.perf_counter()
+    attention_id, kind, layer, head = where
     entry = _entry(service, attention_id)
-    part = _pick(await _values(service, attention_id, entry, kind, method), attention_id, kind, layer, head)
+    part = _pick(await _values(service, attention_id, entry, kind, asked.method), attention_id, kind, layer, head)
     if NPY in request.headers.get("accept", ""):
         buffer = io.BytesIO()
-        np.save(buffer, part.to(torch.float32).numpy().astype(dtype), allow_pickle=False)
+        np.save(buffer, part.to(torch.float32).numpy().astype(asked.dtype), allow_pickle=False)
         body, media = buffer.getvalue(), NPY
     else:
-        body, media = orjson.dumps(matrix(part, precision), option=orjson.OPT_SERIALIZE_NUMPY), "application/json"
+        body, media = orjson.dumps(matrix(part, asked.precision), option=orjson.OPT_SERIALIZE_NUMPY), "application/json"
     spent = (time.perf_counter() - started) * 1000
     headers = {"Server-Timing": f"fetch;dur={spent:.3f}", "Cache-Control": "private, max-age=600", "Vary": "Accept"}
     return Response(body, media_type=media, headers=headers)
 
 
+class StoreStatus(BaseModel):
+    worker: str = Field(description="This process's name: the first part of every attention_id it makes.")
+    entries: int
+    used_bytes: int
+    peak_bytes: int = Field(description="The most the store has held since the process started (never above max_bytes).")
+    max_bytes: int = Field(description="ATTNSCOPE_ATTENTION_STORE_BYTES.")
+    max_seconds: float = Field(description="ATTNSCOPE_ATTENTION_STORE_SECONDS: an entry not read for this long is dropped.")
+    evicted: int = Field(description="Entries dropped so far (to make room, or expired).")
+
+
+@router.get("", response_model=StoreStatus, summary="This process's attention store: its bound and what it holds")
+async def store_status(service: ServiceDep) -> StoreStatus:
+    store = service.attention_store
+    return StoreStatus(
+        worker=store.worker, entries=len(store), used_bytes=store.used_bytes, peak_bytes=store.peak_bytes,
+        max_bytes=store.max_bytes, max_seconds=store.max_seconds, evicted=store.evicted,
+    )  # fmt: skip
+
+
 @router.get("/{attention_id}/{kind}", responses=_RESPONSES, summary="Each layer's head average of one kind (or a method's)")
 async def kind_average(
-    attention_id: AttentionId, kind: Kind, service: ServiceDep, request: Request,
-    precision: Precision = 6, dtype: DType = "float32", method: Method = None,
-) -> Response:  # fmt: skip
+    attention_id: AttentionId, kind: Kind, asked: FetchDep, service: ServiceDep, request: Request
+) -> Response:
     """``[layer][query][key]``: the mean over heads of each layer (per-layer methods as they are)."""
-    return await _answer(service, request, attention_id, kind, precision=precision, dtype=dtype, method=method)
+    return await _answer(service, request, (attention_id, kind, None, None), asked)
 
 
 @router.get("/{attention_id}/{kind}/{layer}", responses=_RESPONSES, summary="Every head of one layer")
 async def layer_heads(
-    attention_id: AttentionId, kind: Kind, layer: Layer, service: ServiceDep, request: Request,
-    precision: Precision = 6, dtype: DType = "float32", method: Method = None,
-) -> Response:  # fmt: skip
+    attention_id: AttentionId, kind: Kind, layer: Layer, asked: FetchDep, service: ServiceDep, request: Request
+) -> Response:
     """``[head][query][key]`` (a per-layer method: ``[query][key]``)."""
-    return await _answer(
-        service, request, attention_id, kind, layer=layer, precision=precision, dtype=dtype, method=method
-    )
+    return await _answer(service, request, (attention_id, kind, layer, None), asked)
 
 
 @router.get("/{attention_id}/{kind}/{layer}/{head}", responses=_RESPONSES, summary="One head's matrix")
 async def one_head(
-    attention_id: AttentionId, kind: Kind, layer: Layer, head: Head, service: ServiceDep, request: Request,
-    precision: Precision = 6, dtype: DType = "float32", method: Method = None,
+    attention_id: AttentionId, kind: Kind, layer: Layer, head: Head, asked: FetchDep, service: ServiceDep,
+    request: Request,
 ) -> Response:  # fmt: skip
-    """``[query][key]``: exactly the rows ``attention[kind][layer][head]`` of an inline answer."""
-    return await _answer(
-        service, request, attention_id, kind, layer=layer, head=head, precision=precision, dtype=dtype, method=method
-    )
-
+    """``[query][key]``: exactly ``attention[kind][layer][head]`` of an inline answer at the same precision."""
+    return await _answer(service, request, (attention_id, kind, layer, head), asked)

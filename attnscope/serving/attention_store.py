@@ -33,7 +33,6 @@ from attnscope.serving.heads import HeadRef
 from attnscope.serving.schemas import AttentionKind, AttentionShape
 from attnscope.translator import Translation
 
-
 _WORKER = re.compile(r"[0-9]+[0-9a-f]{4}")  # an id's first part: the process id and 4 random hex digits
 
 

@@ -20,8 +20,16 @@ from starlette.middleware.gzip import GZipMiddleware
 from attnscope import __version__
 from attnscope.allocator import keep_freed_memory
 from attnscope.config import Settings, get_settings
-from attnscope.serving import analysis_api, api, assets, catalog, metrics, pages, stream
-from attnscope.serving import attention_api
+from attnscope.serving import (
+    analysis_api,
+    api,
+    assets,
+    attention_api,
+    catalog,
+    metrics,
+    pages,
+    stream,
+)
 from attnscope.serving import attribution as attribution_api
 from attnscope.serving import vision as vision_api
 from attnscope.serving.errors import install_error_handlers
