@@ -4,6 +4,7 @@ import { $, el, role, setBusy, setChildren, showError, submitOnEnter } from "./d
 import { ExplainView } from "./explain-view.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
 import { ExplorerPlayer } from "./explorer-player.js";
+import { ensureAverages, ensureLayer } from "./attention-client.js";
 import { HeadView } from "./headview.js";
 import { renderConfidence, renderCoverage } from "./insight.js";
 import { Inspector } from "./inspect.js";
@@ -41,7 +42,16 @@ const explorer = new Explorer($("#explorer"), {
     player?.refresh();
   },
   onRowClick: (row) => inspector.showStep(row),
-  onRender: () => {
+  onRender: async () => {
+    if (!current) return;
+    // On demand (attention-client.js): the coverage reads the cross-attention's layer averages,
+    // the head view every head of the layer shown; fetched once each, then kept with the answer.
+    const response = current.response;
+    await Promise.all([
+      ensureAverages(response, "cross"),
+      ensureLayer(response, explorer.state.kind, explorer.state.layer ?? 0),
+    ]).catch((err) => showError(errorBox, err.message));
+    if (current?.response !== response) return;
     renderInsight();
     renderHeadView();
   },
@@ -192,7 +202,8 @@ async function translate({ view = null, target = null, prefix = null } = {}) {
   setBusy(button, true);
   button.querySelector(".btn-label").textContent = "Translating…";
   try {
-    const body = { ...formFields(model, text, beam), return_beam: true };
+    // The matrices stay on the server until a view draws them (docs/api.md, "Attention on demand").
+    const body = { ...formFields(model, text, beam), return_beam: true, attention: "on_demand" };
     if (prefix) body.prefix = prefix;
     if (!protectBox.checked) body.protect = false;
     const response = await postJSON("/api/translate", body);
