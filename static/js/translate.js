@@ -5,6 +5,7 @@ import { ExplainView } from "./explain-view.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
 import { ExplorerPlayer } from "./explorer-player.js";
 import { ensureAverages, ensureLayer } from "./attention-client.js";
+import { cardOf } from "./head-facts.js";
 import { HeadView } from "./headview.js";
 import { renderConfidence, renderCoverage } from "./insight.js";
 import { Inspector } from "./inspect.js";
@@ -250,9 +251,23 @@ function renderResult() {
     typeof response.timing_ms === "number" ? `${Math.round(response.timing_ms)} ms` : null,
   ];
   $("#result-meta").textContent = parts.filter(Boolean).join(" · ");
+  const longer = longerThanTrained(response);
+  const warning = $("#length-warning");
+  warning.hidden = !longer;
+  warning.textContent = longer || "";
   targetInput.placeholder = response.translation ? `e.g. ${response.translation}` : "a reference translation";
   clearAlignment(false);
   inspector.setResult(current);
+}
+
+/** Whether the input is longer than anything the model was trained on, per its card's
+ *  training cap (`hyperparameters.training.max_train_tokens`: longer pairs were dropped); the
+ *  sentence saying so, or "" (a card without the number says nothing). */
+function longerThanTrained(response) {
+  const cap = cardOf(response.model)?.hyperparameters?.training?.max_train_tokens;
+  const tokens = response.source_tokens.length - 1; // without </s>
+  if (typeof cap !== "number" || tokens <= cap) return "";
+  return `This input is ${tokens} tokens long; ${response.model} was never trained on inputs over ${cap} tokens (its card), so expect its translation and attention to be less reliable here.`;
 }
 
 function clearAlignment(redraw = true) {
