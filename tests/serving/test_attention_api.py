@@ -56,7 +56,9 @@ def check_on_demand(http: httpx.Client, inline: dict[str, Any], lazy: dict[str, 
 def test_translate_on_demand_equals_inline(http: httpx.Client, model: str) -> None:
     for precision in (6, 3):
         body = {"model": model, "text": TEXT, "beam_size": 2, "precision": precision}
-        inline = http.post("/api/translate", json=body).json()
+        raw = http.post("/api/translate", json=body)
+        assert b"attention_id" not in raw.content and b"attention_shapes" not in raw.content  # inline: as before
+        inline = raw.json()
         lazy = http.post("/api/translate", json={**body, "attention": "on_demand"}).json()
         check_on_demand(http, inline, lazy, precision)
 
