@@ -5,13 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from attnscope.alignment.hard import (
-    Choice,
-    Side,
-    hard_alignment,
-    trained_rows,
-    word_level_attention,
-)
+from attnscope.alignment.hard import Choice, Side, hard_alignment, trained_rows, word_level_attention
 from attnscope.alignment.rows import Rows
 from attnscope.nn.ablation import HeadTuple, attention_module
 from attnscope.serving.errors import InvalidInput

@@ -20,18 +20,10 @@ from starlette.middleware.gzip import GZipMiddleware
 from attnscope import __version__
 from attnscope.allocator import keep_freed_memory
 from attnscope.config import Settings, get_settings
-from attnscope.serving import (
-    analysis_api,
-    api,
-    assets,
-    attention_api,
-    catalog,
-    metrics,
-    pages,
-    stream,
-)
+from attnscope.serving import analysis_api, api, assets, catalog, metrics, pages, stream
 from attnscope.serving import attribution as attribution_api
 from attnscope.serving import vision as vision_api
+from attnscope.serving.attention_api import router as attention_router
 from attnscope.serving.errors import install_error_handlers
 from attnscope.serving.middleware import (
     BodyLimit,
@@ -90,7 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(api.router)
     app.include_router(stream.router)  # POST /api/translate/stream
-    app.include_router(attention_api.router)  # GET /api/attention/{attention_id}/...
+    app.include_router(attention_router)  # GET /api/attention/{attention_id}/...
     app.include_router(attribution_api.router)
     app.include_router(catalog.router)  # GET /api/score-functions
     app.include_router(analysis_api.router)  # GET /api/models/{id}/analysis

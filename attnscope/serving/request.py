@@ -26,12 +26,7 @@ from attnscope.nn.ablation import HeadTuple
 from attnscope.serving.attention_store import AttentionStore
 from attnscope.serving.explain import NO_EXTRAS, Extras
 from attnscope.serving.heads import AlignmentChoice, HeadRef
-from attnscope.serving.schemas import (
-    AlignRequest,
-    AttentionKind,
-    BatchTranslateRequest,
-    TranslateRequest,
-)
+from attnscope.serving.schemas import AlignRequest, AttentionKind, BatchTranslateRequest, TranslateRequest
 
 Body = TranslateRequest | BatchTranslateRequest | AlignRequest
 

@@ -31,13 +31,7 @@ from prometheus_client import Counter
 from attnscope.decoding.steps import Candidate, DecodeStep
 from attnscope.repository import LoadedModel
 from attnscope.serving.answers import answer_json, matrix
-from attnscope.serving.errors import (
-    ClientGone,
-    DeadlineExceeded,
-    InvalidInput,
-    Unavailable,
-    UnknownModel,
-)
+from attnscope.serving.errors import ClientGone, DeadlineExceeded, InvalidInput, Unavailable, UnknownModel
 from attnscope.serving.execution import watch_disconnect
 from attnscope.serving.request import AnswerOptions, ServiceRequest
 from attnscope.serving.schemas import ErrorResponse, TranslateRequest, TranslationResponse
