@@ -239,6 +239,20 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=1_000_000, ge=1, description="Largest accepted request body; larger ones get 413."
     )
+    attention_store_bytes: int = Field(
+        default=256_000_000,
+        ge=1,
+        description=(
+            'The attention store of `"attention": "on_demand"` answers, in bytes (recorded weights and '
+            "explanations computed later); least recently used entries are evicted to make room, and a "
+            "request whose attention could not fit even alone is refused before decoding (422)."
+        ),
+    )
+    attention_store_seconds: float = Field(
+        default=600.0,
+        gt=0,
+        description="An on-demand answer's attention is dropped once not read for this long (then 404: translate again).",
+    )
     allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default=["localhost", "127.0.0.1", "::1"],
         description=(

@@ -17,6 +17,7 @@ import torch
 
 from attnscope.engine.ablation import word_alignment
 from attnscope.engine.answers import response_fields
+from attnscope.engine.attention_store import on_demand_fields
 from attnscope.engine.batching import Ticket
 from attnscope.engine.explain import extra_fields
 from attnscope.engine.heads import HeadRef
@@ -75,6 +76,8 @@ def answer_fields(
     loaded, options = served.loaded, job.answer
     fields = response_fields(loaded, result, kinds=options.kinds, decimals=options.decimals)
     fields.update(extra_fields(loaded, result, job.extras, options.decimals))
+    if options.on_demand and job.store is not None:
+        fields.update(on_demand_fields(job.store, loaded.id, result, job.request.disable_heads))
     target = result.text if job.request.target is None else job.request.target
     fields["word_alignment"] = word_alignment(served, result, job.choice, result.source_text, target)
     if placements is not None:

@@ -22,6 +22,7 @@ from attnscope.alignment.hard import Choice
 from attnscope.alignment.rows import Rows
 from attnscope.decoding.plan import OPTION_NAMES, DecodeOptions
 from attnscope.decoding.steps import StepCallback
+from attnscope.engine.attention_store import AttentionStore
 from attnscope.engine.explain import NO_EXTRAS, Extras
 from attnscope.engine.heads import AlignmentChoice, HeadRef
 from attnscope.engine.schemas import (
@@ -37,15 +38,18 @@ Body = TranslateRequest | BatchTranslateRequest | AlignRequest
 
 @dataclass(frozen=True)
 class AnswerOptions:
-    """What each answer holds: the attention kinds (None: all the model has) and decimals."""
+    """What each answer holds: the attention kinds (None: all the model has) and decimals;
+    ``on_demand``: none in the answer (``kinds`` is empty), every kind kept in the service's
+    attention store (``attnscope.engine.attention_store``) under an id the answer carries."""
 
     kinds: tuple[AttentionKind, ...] | None = None
     decimals: int = 6
+    on_demand: bool = False
 
     @property
     def weights(self) -> bool:
         """Whether the decode needs to record attention at all."""
-        return self.kinds is None or len(self.kinds) > 0
+        return self.on_demand or self.kinds is None or len(self.kinds) > 0
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,10 @@ class ServiceRequest:
         extras = {f.name: getattr(body, f.name) for f in fields(Extras) if f.name in given}
         values["extras"] = Extras(**{**extras, "explain": tuple(extras.get("explain", ()))})
         kinds = body.attention
-        values["answer"] = AnswerOptions(None if kinds is None else tuple(kinds), body.precision)
+        if kinds == "on_demand":
+            values["answer"] = AnswerOptions((), body.precision, on_demand=True)
+        else:
+            values["answer"] = AnswerOptions(None if kinds is None else tuple(kinds), body.precision)
         return cls(**{**values, **changes})
 
     def decode_options(self, *, weights: bool) -> DecodeOptions:
@@ -133,14 +140,15 @@ class AlignKey:
 class Job:
     """A queued request's part of a batch: the request as asked, the extras it gets (the beam
     tree is dropped under protect: it searched the masked text), each text's forced target ids
-    (empty: none), the hard-alignment head and row convention, and the step callback of a
-    stream."""
+    (empty: none), the hard-alignment head and row convention, the step callback of a
+    stream, and the attention store of an on-demand request."""
 
     request: ServiceRequest
     extras: Extras = NO_EXTRAS
     prefixes: tuple[tuple[int, ...], ...] = ()
     choice: tuple[Choice, Rows] | None = None
     on_step: StepCallback | None = field(default=None, compare=False)
+    store: AttentionStore | None = field(default=None, compare=False)  # where on-demand attention goes
 
     @property
     def answer(self) -> AnswerOptions:

@@ -89,11 +89,13 @@ CoveragePenalty = Annotated[
     ),
 ]
 Kinds = Annotated[
-    list[AttentionKind] | None,
+    list[AttentionKind] | Literal["on_demand"] | None,
     Field(
         description=(
             "The attention kinds to return (those the model lacks are left out); [] returns none and "
-            "decodes without recording attention (cheapest). Default: every kind the model has."
+            "decodes without recording attention (cheapest). Default: every kind the model has. "
+            '"on_demand": no matrices in the answer but an `attention_id` and each kind\'s shape; every kind '
+            "is kept on the server for GET /api/attention/{attention_id}/{kind}/{layer}/{head}."
         ),
     ),
 ]
@@ -378,6 +380,15 @@ else:
     )
 
 
+class AttentionShape(BaseModel):
+    """The size of one attention kind kept on demand: [layers][heads][rows][columns]."""
+
+    layers: int
+    heads: int
+    rows: int = Field(description="Queries: the tokens that attend (target tokens, or source for encoder_self).")
+    columns: int = Field(description="Keys: the tokens attended to.")
+
+
 class TranslationResponse(BaseModel):
     """One translated (or aligned) sentence and every attention matrix of the model."""
 
@@ -485,6 +496,19 @@ class TranslationResponse(BaseModel):
     )
     explanations: Explanations | None = Field(
         default=None, description="With `explain`: each method's explanation of this answer (else null)."
+    )
+    attention_id: str | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,  # absent unless on demand: other answers keep their bytes
+        description=(
+            'Only with "attention": "on_demand": the id of this answer\'s attention, kept on the server '
+            "(GET /api/attention/{attention_id}/...) until evicted; it names the server process that holds it."
+        ),
+    )
+    attention_shapes: dict[AttentionKind, AttentionShape] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description='Only with "attention": "on_demand": each kind\'s layers, heads, rows (queries) and columns (keys).',
     )
 
     @field_serializer("attention")

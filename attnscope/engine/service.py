@@ -22,6 +22,7 @@ from attnscope.decoding.steps import StepCallback
 from attnscope.device import resolve_device
 from attnscope.engine import ablation, limits
 from attnscope.engine.answer_builder import answer_batch
+from attnscope.engine.attention_store import AttentionStore, stored_bytes
 from attnscope.engine.batching import BatchRunner, Scheduler, Ticket
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.execution import InferencePool
@@ -56,6 +57,7 @@ class ModelService:
             parallel_texts=settings.parallel_batch_texts,
             batch_limit=limits.batch_limit(settings),
         )
+        self.attention_store = AttentionStore(settings.attention_store_bytes, settings.attention_store_seconds)
         self.stopping = False
 
     @property
@@ -128,10 +130,10 @@ class ModelService:
             log.update(model=request.model, tokens=sum(lengths), beams=request.beam_size)
         options = request.answer
         asked = limits.Asked(options.kinds, options.decimals, extras, request.beam_size)
-        cost = limits.admission(self.settings, served, lengths, budgets, asked)
+        cost = self._admit_stored(served, lengths, budgets, asked, on_demand=options.on_demand)
         limits.admit_explain(self.settings, served, lengths, budgets, methods=extras.explain)
         rows = tuple(tuple(p) for p in prefixes or [[] for _ in request.texts])
-        job = Job(request, extras, rows, choice, on_step)
+        job = Job(request, extras, rows, choice, on_step, store=self.attention_store if options.on_demand else None)
         ticket = self._ticket(list(request.texts), budgets, job, gone, cost)
         weights = options.weights or protect  # placing the spans reads the attention
         stream = 0 if on_step is None else id(ticket)
@@ -158,8 +160,10 @@ class ModelService:
         if log is not None:
             log.update(model=request.model, tokens=n, beams=0)
         # Teacher-forced: one beam, the target (with EOS) as the output, under the same costs
-        cost = limits.admission(self.settings, served, [n], [m], limits.Asked(options.kinds, options.decimals, extras))
-        ticket = self._ticket([text], [0], Job(request, extras, choice=choice), gone, cost)
+        asked = limits.Asked(options.kinds, options.decimals, extras)
+        cost = self._admit_stored(served, [n], [m], asked, on_demand=options.on_demand)
+        store = self.attention_store if options.on_demand else None
+        ticket = self._ticket([text], [0], Job(request, extras, choice=choice, store=store), gone, cost)
         key = AlignKey(request.model, tuple(heads))
         answers: list[TranslationResponse] = await self.scheduler.submit(key, ticket, self._pinned(self._run_align))
         return answers[0]
@@ -172,6 +176,26 @@ class ModelService:
                 return runner(key, tickets, should_stop)
 
         return run
+
+    def _admit_stored(
+        self, served: ServedModel, lengths: list[int], budgets: list[int], asked: limits.Asked, *, on_demand: bool
+    ) -> Cost:
+        """:func:`limits.admission`; on demand, the answer holds no matrices, but the decode keeps
+        every kind and the store must be able to hold them (422 naming the store's bound)."""
+        cost = limits.admission(self.settings, served, lengths, budgets, asked)
+        if not on_demand:
+            return cost
+        floats = limits.admit(self.settings, served, lengths, budgets, beams=asked.beams, weights=True)
+        need, bound = stored_bytes(served.loaded.config, lengths, budgets), self.attention_store.max_bytes
+        if need > bound:
+            raise InvalidInput(
+                ("body", "attention"),
+                f"on demand, this decode's attention could take up to {need / 1e6:.1f} MB, more than the whole "
+                f"attention store holds ({bound / 1e6:g} MB, ATTNSCOPE_ATTENTION_STORE_BYTES); ask for a shorter "
+                "max_length, fewer texts or a shorter text",
+                kind="store_limit",
+            )
+        return replace(cost, floats=floats)
 
     async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:
         """Run ``job`` in a decode slot of its own (under inference mode): the queue bound, the

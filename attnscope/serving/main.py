@@ -24,6 +24,7 @@ from attnscope.engine.service import ModelService
 from attnscope.serving import analysis_api, api, assets, catalog, metrics, pages, stream
 from attnscope.serving import attribution as attribution_api
 from attnscope.serving import vision as vision_api
+from attnscope.serving.attention_api import router as attention_router
 from attnscope.serving.errors import install_error_handlers
 from attnscope.serving.middleware import (
     BodyLimit,
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(api.router)
     app.include_router(stream.router)  # POST /api/translate/stream
+    app.include_router(attention_router)  # GET /api/attention/{attention_id}/...
     app.include_router(attribution_api.router)
     app.include_router(catalog.router)  # GET /api/score-functions
     app.include_router(analysis_api.router)  # GET /api/models/{id}/analysis

@@ -2,6 +2,7 @@
 // with the head's mean row entropy on this sentence and, from the model's card, its
 // word-alignment F1; beside it a table of the heads that sorts by entropy, F1 or the BLEU change
 // with the head switched off (header buttons, aria-sort). Markup: templates/_explorer.html.
+import { isLoaded } from "./attention-client.js";
 import { el, setChildren } from "./dom.js";
 import { f1Of, headFacts, signed } from "./head-facts.js";
 import { drawThumbnail } from "./heatmap.js";
@@ -56,6 +57,10 @@ export function renderHeadGrid(explorer) {
   for (let layer = 0; layer < layers; layer++) {
     cells.push(el("div", { class: "grid-layer" }, `Layer ${layer + 1}`));
     for (const head of heads > 1 ? [...Array(heads).keys(), "avg"] : [0]) {
+      if (!isLoaded(explorer.response, s.kind, layer, head)) {
+        cells.push(unfetched(explorer, layer, head)); // on demand: drawn once it is looked at
+        continue;
+      }
       const view = viewOf(explorer.response, s.kind, { ...options, layer, head });
       const bits = meanEntropy(view.z);
       const f1 = f1Of(facts, layer, head);
@@ -76,6 +81,23 @@ export function renderHeadGrid(explorer) {
   setChildren(c["heads-note"], notes.map((note) => el("span", {}, note)));
   c["heads-note"].hidden = !notes.length;
   renderTable(explorer, entries, facts);
+}
+
+/** A head not fetched yet (attention on demand): a button that opens it, without a picture. */
+function unfetched(explorer, layer, head) {
+  return el(
+    "button",
+    {
+      type: "button",
+      class: "thumb unfetched",
+      title: `${explorer.where(layer, head)} — click to fetch and open it`,
+      "aria-pressed": "false",
+      dataset: { layer: String(layer), head: String(head) },
+      onclick: () => openKeepingFocus(explorer, layer, head, `.thumb[data-layer="${layer}"][data-head="${head}"]`),
+    },
+    el("span", { class: "thumb-img" }),
+    el("span", { class: "thumb-label" }, `H${head + 1}`, el("span", { class: "bits" }, "…")),
+  );
 }
 
 function thumbnail(explorer, view, { layer, head, bits, f1 }) {

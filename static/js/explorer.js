@@ -1,6 +1,7 @@
 // The attention explorer: controls, the large heatmap (and the teacher-forced one beside it),
 // the layer × head small multiples with per-head entropy. Markup: templates/_explorer.html.
 import { download, el, fillSelect, role, setChildren } from "./dom.js";
+import { ensureLayer, ensureView, isOnDemand, withPlaceholders } from "./attention-client.js";
 import { DEFAULT_SORT, renderHeadGrid } from "./explorer-grid.js";
 import { cardOf, f1Of, headFacts } from "./head-facts.js";
 import { drawHeatmap, exportImage, matrixCsv, purge } from "./heatmap.js";
@@ -138,7 +139,7 @@ export class Explorer {
 
   show(response, model, playing) {
     this.playing = playing;
-    this.response = response;
+    this.response = withPlaceholders(response);
     this.model = model;
     this.aligned = null;
     this.root.hidden = false;
@@ -250,6 +251,7 @@ export class Explorer {
     const eos = this.response.eos_token || "</s>";
     this.c.eos.disabled = !this.keyTokens().includes(eos);
     const options = { layer: s.layer, head: this.head(), merge: s.merge, hideEos: s.hideEos, readRows: this.readsRows(s.layer, this.head()) };
+    await this.fetchShown(s.kind, s.layer, this.head()); // on demand: the head shown, before anything is drawn
     const jobs = [this.drawOne(this.response, "main", options)];
     const alignedCard = this.c["aligned-card"];
     if (alignedCard) {
@@ -259,12 +261,37 @@ export class Explorer {
       else purge(this.c["plot-aligned"]);
     }
     if (this.playing && this.c["grid-section"]) this.c["grid-section"].hidden = true;
-    else this.renderGrid();
+    else jobs.push(this.fetchShown(s.kind, null, "avg").then(() => this.renderGrid())); // thumbnails: layer averages first
+    if (!this.playing) this.fetchGrid(this.response, s.kind); // then every head, a layer a request, after the heatmap
     await Promise.all(jobs);
     if (!this.playing) {
       this.onRender(this);
       this.viewChanged();
     }
+  }
+
+  /** On demand (attention-client.js), fetch what a view draws; a failed fetch (an evicted id)
+   *  is said where the heatmap would be. Nothing to do for an answer that holds its matrices. */
+  async fetchShown(kind, layer, head) {
+    try {
+      await ensureView(this.response, kind, layer, head);
+    } catch (err) {
+      this.showEmpty(err.message);
+    }
+  }
+
+  /** On demand: the grid's heads, one layer at a time, once the view shown is drawn; the grid
+   *  is redrawn when they are all here (if the page still shows this answer and kind). */
+  async fetchGrid(response, kind) {
+    if (!isOnDemand(response) || !response.attention[kind] || this.gridFetch?.has(`${kind}`)) return;
+    if (this.gridFetch?.response !== response) this.gridFetch = Object.assign(new Set(), { response });
+    this.gridFetch.add(kind);
+    try {
+      for (let layer = 0; layer < response.attention[kind].length; layer++) await ensureLayer(response, kind, layer);
+    } catch {
+      return; // the thumbnails keep their "…"; the view shown says what went wrong when it fetches
+    }
+    if (this.response === response && this.state.kind === kind && !this.playing) this.renderGrid();
   }
 
   keyTokens() {

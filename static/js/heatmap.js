@@ -93,9 +93,21 @@ export async function drawHeatmap(
   return { rows, cols, visibleRows, visibleCols };
 }
 
+// Past this many cells (a long input: hundreds of tokens a side) the hover box names the row and
+// column by number, not by token: four labels a cell took seconds and hundreds of MB for 1,000².
+const LABELLED_HOVER_CELLS = 90_000;
+
 function heatmapTrace(view, { where, zmax, rows, cell }) {
   const cols = rows ? view.z[0].length : 0;
   const indices = (n) => Array.from({ length: n }, (_, i) => i);
+  if (rows * cols > LABELLED_HOVER_CELLS) {
+    return {
+      type: "heatmap", z: view.z, x: indices(cols), y: indices(rows), zmin: view.zmin ?? 0, zmax,
+      colorscale: view.colorscale || COLORSCALE, xgap: 0, ygap: 0,
+      hovertemplate: `<b>%{z:.4f}</b><br>${plotlyText(view.rowTitle)} row %{y} · ${plotlyText(view.colTitle)} column %{x} (from 0)<br>${plotlyText(where)}<extra></extra>`,
+      colorbar: { thickness: 12, len: Math.min(1, 260 / Math.max(rows * cell, 1)), yanchor: "top", y: 1, outlinewidth: 0, tickfont: { size: 10 } },
+    };
+  }
   const customdata = view.z.map((row, i) =>
     row.map((_, j) => [plotlyText(view.rowPieces[i]), plotlyText(view.colPieces[j]), i + 1, j + 1]),
   );

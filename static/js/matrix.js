@@ -64,6 +64,7 @@ export function axesOf(response, kind, readRows = false) {
 export function headMatrix(response, kind, layer, head) {
   const heads = response.attention[kind][layer];
   if (head !== "avg") return heads[head];
+  if (response.averages?.[kind]) return response.averages[kind][layer]; // on demand: the server's means
   const rows = heads[0].length;
   const cols = rows ? heads[0][0].length : 0;
   const mean = Array.from({ length: rows }, () => new Array(cols).fill(0));

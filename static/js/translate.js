@@ -5,6 +5,8 @@ import { ExplainView } from "./explain-view.js";
 import { Explorer, viewFromParams, viewToParams } from "./explorer.js";
 import { ExplorerPlayer } from "./explorer-player.js";
 import { initHeadsCard } from "./heads-panel.js";
+import { ensureAverages, ensureLayer } from "./attention-client.js";
+import { cardOf } from "./head-facts.js";
 import { HeadView } from "./headview.js";
 import { renderConfidence, renderCoverage } from "./insight.js";
 import { Inspector } from "./inspect.js";
@@ -42,7 +44,16 @@ const explorer = new Explorer($("#explorer"), {
     player?.refresh();
   },
   onRowClick: (row) => inspector.showStep(row),
-  onRender: () => {
+  onRender: async () => {
+    if (!current) return;
+    // On demand (attention-client.js): the coverage reads the cross-attention's layer averages,
+    // the head view every head of the layer shown; fetched once each, then kept with the answer.
+    const response = current.response;
+    await Promise.all([
+      ensureAverages(response, "cross"),
+      ensureLayer(response, explorer.state.kind, explorer.state.layer ?? 0),
+    ]).catch((err) => showError(errorBox, err.message));
+    if (current?.response !== response) return;
     renderInsight();
     renderHeadView();
   },
@@ -194,7 +205,8 @@ async function translate({ view = null, target = null, prefix = null } = {}) {
   setBusy(button, true);
   button.querySelector(".btn-label").textContent = "Translating…";
   try {
-    const body = { ...formFields(model, text, beam), return_beam: true };
+    // The matrices stay on the server until a view draws them (docs/api.md, "Attention on demand").
+    const body = { ...formFields(model, text, beam), return_beam: true, attention: "on_demand" };
     if (prefix) body.prefix = prefix;
     if (!protectBox.checked) body.protect = false;
     const response = await postJSON("/api/translate", body);
@@ -241,9 +253,23 @@ function renderResult() {
     typeof response.timing_ms === "number" ? `${Math.round(response.timing_ms)} ms` : null,
   ];
   $("#result-meta").textContent = parts.filter(Boolean).join(" · ");
+  const longer = longerThanTrained(response);
+  const warning = $("#length-warning");
+  warning.hidden = !longer;
+  warning.textContent = longer || "";
   targetInput.placeholder = response.translation ? `e.g. ${response.translation}` : "a reference translation";
   clearAlignment(false);
   inspector.setResult(current);
+}
+
+/** Whether the input is longer than anything the model was trained on, per its card's
+ *  training cap (`hyperparameters.training.max_train_tokens`: longer pairs were dropped); the
+ *  sentence saying so, or "" (a card without the number says nothing). */
+function longerThanTrained(response) {
+  const cap = cardOf(response.model)?.hyperparameters?.training?.max_train_tokens;
+  const tokens = response.source_tokens.length - 1; // without </s>
+  if (typeof cap !== "number" || tokens <= cap) return "";
+  return `This input is ${tokens} tokens long; ${response.model} was never trained on inputs over ${cap} tokens (its card), so expect its translation and attention to be less reliable here.`;
 }
 
 function clearAlignment(redraw = true) {
