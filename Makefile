@@ -38,8 +38,8 @@ test: install chromium
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check app tests bench
-	$(VENV)/bin/mypy app
+	$(VENV)/bin/ruff check attnscope tests bench scripts
+	$(VENV)/bin/mypy attnscope
 
 bench: $(STAMP)
 	$(PY) bench/decode.py
