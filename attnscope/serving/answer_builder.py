@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from attnscope.decoding.confidence import confidence_of
 from attnscope.nn.ablation import HeadTuple, disabled_heads
 from attnscope.serving.ablation import word_alignment
 from attnscope.serving.answers import response_fields
@@ -24,6 +25,7 @@ from attnscope.serving.heads import HeadRef
 from attnscope.serving.registry import ServedModel
 from attnscope.serving.request import Job
 from attnscope.serving.schemas import ProtectedSpan, TranslationResponse
+from attnscope.text.missing import missing_words
 from attnscope.text.protect import Placement
 from attnscope.translator import Translation
 
@@ -79,6 +81,11 @@ def answer_fields(
     fields["word_alignment"] = word_alignment(served, result, job.choice, result.source_text, target)
     if placements is not None:
         fields["protected"] = protected_spans(placements)
+    fields["rescored"] = bool(placements)
+    if job.request.target is None:  # the model's own output: what it dropped, how sure it was
+        spans = [(p.source_start, p.source_end) for p in placements or []]
+        fields["missing_words"] = missing_words(result.source_text, result.text, spans)
+        fields["confidence"] = confidence_of([float(x) for x in result.hypothesis.token_logprobs], loaded.card)
     return fields
 
 
