@@ -49,7 +49,6 @@ export class ExplorerPlayer {
   /** Forget what was played (a new translation is on the page). */
   reset() {
     this.core.load(null);
-    this.revealed = false;
     this.tree.hidden = true;
     this.tree.replaceChildren();
     this.anatomy.hidden = true;
@@ -66,13 +65,12 @@ export class ExplorerPlayer {
     const beam = shown[0].beam;
     const partial = partialAnswer(shown, source, { model: this.model.id, score: this.model.score ?? null });
     if (count === 1) this.onStart();
-    if (count === 1 || !this.revealed) this.revealHeatmap();
-    this.revealed = true;
     this.onProgress(partial, this.model);
     this.status(shown, count);
     if (beam) this.drawTree(shown, count);
     this.partial = partial;
     await this.explorer.showPartial(partial, this.model);
+    this.revealHeatmap();
     this.followNewestRow(count);
     this.renderStep(count, answer);
   }
@@ -98,12 +96,16 @@ export class ExplorerPlayer {
     scroll.scrollLeft = scroll.scrollWidth; // the newest step
   }
 
-  /** At the start of a play, bring the heatmap to the top of the window: it grows a row a step,
-   * and the tree and the step's anatomy are below it. */
+  /** While it plays, keep the heatmap on screen: it grows a row a step, and the tree and the
+   * step's anatomy are below it. The page scrolls only as far as it must (the heatmap's card to
+   * the top of the window, below the sticky header, when it does not fit otherwise). */
   revealHeatmap() {
     const card = this.explorer.c["plot-main"]?.closest(".plot-card");
-    const box = card?.getBoundingClientRect();
-    if (box && (box.top < 0 || box.bottom > window.innerHeight)) card.scrollIntoView({ block: "start" });
+    if (!card || card.hidden) return;
+    const box = card.getBoundingClientRect();
+    const header = document.querySelector(".topbar")?.getBoundingClientRect().bottom ?? 0;
+    if (box.top < header || box.height > window.innerHeight - header) card.scrollIntoView({ block: "start" });
+    else if (box.bottom > window.innerHeight) window.scrollBy(0, box.bottom - window.innerHeight + 8);
   }
 
   /** Keep the newest row in sight when the heatmap shows a window of a long translation. */

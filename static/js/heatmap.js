@@ -59,6 +59,10 @@ export async function drawHeatmap(
   // (the caption names the rows), labels and cells get smaller, so a 20-odd-word sentence shows
   // every column at 390 px instead of a window of a few.
   const narrow = boxWidth < 560;
+  // On a phone a long label would take the width from the cells: cut to 9 characters (the hover
+  // box and the table view show it whole).
+  const cut = (label) => ([...String(label)].length > 9 ? `${[...String(label)].slice(0, 8).join("")}…` : label);
+  if (narrow) view = { ...view, rowLabels: view.rowLabels.map(cut), colLabels: view.colLabels.map(cut) };
   const yTitle = narrow ? "" : yTitleAsked;
   const minCell = narrow ? 10 : 16;
   const colorbar = narrow ? 0 : 70;
