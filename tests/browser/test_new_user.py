@@ -6,12 +6,13 @@ source words are missing; a low-confidence result says so in one line."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
-from tests.browser.test_explorer_player import PLAYER, open_translated, step_once, wait_idle
+from tests.browser.test_explorer_player import open_translated, step_once, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -128,7 +129,7 @@ def test_kept_as_written_says_what_is_missing_and_that_it_was_rescored(page: Pag
         assert word in translation or any(word in w for w in listed), word
     if listed:
         shown = page.get_attribute("#trust [data-role=missing-words]", "data-words") or "[]"
-        assert set(__import__("json").loads(shown)) == listed
+        assert set(json.loads(shown)) == listed
     # untick "Keep as written": the model's own output, not rescored
     page.uncheck("#protect")
     with page.expect_response("**/api/translate") as response:
