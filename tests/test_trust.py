@@ -60,8 +60,11 @@ def test_confidence_reads_the_mean_token_logprob_and_the_card() -> None:
     logprobs = [-0.1, -0.3, -2.0]
     plain = confidence_of(logprobs, {})
     assert plain["mean_logprob"] == pytest.approx(statistics.mean(logprobs), abs=1e-4)
-    assert plain["threshold"] == DEFAULT_THRESHOLD and plain["calibrated"] is False
-    assert plain["low"] is True and "unsure" in plain["explanation"]
+    assert plain["threshold"] is None and plain["calibrated"] is False
+    assert plain["low"] is False and plain["explanation"] is None  # not calibrated: never flagged
+    assert threshold_of({})[0] == DEFAULT_THRESHOLD
+    unsure = confidence_of(logprobs, {"confidence": {"threshold": -0.5}})
+    assert unsure["low"] is True and "unsure" in unsure["explanation"]
     card = {"confidence": {"threshold": -1.0, "quantile": 0.05}}
     assert threshold_of(card) == (-1.0, 0.05, True)
     sure = confidence_of(logprobs, card)

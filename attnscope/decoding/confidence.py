@@ -10,8 +10,10 @@ twenty and an out-of-domain one far more often (the rates are measured by
 ``bench/confidence.py``, written into the card's ``confidence`` section, and listed in
 docs/decoding.md).
 
-Models whose card has no ``confidence`` section use :data:`DEFAULT_THRESHOLD`, the one calibrated
-for the shipped en-de Transformer (documented as such in the answer's ``confidence.calibrated``).
+A model whose card has no ``confidence`` section is not flagged (``low`` false, ``threshold``
+null, ``calibrated`` false): the scale of the mean differs between models (the shipped en-de
+Transformer's threshold is -0.50, its RNN's -1.46), so another model's threshold would flag a
+whole model or none of it. :data:`DEFAULT_THRESHOLD` is the en-de Transformer's, for reference.
 """
 
 from __future__ import annotations
@@ -63,15 +65,16 @@ def threshold_of(card: Mapping[str, Any]) -> tuple[float, float, bool]:
 
 
 def confidence_of(token_logprobs: Sequence[float], card: Mapping[str, Any]) -> dict[str, Any]:
-    """The answer's ``confidence`` field: the mean log-probability per token, the threshold, whether
-    the output is flagged ``low``, whether the threshold was calibrated for this model, and a
-    one-line ``explanation`` when it is flagged (else null)."""
+    """The answer's ``confidence`` field: the mean log-probability per token, the threshold (null
+    for a model not calibrated), whether the output is flagged ``low`` (never without a
+    calibration), whether the threshold was calibrated for this model, and a one-line
+    ``explanation`` when it is flagged (else null)."""
     mean = mean_logprob(token_logprobs)
     threshold, quantile, calibrated = threshold_of(card)
-    low = bool(token_logprobs) and mean < threshold
+    low = calibrated and bool(token_logprobs) and mean < threshold
     return {
         "mean_logprob": round(mean, 4),
-        "threshold": round(threshold, 4),
+        "threshold": round(threshold, 4) if calibrated else None,
         "low": low,
         "calibrated": calibrated,
         "explanation": EXPLANATION.format(mean=mean, threshold=threshold, quantile=quantile) if low else None,

@@ -362,9 +362,9 @@ class Confidence(BaseModel):
     output token against a threshold calibrated on in-domain sentences (Multi30k val)."""
 
     mean_logprob: float = Field(description="Mean of target_logprobs (end-of-sentence token included).")
-    threshold: float = Field(description="Below this the output is flagged: the 5 % quantile of in-domain outputs.")
+    threshold: float | None = Field(description="Below this the output is flagged: the 5 % quantile of in-domain outputs (null: not calibrated).")
     low: bool = Field(description="True when mean_logprob < threshold: the input is probably unlike the training data.")
-    calibrated: bool = Field(description="True when the threshold was calibrated for this model (its card); false: the default.")
+    calibrated: bool = Field(description="True when the model's card has a calibration (bench/confidence.py --write); false: never flagged.")
     explanation: str | None = Field(description="One line saying why, when low (else null).")
 
 

@@ -101,9 +101,9 @@ def test_a_phone_heatmap_shows_every_column_of_a_long_sentence(page: Page, serve
     page.screenshot(path="/tmp/nu_shots/test-heatmap-390.png", full_page=True)
 
 
-def translate_issue_sentence(page: Page, server_url: str, width: int = 1400) -> dict[str, Any]:
+def translate_issue_sentence(page: Page, server_url: str, width: int = 1400, model: str = "en-de-transformer") -> dict[str, Any]:
     page.set_viewport_size({"width": width, "height": 900 if width > 500 else 844})
-    page.goto(f"{server_url}/?model=en-de-transformer")
+    page.goto(f"{server_url}/?model={model}")
     page.wait_for_selector("body[data-ready='true']", timeout=60_000)
     page.fill("#text", ISSUE_SENTENCE)
     with page.expect_response("**/api/translate") as response:
@@ -142,17 +142,20 @@ def test_kept_as_written_says_what_is_missing_and_that_it_was_rescored(page: Pag
 
 
 def test_a_low_confidence_result_says_so_in_one_line(page: Page, server_url: str, shoot) -> None:  # type: ignore[no-untyped-def]
-    answer = translate_issue_sentence(page, server_url, width=390)
+    # the tiny RNN's card is calibrated with threshold 0: its every output is flagged
+    answer = translate_issue_sentence(page, server_url, width=390, model="en-de-rnn-additive")
     confidence = answer["confidence"]
     mean = sum(answer["target_logprobs"]) / len(answer["target_logprobs"])
     assert confidence["mean_logprob"] == pytest.approx(mean, abs=1e-3)
-    assert confidence["low"] == (mean < confidence["threshold"])
+    assert confidence["calibrated"] is True and confidence["threshold"] == 0.0 and confidence["low"] is True
     line = page.locator("#trust [data-role=low-confidence]")
-    if confidence["low"]:  # a tiny random model is unsure of everything
-        assert line.count() == 1 and "out of domain" in line.inner_text()
-        assert line.evaluate("l => l.scrollWidth <= l.clientWidth")  # wraps, never scrolls sideways
-    else:
-        assert line.count() == 0
+    assert line.count() == 1 and "out of domain" in line.inner_text()
+    assert f"{mean:.2f}" in line.inner_text()
+    assert line.evaluate("l => l.scrollWidth <= l.clientWidth")  # wraps, never scrolls sideways
+    # a model without a calibration in its card is never flagged (another model's scale would mislead)
+    plain = translate_issue_sentence(page, server_url, width=390)
+    assert plain["confidence"]["calibrated"] is False and plain["confidence"]["low"] is False
+    assert page.locator("#trust [data-role=low-confidence]").count() == 0
     page.screenshot(path="/tmp/nu_shots/test-trust-390.png", full_page=False)
     shoot(page, "new-user-trust-390")
 
