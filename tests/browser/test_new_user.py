@@ -166,3 +166,42 @@ def test_the_explorer_says_a_good_aligner_can_look_one_word_off(page: Page, serv
     assert note.is_visible()
     text = note.inner_text()
     assert "one word off" in text and "reads" in text and "docs/findings.md" in text
+
+
+def test_the_tour_says_when_a_heatmap_is_cut_and_when_words_are_left_out(page: Page, server_url: str) -> None:
+    """Learn stop 3 draws long sentences as a window: each windowed heatmap says how much it
+    shows. Stop 1 names the source words the greedy translation with attention barely looked
+    at, by the Translate page's coverage rule, recomputed here from the same answer."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    with page.expect_response(lambda r: r.url.endswith("/api/translate")) as first:
+        page.goto(f"{server_url}/learn?text={NINETEEN.replace(' ', '+')}")
+    page.wait_for_selector("body[data-learn-ready='true']", timeout=60_000)
+    plots = page.locator("#stop-scores .learn-plot")
+    assert plots.count() >= 1
+    for i in range(plots.count()):
+        plot = plots.nth(i)
+        windowed = plot.get_attribute("data-windowed") == "true"
+        cut = plot.locator("xpath=following-sibling::p[@data-role='cut']")
+        assert cut.count() == int(windowed)
+        if windowed:  # the tiny tokenizer spells 19 words in about 58 pieces: more than fit
+            rows, cols = plot.get_attribute("data-rows"), plot.get_attribute("data-cols")
+            assert f"of {cols} columns" in cut.inner_text() or f"of {rows} rows" in cut.inner_text()
+    assert page.locator("#stop-scores [data-role=cut]").count() >= 1
+    # stop 1: the note lists exactly the words under a quarter of an even share of attention
+    model = page.inner_text("#stop-forgetting .output:last-child .model")
+    answer = page.evaluate(
+        "async ([model, text]) => (await fetch('/api/translate', {method: 'POST', headers: {'Content-Type': 'application/json'},"
+        " body: JSON.stringify({model, text, beam_size: 1})})).json()",
+        [model, NINETEEN],
+    )
+    cross = answer["attention"]["cross"]
+    heads = [h for layer in cross for h in layer]
+    words = [w for w in answer["source_words"] if w["text"] != "</s>"]
+    rows = len(answer["target_tokens"])
+    fair = rows / len(words)
+    low = [w["text"] for w in words if sum(h[q][t] for h in heads for q in range(rows) for t in w["tokens"]) / len(heads) < 0.25 * fair]
+    note = page.locator("#stop-forgetting [data-role=dropped]")
+    assert note.count() == int(bool(low))
+    if low:
+        assert all(word in note.inner_text() for word in low)
+    assert first.value.ok
