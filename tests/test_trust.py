@@ -37,6 +37,12 @@ def test_a_dropped_protected_span_or_number_is_named() -> None:
     assert next(w for w in found if w["text"] == "€1,299.99")["protected"] is True
 
 
+def test_a_title_does_not_end_the_sentence() -> None:
+    found = missing_words(SOURCE, "Am Freitag zahlte Dr. Kowalczyk.")
+    assert "Anna" in [w["text"] for w in found]  # after "Dr." a capital is a name, not a new sentence
+    assert "Kowalczyk" not in [w["text"] for w in found]
+
+
 def test_a_faithful_translation_has_nothing_missing() -> None:
     assert missing_words("A man is riding a bicycle.", "Ein Mann fährt Fahrrad.") == []
     assert missing_words("Anna sees 2 dogs in Berlin.", "Anna sieht 2 Hunde in Berlin.") == []

@@ -18,7 +18,8 @@ __all__ = ["missing_words"]
 
 _WORD = re.compile(r"\S+")
 _EDGE = re.compile(r"^[^\w€$£¥]+|[^\w%]+$")
-_SENTENCE_END = re.compile(r"[.!?:;]$")
+_SENTENCE_END = re.compile(r"[.!?]$")
+_ABBREVIATION = re.compile(r"^[A-Z][a-z]{0,3}\.$")  # "Dr.", "Mr.", "St.": no sentence ends there
 
 
 def _kept_as_written(word: str, initial: bool) -> bool:
@@ -43,7 +44,8 @@ def missing_words(source: str, translation: str, protected: Sequence[tuple[int, 
     for match in _WORD.finditer(source):
         raw = match.group()
         stripped = _EDGE.sub("", raw)
-        was_initial, initial = initial, bool(_SENTENCE_END.search(raw)) and not re.search(r"\d[.:]\d", raw)
+        ends = bool(_SENTENCE_END.search(raw)) and not _ABBREVIATION.match(raw)
+        was_initial, initial = initial, ends
         if not stripped:
             continue
         offset = match.start() + raw.index(stripped)

@@ -72,7 +72,8 @@ export async function drawHeatmap(
   const title = 28;
   const left = labelWidth(view.rowLabels, fontSize * 0.62) + (narrow ? 6 : 12) + (yTitle ? title : 0);
   const top = labelWidth(view.colLabels, fontSize * 0.62 * 0.85) + 14 + (xTitle ? title : 0);
-  const cell = Math.max(minCell, Math.min(40, Math.floor((roomW - left) / Math.max(cols, rows * 0.8, 1))));
+  // (a narrow box sizes cells by the columns alone: it is the width that is short; rows scroll)
+  const cell = Math.max(minCell, Math.min(40, Math.floor((roomW - left) / Math.max(cols, narrow ? 1 : rows * 0.8, 1))));
   const visibleCols = Math.max(1, Math.min(cols, Math.floor((roomW - left) / cell)));
   const visibleRows = Math.max(1, Math.min(rows, Math.floor((Math.max(boxHeight, 240) - top - 16) / cell)));
   const width = left + visibleCols * cell + colorbar + 10;
