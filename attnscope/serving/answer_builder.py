@@ -24,7 +24,7 @@ from attnscope.serving.explain import extra_fields
 from attnscope.serving.heads import HeadRef
 from attnscope.serving.registry import ServedModel
 from attnscope.serving.request import Job
-from attnscope.serving.schemas import ProtectedSpan, TranslationResponse
+from attnscope.serving.schemas import Confidence, MissingWord, ProtectedSpan, TranslationResponse
 from attnscope.text.missing import missing_words
 from attnscope.text.protect import Placement
 from attnscope.translator import Translation
@@ -84,8 +84,10 @@ def answer_fields(
     fields["rescored"] = bool(placements)
     if job.request.target is None:  # the model's own output: what it dropped, how sure it was
         spans = [(p.source_start, p.source_end) for p in placements or []]
-        fields["missing_words"] = missing_words(result.source_text, result.text, spans)
-        fields["confidence"] = confidence_of([float(x) for x in result.hypothesis.token_logprobs], loaded.card)
+        missing = missing_words(result.source_text, result.text, spans)
+        fields["missing_words"] = [MissingWord.model_construct(**w) for w in missing]
+        confidence = confidence_of([float(x) for x in result.hypothesis.token_logprobs], loaded.card)
+        fields["confidence"] = Confidence.model_construct(**confidence)
     return fields
 
 
