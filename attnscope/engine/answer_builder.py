@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from attnscope.decoding.confidence import confidence_of
 from attnscope.engine.ablation import word_alignment
 from attnscope.engine.answers import response_fields
 from attnscope.engine.attention_store import on_demand_fields
@@ -23,8 +24,9 @@ from attnscope.engine.explain import extra_fields
 from attnscope.engine.heads import HeadRef
 from attnscope.engine.registry import ServedModel
 from attnscope.engine.request import Job
-from attnscope.engine.schemas import ProtectedSpan, TranslationResponse
+from attnscope.engine.schemas import Confidence, MissingWord, ProtectedSpan, TranslationResponse
 from attnscope.nn.ablation import HeadTuple, disabled_heads
+from attnscope.text.missing import missing_words
 from attnscope.text.protect import Placement
 from attnscope.translator import Translation
 
@@ -82,6 +84,13 @@ def answer_fields(
     fields["word_alignment"] = word_alignment(served, result, job.choice, result.source_text, target)
     if placements is not None:
         fields["protected"] = protected_spans(placements)
+    fields["rescored"] = bool(placements)
+    if job.request.target is None:  # the model's own output: what it dropped, how sure it was
+        spans = [(p.source_start, p.source_end) for p in placements or []]
+        missing = missing_words(result.source_text, result.text, spans)
+        fields["missing_words"] = [MissingWord.model_construct(**w) for w in missing]
+        confidence = confidence_of([float(x) for x in result.hypothesis.token_logprobs], loaded.card)
+        fields["confidence"] = Confidence.model_construct(**confidence)
     return fields
 
 

@@ -389,6 +389,27 @@ class AttentionShape(BaseModel):
     columns: int = Field(description="Keys: the tokens attended to.")
 
 
+class MissingWord(BaseModel):
+    """A source word that should come back as written (a number, a protected span, a capitalised
+    word inside the sentence: a name) and is not in the output (attnscope.text.missing)."""
+
+    text: str
+    source_start: int = Field(description="Character offset in the source text.")
+    source_end: int
+    protected: bool = Field(description="True for a span copied through a placeholder (`protect`).")
+
+
+class Confidence(BaseModel):
+    """The low-confidence / out-of-domain flag (attnscope.confidence): the mean log-probability per
+    output token against a threshold calibrated on in-domain sentences (Multi30k val)."""
+
+    mean_logprob: float = Field(description="Mean of target_logprobs (end-of-sentence token included).")
+    threshold: float | None = Field(description="Below this the output is flagged: the 5 % quantile of in-domain outputs (null: not calibrated).")
+    low: bool = Field(description="True when mean_logprob < threshold: the input is probably unlike the training data.")
+    calibrated: bool = Field(description="True when the model's card has a calibration (bench/confidence.py --write); false: never flagged.")
+    explanation: str | None = Field(description="One line saying why, when low (else null).")
+
+
 class TranslationResponse(BaseModel):
     """One translated (or aligned) sentence and every attention matrix of the model."""
 
@@ -509,6 +530,24 @@ class TranslationResponse(BaseModel):
         default=None,
         exclude_if=lambda value: value is None,
         description='Only with "attention": "on_demand": each kind\'s layers, heads, rows (queries) and columns (keys).',
+    )
+    rescored: bool = Field(
+        default=False,
+        description=(
+            "True when the output shown is not the search's own: with `protect`, the model translated the text "
+            "with placeholders, the spans were put back, and the restored text was scored teacher-forced, so "
+            "`logprob`, `target_logprobs` and `attention` are the model's reading of that text."
+        ),
+    )
+    missing_words: list[MissingWord] = Field(
+        default=[],
+        description=(
+            "Source words that should come back as written (numbers, protected spans, capitalised words inside "
+            "the sentence) and are not in the output as written: a dropped name or number, or a word translated."
+        ),
+    )
+    confidence: Confidence | None = Field(
+        default=None, description="The low-confidence / out-of-domain flag from the model's own probabilities."
     )
 
     @field_serializer("attention")

@@ -35,8 +35,9 @@ export function drawBeamTree(container, beam, { title = "", onPick = () => {}, s
   for (const list of children.values()) list.sort((a, b) => b.score - a.score);
   // a node is alive if some finished hypothesis goes through it
   const alive = new Set();
+  const live = new Set(beam.live || []); // a tree still growing: the hypotheses in the beam now
   for (const n of beam.nodes) {
-    if (!n.finished) continue;
+    if (!n.finished && !live.has(n.id)) continue;
     for (let m = n; m; m = m.parent === null ? null : byId.get(m.parent)) alive.add(m.id);
   }
   const best = new Set(beam.best);

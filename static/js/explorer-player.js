@@ -71,6 +71,7 @@ export class ExplorerPlayer {
     if (beam) this.drawTree(shown, count);
     this.partial = partial;
     await this.explorer.showPartial(partial, this.model);
+    this.revealHeatmap();
     this.followNewestRow(count);
     this.renderStep(count, answer);
   }
@@ -87,11 +88,25 @@ export class ExplorerPlayer {
   drawTree(shown, count) {
     const { answer } = this.core;
     const final = this.core.isLast(count) && answer?.beam;
-    const scroll = el("div", { class: "beam-scroll", tabindex: "0", role: "region", "aria-label": "Beam search tree so far (scrolls sideways)" });
+    const box = el("div", { class: "player-tree-box", role: "region", "aria-label": "Beam search tree so far (scrolls inside its box)" });
     this.tree.hidden = false;
-    this.tree.replaceChildren(scroll);
-    drawBeamTree(scroll, final ? answer.beam : treeSoFar(shown), { title: final ? "beam search tree" : "beam search tree so far" });
-    scroll.scrollLeft = scroll.scrollWidth;
+    this.tree.replaceChildren(box);
+    drawBeamTree(box, final ? answer.beam : leadingTree(treeSoFar(shown), shown.at(-1)), { title: final ? "beam search tree" : "beam search tree so far" });
+    const scroll = box.querySelector(".beam-scroll");
+    scroll.tabIndex = 0;
+    scroll.scrollLeft = scroll.scrollWidth; // the newest step
+  }
+
+  /** While it plays, keep the heatmap on screen: it grows a row a step, and the tree and the
+   * step's anatomy are below it. The page scrolls only as far as it must (the heatmap's card to
+   * the top of the window, below the sticky header, when it does not fit otherwise). */
+  revealHeatmap() {
+    const card = this.explorer.c["plot-main"]?.closest(".plot-card");
+    if (!card || card.hidden) return;
+    const box = card.getBoundingClientRect();
+    const header = document.querySelector(".topbar")?.getBoundingClientRect().bottom ?? 0;
+    if (box.top < header || box.height > window.innerHeight - header) card.scrollIntoView({ block: "start" });
+    else if (box.bottom > window.innerHeight) window.scrollBy(0, box.bottom - window.innerHeight + 8);
   }
 
   /** Keep the newest row in sight when the heatmap shows a window of a long translation. */
@@ -135,4 +150,19 @@ export class ExplorerPlayer {
     this.renderStep(count, answer);
     this.core.status.textContent = `Done: ${count} steps. The explorer now shows the final answer, the same as Translate gives.`;
   }
+}
+
+/** The tree so far with its leading hypothesis marked as the chosen path (`best`, drawn solid and
+ * bold) and the hypotheses still in the beam `live` (drawn plain; the branches that fell out of the
+ * beam faded): the live candidate with the best score, or once none is live the finished one
+ * ranked best, followed back to the root. `last`: the last step streamed. */
+export function leadingTree(tree, last) {
+  const byId = new Map(tree.nodes.map((n) => [n.id, n]));
+  const live = last.chosen.filter(Boolean);
+  const lead = live.length
+    ? live.reduce((a, b) => (b.score > a.score ? b : a))
+    : last.finished.reduce((a, b) => ((b.ranking ?? b.score) > (a.ranking ?? a.score) ? b : a), last.finished[0]);
+  const best = [];
+  for (let node = lead && byId.get(lead.node); node; node = node.parent === null ? null : byId.get(node.parent)) best.push(node.id);
+  return { ...tree, best: best.reverse(), live: live.map((c) => c.node) };
 }

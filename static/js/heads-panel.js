@@ -129,12 +129,17 @@ async function runAttribution() {
     const choiceRow = choice ? el("label", { class: "hint attribution-choice" }, "Attention beside it: ", choice) : null;
     setChildren(out, choiceRow, el("div", { class: "pair-charts" }, left, right), table);
     const Plotly = await plotlyReady();
+    // Indices on the axes, the tokens as tick text: every row and column labelled (a categorical
+    // axis labels every other one of a long sentence, and merges tokens spelled alike).
+    const ticks = (tokens) => ({ tickmode: "array", tickvals: tokens.map((_, i) => i), ticktext: tokens.map(plotlyText), tickfont: { size: 10 }, automargin: true });
+    const height = Math.max(320, 110 + 16 * r.target_tokens.length);
     const draw = (div, z, title) => Plotly.react(div, [{
-      type: "heatmap", z, x: r.source_tokens.map(plotlyText), y: r.target_tokens.map(plotlyText), colorscale: "Blues", reversescale: true, zmin: 0, zmax: 1,
+      type: "heatmap", z, colorscale: "Blues", reversescale: true, zmin: 0, zmax: 1,
+      customdata: z.map((row, i) => row.map((_, j) => [plotlyText(r.target_tokens[i]), plotlyText(r.source_tokens[j])])),
       showscale: true, colorbar: { thickness: 10, len: 0.9, tickfont: { size: 10 }, title: { text: "weight", side: "right", font: { size: 11 } } },
-      hovertemplate: "%{y} → %{x}: %{z:.3f}<extra></extra>",
+      hovertemplate: "%{customdata[0]} → %{customdata[1]}: %{z:.3f}<extra></extra>",
     }],
-    { title: { text: title, font: { size: 13 } }, height: 320, margin: { l: 90, r: 10, t: 30, b: 80 }, yaxis: { autorange: "reversed" }, paper_bgcolor: "rgba(0,0,0,0)" },
+    { title: { text: title, font: { size: 13 } }, height, margin: { l: 90, r: 10, t: 30, b: 80 }, xaxis: ticks(r.source_tokens), yaxis: { ...ticks(r.target_tokens), autorange: "reversed" }, paper_bgcolor: "rgba(0,0,0,0)" },
     { displaylogo: false, responsive: true, displayModeBar: false });
     await draw(left, r.integrated_gradients, `Integrated gradients (${steps} steps)`);
     if (choice) {

@@ -50,24 +50,36 @@ function labelWidth(labels, px) {
 export async function drawHeatmap(
   gd,
   view,
-  { where = "", zmax = 1, filename = "attention", boxWidth = 800, boxHeight = 640, xTitle = "", yTitle = "" } = {},
+  { where = "", zmax = 1, filename = "attention", boxWidth = 800, boxHeight = 640, xTitle = "", yTitle: yTitleAsked = "" } = {},
 ) {
   const Plotly = await plotlyReady();
   const rows = view.z.length;
   const cols = rows ? view.z[0].length : 0;
-  const colorbar = 70;
+  // A phone-sized box: the colour bar goes below the matrix (horizontal), the y axis's name goes
+  // (the caption names the rows), labels and cells get smaller, so a 20-odd-word sentence shows
+  // every column at 390 px instead of a window of a few.
+  const narrow = boxWidth < 560;
+  // On a phone a long label would take the width from the cells: cut to 9 characters (the hover
+  // box and the table view show it whole).
+  const cut = (label) => ([...String(label)].length > 9 ? `${[...String(label)].slice(0, 8).join("")}…` : label);
+  if (narrow) view = { ...view, rowLabels: view.rowLabels.map(cut), colLabels: view.colLabels.map(cut) };
+  const yTitle = narrow ? "" : yTitleAsked;
+  const minCell = narrow ? 10 : 16;
+  const colorbar = narrow ? 0 : 70;
   const roomW = Math.max(120, boxWidth - colorbar - 10);
-  const probe = Math.max(16, Math.min(40, Math.floor((roomW - 120) / Math.max(cols, rows * 0.8, 1))));
-  const fontSize = probe >= 22 ? 12 : 11;
+  const probe = Math.max(minCell, Math.min(40, Math.floor((roomW - 120) / Math.max(cols, rows * 0.8, 1))));
+  const fontSize = narrow ? (probe >= 16 ? 11 : 9) : probe >= 22 ? 12 : 11;
   const title = 28;
-  const left = labelWidth(view.rowLabels, fontSize * 0.62) + 12 + (yTitle ? title : 0);
+  const left = labelWidth(view.rowLabels, fontSize * 0.62) + (narrow ? 6 : 12) + (yTitle ? title : 0);
   const top = labelWidth(view.colLabels, fontSize * 0.62 * 0.85) + 14 + (xTitle ? title : 0);
-  const cell = Math.max(16, Math.min(40, Math.floor((roomW - left) / Math.max(cols, rows * 0.8, 1))));
+  // (a narrow box sizes cells by the columns alone: it is the width that is short; rows scroll)
+  const cell = Math.max(minCell, Math.min(40, Math.floor((roomW - left) / Math.max(cols, narrow ? 1 : rows * 0.8, 1))));
   const visibleCols = Math.max(1, Math.min(cols, Math.floor((roomW - left) / cell)));
   const visibleRows = Math.max(1, Math.min(rows, Math.floor((Math.max(boxHeight, 240) - top - 16) / cell)));
   const width = left + visibleCols * cell + colorbar + 10;
-  // A matrix of few rows still leaves room below for the (rotated) name of its y axis.
-  const bottom = yTitle ? Math.max(10, 100 - visibleRows * cell) : 10;
+  // A matrix of few rows still leaves room below for the (rotated) name of its y axis; a narrow
+  // one, for its horizontal colour bar.
+  const bottom = narrow ? 44 : yTitle ? Math.max(10, 100 - visibleRows * cell) : 10;
   const height = top + visibleRows * cell + bottom + 6;
   const windowed = visibleCols < cols || visibleRows < rows;
   const layout = heatmapLayout(view, { cell, fontSize, left, top, colorbar, width, height, xTitle, yTitle, bottom });
@@ -84,7 +96,12 @@ export async function drawHeatmap(
   gd.dataset.windowed = windowed ? "true" : "false";
   gd.dataset.cell = String(cell);
   gd.tabIndex = windowed ? 0 : -1;
-  await Plotly.react(gd, [heatmapTrace(view, { where, zmax, rows, cell })], layout, config);
+  const trace = heatmapTrace(view, { where, zmax, rows, cell });
+  if (narrow) {
+    trace.colorbar = { ...trace.colorbar, orientation: "h", len: 1, x: 0, xanchor: "left", y: -8 / (visibleRows * cell), yanchor: "top", thickness: 10 };
+  }
+  gd.dataset.narrow = narrow ? "true" : "false";
+  await Plotly.react(gd, [trace], layout, config);
   if (!gd.dataset.scrollable) {
     gd.dataset.scrollable = "true";
     gd.addEventListener("wheel", (event) => scrollWindow(gd, event), { passive: false });

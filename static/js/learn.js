@@ -49,14 +49,34 @@ async function heat(box, response, kind, { layer = 0, head = 0, title = "" } = {
   const plot = el("div", { class: "learn-plot" });
   box.append(el("figure", { class: "learn-heat" }, title ? el("figcaption", {}, title) : null, plot));
   const axis = { cross: ["source", "target"], encoder_self: ["source key", "source query"], decoder_self: ["decoder input", "target"] }[kind];
-  await drawHeatmap(plot, viewOf(response, kind, { layer, head }), {
+  const drawn = await drawHeatmap(plot, viewOf(response, kind, { layer, head }), {
     where: `${kind} · layer ${layer + 1} · ${head === "avg" ? "mean of heads" : `head ${head + 1}`}`,
     boxWidth: widthOf(box),
     boxHeight: 380,
     xTitle: axis[0],
     yTitle: axis[1],
   });
+  // A long sentence is drawn as a window of the matrix: say so, and how to see the rest.
+  const { rows, cols, visibleRows, visibleCols } = drawn;
+  if (visibleRows < rows || visibleCols < cols) {
+    const parts = [visibleRows < rows ? `${visibleRows} of ${rows} rows` : null, visibleCols < cols ? `${visibleCols} of ${cols} columns` : null];
+    plot.after(el("p", { class: "figure-note", dataset: { role: "cut" } }, `Showing ${parts.filter(Boolean).join(" and ")}: drag the plot or scroll over it for the rest (the full page's link below shows it whole).`));
+  }
   return plot;
+}
+
+/** The source words the translation barely attended to: a word's cross-attention, summed over
+ * its pieces and every output row and averaged over every layer's heads, under a quarter of an
+ * even share (output rows / source words, </s> left out); [] without cross-attention. */
+function droppedWords(answer) {
+  const cross = answer.attention?.cross;
+  if (!cross) return [];
+  const heads = cross.flat();
+  const rows = answer.target_tokens.length;
+  const total = answer.source_tokens.map((_, k) => heads.reduce((sum, h) => sum + h.reduce((s, row) => s + row[k], 0), 0) / heads.length);
+  const words = answer.source_words.filter((w) => w.text !== "</s>");
+  const fair = rows / Math.max(words.length, 1);
+  return words.filter((w) => w.tokens.reduce((sum, t) => sum + total[t], 0) < 0.25 * fair).map((w) => w.text);
 }
 
 // 1 · the forgetting baseline ------------------------------------------------------------------
@@ -71,7 +91,14 @@ async function forgetting(text) {
     el("div", { class: "output" }, el("h3", {}, m === plain ? "Without attention" : "With attention"), el("p", { class: "model" }, m.id),
       el("p", { class: "learn-out", lang: m.target_lang }, answers[i].translation || "(empty)"))));
   const chart = el("div", { class: "learn-chart" });
-  setChildren(figure, outputs, plain ? null : note("No no-attention model is loaded: only the attention model is shown."), chart);
+  // Greedy decoding can leave part of a long sentence out: a coverage lesson, said where it happens.
+  const dropped = attn ? droppedWords(answers[shown.indexOf(attn)]) : [];
+  const coverage = dropped.length
+    ? el("p", { class: "figure-note coverage-note", dataset: { role: "dropped" } },
+      `The translation with attention (greedy) barely looks at ${dropped.length} source word${dropped.length === 1 ? "" : "s"}: ${dropped.join(", ")}: it has probably left ${dropped.length === 1 ? "it" : "them"} out. `
+      + "Attention alone does not make a model cover every word; beam search with a coverage penalty (stop 7, or Translate with beam 5) often brings them back.")
+    : null;
+  setChildren(figure, outputs, coverage, plain ? null : note("No no-attention model is loaded: only the attention model is shown."), chart);
   const cards = new Map(pageCards().map((c) => [c.id, c]));
   const traces = shown.map((m) => {
     const rows = cards.get(m.id)?.bleu_by_length?.test2016 || [];

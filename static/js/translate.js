@@ -13,6 +13,7 @@ import { Inspector } from "./inspect.js";
 import { examplesFor, fillModelSelect, infoLine, loadModels, showHealth } from "./models-api.js";
 import { readablePieces } from "./pieces.js";
 import { whenReady } from "./readiness.js";
+import { renderTrust } from "./trust.js";
 import { piecesToText } from "./whatif.js";
 
 const form = $("#translate-form");
@@ -71,7 +72,7 @@ player = new ExplorerPlayer($("#player"), $("#player-tree"), $("#player-step"), 
     requestId += 1; // a translation still on its way is not shown over the one playing
     showError(errorBox, "");
     // The finished translation's views, back with the answer: not shown beside the one playing.
-    for (const card of [insight, $("#anatomy-card"), $("#beam-card"), $("#headview-card")]) card.hidden = true;
+    for (const card of [insight, $("#anatomy-card"), $("#beam-card"), $("#headview-card"), $("#trust")]) card.hidden = true;
     clearAlignment(false);
   },
   onProgress: (partial) => {
@@ -242,7 +243,7 @@ function renderResult() {
     `${response.model}`,
     beam === 1 ? "greedy" : `beam ${beam}`,
     current.streamed ? "played as it was made (nothing kept as written)" : null,
-    typeof response.logprob === "number" ? `log-probability ${response.logprob.toFixed(2)}` : null,
+    typeof response.logprob === "number" ? `log-probability ${response.logprob.toFixed(2)}${response.rescored ? " (rescored)" : ""}` : null,
     `${response.source_tokens.length} source → ${response.target_tokens.length} target tokens`,
     response.finished === false ? "cut off at the length limit (no </s>)" : null,
     response.protected && response.protected.length ? `kept as written: ${response.protected.map((p) => p.text).join("; ")}` : null,
@@ -257,6 +258,7 @@ function renderResult() {
   const warning = $("#length-warning");
   warning.hidden = !longer;
   warning.textContent = longer || "";
+  renderTrust($("#trust"), response);
   targetInput.placeholder = response.translation ? `e.g. ${response.translation}` : "a reference translation";
   clearAlignment(false);
   inspector.setResult(current);

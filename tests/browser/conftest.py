@@ -109,6 +109,8 @@ def enrich_cards(models_dir: Path) -> None:
             beam_size=5,
             note=f"trained by {MARKUP}",  # card text is shown as text too
         )
+        if folder.name.endswith("rnn-additive"):  # what bench/confidence.py --write adds: a tiny
+            card["confidence"] = {"threshold": 0.0, "quantile": 0.05}  # model's every output is flagged
         if folder.name.endswith("transformer"):  # what evaluate --alignment / --ablate add
             card.update(alignment=ALIGNMENT_CARD, ablation=ABLATION_CARD)
         card_path.write_text(json.dumps(card, indent=2) + "\n")

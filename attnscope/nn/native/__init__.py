@@ -19,7 +19,7 @@ sentence's best extensions in one pass over its rows' log-probabilities (beam se
 every layer's self-attention cache reordered in one call (:func:`attnscope.nn.kv_cache.select_all`).
 
 They are compiled when attnscope is installed (``make install``, or ``attnscope build-native``
-alone: :mod:`attnscope.nn.native.library`, ~15-60 s with a C++ compiler), into a file of this install
+alone: :mod:`attnscope.nn.native.library`, 1-2 minutes on 2 busy cores with a C++ compiler), into a file of this install
 named by a hash of the sources and torch's version, and only loaded when a model is served:
 nothing compiles on the way to serving. Where that file is missing or does not load (no
 compiler at install time, other sources, a foreign file) or ``ATTNSCOPE_NATIVE=0``, one line
