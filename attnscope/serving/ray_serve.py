@@ -53,6 +53,8 @@ def replica_health(service: ModelService) -> None:
     status = service.status
     if status != "ready":
         raise RuntimeError(f"attnscope replica is {status}")
+    if not service.ids:  # a missing or empty models_dir: alive, but it can translate nothing
+        raise RuntimeError(f"attnscope replica serves no model (models from {service.settings.models_dir})")
 
 
 class Replica:

@@ -545,7 +545,8 @@ class ReadyResponse(BaseModel):
         json_schema_extra={"examples": [{"status": "ready", "models": 7, "unavailable": 0, "loaded": 7, "total": 7}]}
     )
 
-    status: Literal["ready", "loading", "stopping"]
+    status: Literal["ready", "loading", "stopping", "no_models"]
+    detail: str | None = Field(default=None, description="With no_models: why nothing can be served.")
     models: int = Field(description="How many models are loaded.")
     unavailable: int = Field(description="How many model folders failed to load.")
     loaded: int = Field(description="How many model folders are done: loaded or failed (models + unavailable).")
