@@ -181,7 +181,10 @@ def check_weights_header(folder: Path, config: ModelConfig) -> None:
         header = read_header(folder / WEIGHTS_FILE)
     except (OSError, BadHeader) as err:
         raise ModelFolderError(folder, WEIGHTS_FILE, f"{WEIGHTS_FILE} could not be read: {err}") from err
-    expected = expected_shapes(build_model, config)
+    try:
+        expected = expected_shapes(build_model, config)
+    except BadHeader as err:
+        raise ModelFolderError(folder, CONFIG_FILE, f"{CONFIG_FILE}: {err}") from err
     wrong = [] if expected is None else mismatches(expected, header)
     if wrong:
         raise ModelFolderError(

@@ -64,11 +64,14 @@ def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
 
 def expected_shapes(build: object, config: object) -> dict[str, tuple[int, ...]] | None:
     """The state dict's shapes of ``build(config)`` built on the meta device (no memory);
-    None when the family cannot be built there (it computes on its tensors while building)."""
+    None when the family cannot be built there (it computes on its tensors while building);
+    BadHeader when the sizes overflow what a tensor can hold."""
     try:
         with torch.device("meta"):
             model: Seq2Seq = build(config)  # type: ignore[operator]
-    except Exception:  # noqa: BLE001 - any family that computes on tensors while it is built
+    except Exception as err:  # noqa: BLE001 - any family that computes on tensors while it is built
+        if "overflow" in str(err):  # sizes past what any tensor can hold: never built for real either
+            raise BadHeader(f"config.json's sizes cannot be built: {' '.join(str(err).split())[:200]}") from err
         return None
     return {name: tuple(t.shape) for name, t in model.state_dict().items()}
 

@@ -206,7 +206,7 @@ class ModelRegistry:
                     logger.info("stopped loading: shutting down after %d of %d model(s)", i, self.total)
                     # let them finish the folder in hand (bounded): a daemon thread still inside
                     # torch while the interpreter exits aborts the process
-                    deadline = time.monotonic() + 3.0
+                    deadline = time.monotonic() + 10.0  # the first meta-device build imports torch._dynamo
                     for worker in workers:
                         worker.join(max(0.0, deadline - time.monotonic()))
                     return
