@@ -74,6 +74,15 @@ def test_health_check_follows_readiness(two_models: Path) -> None:
         replica_health(service)
 
 
+def test_a_replica_without_models_is_unhealthy(tmp_path: Path) -> None:
+    """Issue 45.6: a replica whose models_dir is missing was ready and healthy with 0 models."""
+    service = ModelService(Settings(models_dir=tmp_path / "missing", device="cpu"))
+    service.load_all()
+    with pytest.raises(RuntimeError, match="serves no model"):
+        replica_health(service)
+    service.stop()
+
+
 def _descendants(pid: int) -> set[int]:
     """Every process below ``pid`` (from /proc: Ray's GCS, raylet, workers, proxy, replicas)."""
     children: dict[int, list[int]] = {}
