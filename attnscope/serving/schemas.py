@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_serializer, model_validator
 from pydantic_core import PydanticCustomError
 
 from attnscope.serving.head_scores import CardAblation, CardAlignment
@@ -167,6 +167,24 @@ ExplainMethods = Annotated[
 
 class StrictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        """``3.0`` where an integer is wanted is 3: JSON has one number type, and the schema's
+        ``integer`` includes it (issue 45.8; float fields take ints as they are, and ``"3"`` or
+        ``3.5`` are still refused)."""
+        return _integral(data)
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
 
 
 class AnswerFields(StrictRequest):
