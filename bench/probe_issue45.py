@@ -31,6 +31,7 @@ from PIL import Image
 
 STREAM_BODY = {"model": "en-de-transformer", "text": " ".join(str(i % 10) for i in range(95)), "beam_size": 8,
                "max_length": 250}  # fmt: skip
+ADMITTED_BODY = {**STREAM_BODY, "beam_size": 4, "max_length": 150}  # ~45 MB of events: within the budget
 
 
 def metrics(url: str) -> dict[str, float]:
@@ -56,9 +57,9 @@ def _raw(url: str, body: dict[str, Any], rcvbuf: int | None = None) -> socket.so
     return sock
 
 
-def _client(url: str, kind: str, hold_s: float) -> tuple[str, int]:
+def _client(url: str, kind: str, hold_s: float, body: dict[str, Any]) -> tuple[str, int]:
     """(first status line, bytes read) of one stream client of ``kind``."""
-    sock = _raw(url, STREAM_BODY, 4096 if kind == "never" else None)
+    sock = _raw(url, body, 4096 if kind == "never" else None)
     got, status = 0, ""
     try:
         if kind == "never":
@@ -80,17 +81,21 @@ def _client(url: str, kind: str, hold_s: float) -> tuple[str, int]:
 
 
 def streams(url: str, rss: Any, per_kind: int = 2, hold_s: float = 45.0) -> dict[str, Any]:
-    before = rss()
-    with ThreadPoolExecutor(4 * per_kind) as pool:
-        jobs = {kind: [pool.submit(_client, url, kind, hold_s) for _ in range(per_kind)]
-                for kind in ("reader", "never", "hangup", "slow")}  # fmt: skip
-        done = {kind: [j.result() for j in js] for kind, js in jobs.items()}
-    return {
-        "stream_statuses": {k: dict(Counter(s for s, _ in v)) for k, v in done.items()},
-        "stream_mb_read": {k: round(sum(b for _, b in v) / 1e6, 1) for k, v in done.items()},
-        "stream_rss_before_after_mb": (round(before), round(rss())),
-        **metrics(url),
-    }
+    """The four kinds of client on the issue's stream (beam 8, max_length 250) and on one that
+    admission takes (beam 4, max_length 150)."""
+    out: dict[str, Any] = {}
+    for label, body in (("issue", STREAM_BODY), ("admitted", ADMITTED_BODY)):
+        before = rss()
+        with ThreadPoolExecutor(4 * per_kind) as pool:
+            jobs = {kind: [pool.submit(_client, url, kind, hold_s, body) for _ in range(per_kind)]
+                    for kind in ("reader", "never", "hangup", "slow")}  # fmt: skip
+            done = {kind: [j.result() for j in js] for kind, js in jobs.items()}
+        out[f"{label}_statuses"] = {k: dict(Counter(s.split(" ", 2)[1] if " " in s else s for s, _ in v))
+                                    for k, v in done.items()}  # fmt: skip
+        out[f"{label}_mb_read"] = {k: round(sum(b for _, b in v) / 1e6, 1) for k, v in done.items()}
+        out[f"{label}_rss_before_after_mb"] = (round(before), round(rss()))
+        out[f"{label}_metrics"] = metrics(url)
+    return out
 
 
 def spread(url: str, models: list[str], log_text: Any, requests: int = 400, clients: int = 8) -> dict[str, Any]:
