@@ -166,6 +166,20 @@ def test_seal_refuses_a_folder_that_does_not_load(tmp_path: Path) -> None:
     assert not (folder / COMPLETE_FILE).exists()
 
 
+def test_the_seal_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from attnscope.cli import main
+
+    good, bad = build_tiny_models(tmp_path, kinds=[k for k in TINY_KINDS if k[0] in ("transformer", "rnn-additive")])
+    for folder in (good, bad):
+        (folder / COMPLETE_FILE).unlink()
+    (bad / WEIGHTS_FILE).write_bytes(b"\0" * 100)
+    assert main(["seal", str(good), str(bad)]) == 1
+    out = capsys.readouterr()
+    assert f"sealed {good} (model)" in out.out and "Traceback" not in out.err
+    assert f"attnscope seal: error: {bad}: " in out.err and WEIGHTS_FILE in out.err
+    assert (good / COMPLETE_FILE).is_file() and not (bad / COMPLETE_FILE).exists()
+
+
 def test_every_shipped_folder_is_sealed() -> None:
     from attnscope.config import REPO_ROOT
 
