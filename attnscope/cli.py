@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     from attnscope.analysis.cli import add_command as add_analyze_command
 
     add_analyze_command(sub)
+    from attnscope.seal import add_command as add_seal_command
+
+    add_seal_command(sub)
     return parser
 
 
@@ -566,6 +569,10 @@ def main(argv: list[str] | None = None) -> int:
             from attnscope.vision.cli import run as run_vision
 
             return run_vision(args)
+        if args.command == "seal":
+            from attnscope.seal import run as run_seal
+
+            return run_seal(args)
         if args.command == "analyze":
             from attnscope.analysis.cli import run as run_analyze
 

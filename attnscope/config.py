@@ -279,6 +279,11 @@ class Settings(BaseSettings):
         le=600,
         description="A client that reads nothing of its answer for this long is disconnected (its buffer freed).",
     )
+    stream_buffer_bytes: int = Field(
+        default=4_000_000,
+        ge=10_000,
+        description="Encoded step events one stream may hold unsent; past it the decode waits for the client (issue 45.1).",
+    )
     metrics_token: str | None = Field(
         default=None,
         description="If set, /metrics answers only requests with 'Authorization: Bearer <token>' (else 401).",

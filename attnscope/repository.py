@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,13 @@ from attnscope.nn import native
 from attnscope.nn.base import Seq2Seq
 from attnscope.nn.config import CONFIG_VERSION, ModelConfig, config_from_dict, config_to_dict
 from attnscope.nn.factory import build_model
+from attnscope.staging import (
+    COMPLETE_FILE,
+    IncompleteFolder,
+    read_marker,
+    staged_folder,
+    write_text_atomic,
+)
 from attnscope.text.tokenizer import Tokenizer
 from attnscope.text.vocab_tokenizer import VOCAB_FILE, VocabTokenizer
 
@@ -61,7 +69,8 @@ class LoadedModel:
 
 
 def is_model_folder(path: Path) -> bool:
-    return path.is_dir() and (path / CONFIG_FILE).is_file()
+    """A folder with a config.json; hidden ones (attnscope.staging's folders being written) are not."""
+    return not path.name.startswith(".") and path.is_dir() and (path / CONFIG_FILE).is_file()
 
 
 def discover(models_dir: str | Path) -> list[Path]:
@@ -90,10 +99,30 @@ def save_model_folder(
     target_lang: str,
     card: dict[str, Any] | None = None,
     dtype: torch.dtype = torch.float16,
+    check: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Write a complete model folder (weights in ``dtype``; fp16 for shipping)."""
+    """Write a complete model folder (weights in ``dtype``; fp16 for shipping): under a temporary
+    name, then ``check(staged folder)`` (which may raise, leaving ``folder`` as it was, or rewrite
+    the card), then the completion marker and one rename into place (attnscope.staging). An
+    existing model folder at ``folder`` is replaced (its ``analysis`` kept)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    with staged_folder(folder, kind="model", owns=lambda p: (p / CONFIG_FILE).is_file(), carry=("analysis",)) as staged:
+        _write_model_files(staged, model, tokenizer, source_lang=source_lang, target_lang=target_lang, card=card, dtype=dtype)
+        if check is not None:
+            check(staged)
+    return folder
+
+
+def _write_model_files(
+    folder: Path,
+    model: Seq2Seq,
+    tokenizer: Tokenizer,
+    *,
+    source_lang: str,
+    target_lang: str,
+    card: dict[str, Any] | None,
+    dtype: torch.dtype,
+) -> None:
     meta = {
         "format_version": FORMAT_VERSION,
         "source_lang": source_lang,
@@ -104,11 +133,11 @@ def save_model_folder(
     save_file(_state_dict_for_saving(model, dtype), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
     tokenizer.save(folder / TOKENIZER_FILE)
     write_card(folder, card or {})
-    return folder
 
 
 def write_card(folder: str | Path, card: dict[str, Any]) -> None:
-    (Path(folder) / CARD_FILE).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+    """Replace the card whole (a temporary file and a rename: a reader never sees half of it)."""
+    write_text_atomic(Path(folder) / CARD_FILE, json.dumps(card, indent=2, ensure_ascii=False) + "\n")
 
 
 def read_config(folder: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
@@ -131,6 +160,37 @@ def read_config(folder: str | Path) -> tuple[ModelConfig, dict[str, Any]]:
         raise MissingModelFile(folder, CONFIG_FILE, f"missing {CONFIG_FILE}") from None
     except (OSError, ValueError, TypeError) as err:  # JSONDecodeError and UnicodeError are ValueErrors
         raise ModelFolderError(folder, CONFIG_FILE, f"{CONFIG_FILE}: {err}") from err
+
+
+def check_complete(folder: Path) -> None:
+    """ModelFolderError naming complete.json unless the folder carries its completion marker
+    (attnscope.staging): a folder written in place and interrupted is never loaded."""
+    try:
+        read_marker(folder, "model")
+    except IncompleteFolder as err:
+        raise ModelFolderError(folder, COMPLETE_FILE, str(err)) from err
+
+
+def check_weights_header(folder: Path, config: ModelConfig) -> None:
+    """Compare the shapes ``config`` implies (its network built on the meta device: no memory)
+    with the tensors model.safetensors's header lists (a few KB read), before any allocation:
+    ModelFolderError naming model.safetensors and config.json where they differ."""
+    from attnscope.weights_header import BadHeader, expected_shapes, mismatches, read_header
+
+    try:
+        header = read_header(folder / WEIGHTS_FILE)
+    except (OSError, BadHeader) as err:
+        raise ModelFolderError(folder, WEIGHTS_FILE, f"{WEIGHTS_FILE} could not be read: {err}") from err
+    try:
+        expected = expected_shapes(build_model, config)
+    except BadHeader as err:
+        raise ModelFolderError(folder, CONFIG_FILE, f"{CONFIG_FILE}: {err}") from err
+    wrong = [] if expected is None else mismatches(expected, header)
+    if wrong:
+        raise ModelFolderError(
+            folder, WEIGHTS_FILE,
+            f"weights do not match config.json ({WEIGHTS_FILE}'s header, checked before loading): {'; '.join(wrong)}",
+        )  # fmt: skip
 
 
 def read_card(folder: str | Path) -> tuple[dict[str, Any], list[str]]:
@@ -157,19 +217,27 @@ def load_tokenizer(folder: Path) -> Tokenizer:
 
 
 def load_model_folder(
-    folder: str | Path, device: str | torch.device = "cpu", quantize: str | None = None
+    folder: str | Path,
+    device: str | torch.device = "cpu",
+    quantize: str | None = None,
+    *,
+    require_complete: bool = True,
 ) -> LoadedModel:
     """Load a model folder for inference (fp32 parameters on ``device``, eval mode); with
     ``quantize="int8"``, its linear layers dynamically quantised (CPU only; attnscope.nn.quantize).
 
     Raises ModelFolderError (MissingModelFile, a FileNotFoundError, for a missing file) whose
-    ``file`` names the file at fault: config.json, tokenizer.model or model.safetensors. A broken
-    card.json is not fatal: it becomes a warning in ``LoadedModel.warnings``."""
+    ``file`` names the file at fault: config.json, tokenizer.model, model.safetensors, or
+    complete.json for a folder without its completion marker (attnscope.staging). The config is
+    checked against the weights file's header before the network is built. A broken card.json
+    is not fatal: it becomes a warning in ``LoadedModel.warnings``."""
     folder = Path(folder)
     config, meta = read_config(folder)
     for name in (WEIGHTS_FILE, TOKENIZER_FILE):
         if not (folder / name).is_file():
             raise MissingModelFile(folder, name, f"missing {name}")
+    if require_complete:  # False only for a folder being written (its check before the marker)
+        check_complete(folder)
     try:
         tokenizer = load_tokenizer(folder)
     except (OSError, RuntimeError, ValueError) as err:
@@ -178,6 +246,7 @@ def load_model_folder(
         raise ModelFolderError(
             folder, TOKENIZER_FILE, f"tokenizer has {tokenizer.vocab_size} pieces, config says {config.vocab_size}"
         )
+    check_weights_header(folder, config)
     model = build_model(config)
     try:
         state = load_file(str(folder / WEIGHTS_FILE))

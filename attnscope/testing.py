@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -163,8 +165,14 @@ def running_server(models_dir: str | Path, log: Path, start_timeout_s: float = 1
 
 
 def _healthy(url: str) -> bool:
+    """Done loading: ``/api/ready`` is 200, or 503 ``no_models`` (a server with nothing to serve)."""
     try:
         with urllib.request.urlopen(f"{url}/api/ready", timeout=2) as response:
             return bool(response.status == 200)
+    except urllib.error.HTTPError as err:
+        try:
+            return bool(json.loads(err.read()).get("status") == "no_models")
+        except ValueError:
+            return False
     except OSError:
         return False

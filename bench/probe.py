@@ -5,6 +5,7 @@ Reports one table row per server: requests, 5xx, 504, 503, other 4xx, peak RSS, 
 
     .venv/bin/python bench/probe.py [--checkout /work/main] [--clients 32] [--models en-de-transformer]
 
+``--issue45 streams|spread|worst`` runs issue 45's scenarios instead (bench/probe_issue45.py).
 ``--checkout`` runs another tree's code (e.g. main, for a before/after table). The server
 binds 127.0.0.1 and the probe talks to nothing else. Bounded: N × rounds requests of the mix, each at
 most the server's deadline; a few slow connections held for ``--slow-s`` seconds."""
@@ -270,6 +271,43 @@ def aborted(url: str) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+SCENARIO_MODELS = {
+    "streams": (MODEL,),
+    "spread": None,  # every text model of the checkout
+    "worst": (MODEL, "en-de-rnn-additive", "en-fr-transformer", "vision-sat-scenes"),
+}
+
+
+def probe45(checkout: Path, scenario: str) -> dict[str, Any]:
+    """One of issue 45's scenarios (bench/probe_issue45.py) on a fresh server of ``checkout``:
+    its row plus the server's peak RSS and, for the worst mix, health p99."""
+    import probe_issue45 as scenarios
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "models"
+        root.mkdir()
+        names = SCENARIO_MODELS[scenario] or tuple(
+            p.name for p in sorted((checkout / "models").iterdir()) if (p / "config.json").is_file()
+        )
+        for name in names:
+            (root / name).symlink_to(checkout / "models" / name)
+        log = Path(tmp) / "server.log"
+        args = ("--max-loaded-models", "2") if scenario == "spread" else ()
+        with server_process(root, log, checkout=checkout, start_timeout_s=600, args=args) as (url, process):
+            row: dict[str, Any] = {"checkout": str(checkout), "scenario": scenario}
+            if scenario == "streams":
+                row.update(scenarios.streams(url, lambda: rss_mb(process.pid)))
+            elif scenario == "spread":
+                row.update(scenarios.spread(url, list(names), log.read_text))
+            else:
+                with HealthPoller(url) as health:
+                    row.update(scenarios.worst(url))
+                row["health_p99_ms"] = round(health.p99(), 1)
+            row["peak_rss_mb"] = round(peak_rss_mb(process.pid))
+            row["rss_after_mb"] = round(rss_mb(process.pid))
+            return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkout", type=Path, action="append", help="tree(s) to run; default: this one")
@@ -282,7 +320,16 @@ def main() -> None:
     parser.add_argument("--never-read", type=int, default=Plan.never_read, help="clients that never read their answers")
     parser.add_argument("--never-read-s", type=float, default=Plan.never_read_s, help="longest they are held")
     parser.add_argument("--workers", type=int, default=Plan.workers, help="server processes (attnscope serve --workers)")
+    parser.add_argument("--issue45", choices=sorted(SCENARIO_MODELS), action="append",
+                        help="run issue 45's scenario(s) instead: streams (four kinds of stream client), spread "
+                             "(16 models at --max-loaded-models 2), worst (the 32-client worst mix)")  # fmt: skip
     args = parser.parse_args()
+    if args.issue45:
+        for checkout in args.checkout or [HERE]:
+            for scenario in args.issue45:
+                row = probe45(checkout, scenario)
+                print(" | ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+        return
     plan = Plan(
         tuple(args.models), args.clients, args.rounds, args.tokens, args.slow, args.slow_s,
         args.never_read, args.never_read_s, args.workers,

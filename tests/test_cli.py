@@ -71,6 +71,7 @@ def assert_clean_error(capsys: pytest.CaptureFixture[str], command: str, *proble
 def test_train_with_a_preset_writes_a_model_folder(trained: Path) -> None:
     assert sorted(p.name for p in trained.iterdir()) == [
         "card.json",
+        "complete.json",  # written last, when the rest is complete (attnscope.staging)
         "config.json",
         "model.safetensors",
         "tokenizer.model",

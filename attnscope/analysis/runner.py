@@ -29,6 +29,7 @@ from attnscope.analysis.rows import INT_COLUMNS, analyze_batch, to_numpy
 from attnscope.analysis.summary import SUMMARY_FILE, summary_document, write_summary
 from attnscope.executor import Runner, run_batches
 from attnscope.extras import require
+from attnscope.staging import check_replaceable, staged_folder
 from attnscope.translator import Translator
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ def analyze(options: AnalyzeOptions) -> dict[str, Any]:
     from attnscope.text.tokenizer import Tokenizer
 
     config, meta = read_config(options.model)
+    check_replaceable(options.out, kind="analysis", owns=_is_analysis)  # before the long run, not after
     if not config.attention_kinds:
         raise ValueError(f"{options.model} has no attention to analyse")
     langs = (str(meta.get("source_lang", "en")), str(meta.get("target_lang", "de")))
@@ -127,9 +129,6 @@ def analyze(options: AnalyzeOptions) -> dict[str, Any]:
     columns = run(options, items)
     seconds = time.perf_counter() - start
     heads = summarize(columns)
-    options.out.mkdir(parents=True, exist_ok=True)
-    pa.parquet.write_table(rows_table(columns), options.out / ROWS_FILE)
-    pa.parquet.write_table(pa.Table.from_pylist(heads), options.out / HEADS_FILE)
     result = {
         "model": str(options.model),
         "corpus": str(options.corpus),
@@ -144,8 +143,18 @@ def analyze(options: AnalyzeOptions) -> dict[str, Any]:
         "sentences_per_second": round(len(items) / seconds, 2) if seconds else None,
         "roles": {f"{h['kind']} {h['layer']}.{h['head']}": h["role"] for h in heads},
     }
-    (options.out / META_FILE).write_text(json.dumps(result, indent=1) + "\n")
-    write_summary(options.out / SUMMARY_FILE, summary_document(result, heads))
+    # every file under a temporary name, then a marker and one rename: a run killed half-way
+    # leaves the previous run's folder whole (never a new rows.parquet beside old files)
+    with staged_folder(options.out, kind="analysis", owns=_is_analysis) as staged:
+        pa.parquet.write_table(rows_table(columns), staged / ROWS_FILE)
+        pa.parquet.write_table(pa.Table.from_pylist(heads), staged / HEADS_FILE)
+        (staged / META_FILE).write_text(json.dumps(result, indent=1) + "\n")
+        write_summary(staged / SUMMARY_FILE, summary_document(result, heads))
     logger.info("analysed %d sentences in %.1f s (%.1f sentences/s) -> %s",
                 len(items), seconds, result["sentences_per_second"] or 0.0, options.out)  # fmt: skip
     return result
+
+
+def _is_analysis(folder: Path) -> bool:
+    """An earlier ``analyze`` output (its analysis.json), which a new run may replace."""
+    return (folder / META_FILE).is_file()

@@ -75,7 +75,9 @@ def write_summary(path: Path, document: Mapping[str, Any]) -> int:
     rest = {k: v for k, v in document.items() if k != "heads"}
     lines = ",\n".join(json.dumps(h, separators=(",", ":")) for h in heads)
     text = json.dumps(rest, indent=1)[:-2] + ',\n "heads": [\n' + lines + "\n ]\n}\n"
-    path.write_text(text, encoding="utf-8")
+    from attnscope.staging import write_text_atomic
+
+    write_text_atomic(path, text)  # a reader (the server) never sees half of it
     return len(text.encode("utf-8"))
 
 
@@ -99,3 +101,17 @@ def read_summary(path: Path) -> dict[str, Any]:
     if not isinstance(heads, list) or not all(isinstance(h, dict) and all(k in h for k in HEAD_KEYS) for h in heads):
         raise NoAnalysis(f"{path.parent.name}/{path.name} has no list of heads with {', '.join(HEAD_KEYS)}")
     return document
+
+
+def check_shape(document: Mapping[str, Any], shapes: Mapping[str, tuple[int, int]], name: str) -> None:
+    """NoAnalysis unless ``document``'s heads are exactly the model's: every (kind, layer, head)
+    of ``shapes`` (kind -> (layers, heads), the model's geometry) once, and nothing else (a
+    heads.json copied from another model would label heads that are not there, or miss some)."""
+    want = {(k, layer, head) for k, (layers, heads) in shapes.items() for layer in range(layers) for head in range(heads)}
+    got = [(h.get("kind"), h.get("layer"), h.get("head")) for h in document.get("heads", [])]
+    if set(got) != want or len(got) != len(want):
+        counts = ", ".join(f"{k} {layers}×{heads}" for k, (layers, heads) in shapes.items()) or "no attention"
+        raise NoAnalysis(
+            f"{name} does not fit this model: it describes {len(got)} head(s), the model has {len(want)} "
+            f"({counts}); it was written for another model — run `attnscope analyze` on this one"
+        )

@@ -40,6 +40,7 @@ from attnscope.repository import (
     LoadedModel,
     MissingModelFile,
     ModelFolderError,
+    check_complete,
     discover,
     load_model_folder,
     load_tokenizer,
@@ -195,12 +196,19 @@ class ModelRegistry:
                 outcomes[i] = self._load_one(folders[i], i + 1)
                 finished[i].set()
 
-        for n in range(min(LOAD_THREADS, len(folders))):  # daemons: a stuck folder never holds the exit
-            threading.Thread(target=work, name=f"attnscope-load-{n}", daemon=True).start()
+        workers = [threading.Thread(target=work, name=f"attnscope-load-{n}", daemon=True)
+                   for n in range(min(LOAD_THREADS, len(folders)))]  # daemons: a stuck folder never holds the exit
+        for worker in workers:
+            worker.start()
         for i, folder in enumerate(folders):
             while not finished[i].wait(0.05):
                 if self._stop.is_set():
                     logger.info("stopped loading: shutting down after %d of %d model(s)", i, self.total)
+                    # let them finish the folder in hand (bounded): a daemon thread still inside
+                    # torch while the interpreter exits aborts the process
+                    deadline = time.monotonic() + 10.0  # the first meta-device build imports torch._dynamo
+                    for worker in workers:
+                        worker.join(max(0.0, deadline - time.monotonic()))
                     return
             outcome = outcomes[i]
             if isinstance(outcome, ServedModel):
@@ -348,6 +356,7 @@ def _preview(folder: Path, max_tokens: int) -> ServedModel:
     for name in (WEIGHTS_FILE, TOKENIZER_FILE):
         if not (folder / name).is_file():
             raise MissingModelFile(folder, name, f"missing {name}")
+    check_complete(folder)  # an interrupted write is listed unavailable, never previewed
     tokenizer = load_tokenizer(folder)
     try:
         with torch.device("meta"):

@@ -17,6 +17,7 @@ from pydantic import (
     WithJsonSchema,
     create_model,
     field_serializer,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -197,6 +198,24 @@ ExplainMethods = Annotated[
 
 class StrictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        """``3.0`` where an integer is wanted is 3: JSON has one number type, and the schema's
+        ``integer`` includes it (issue 45.8; float fields take ints as they are, and ``"3"`` or
+        ``3.5`` are still refused)."""
+        return _integral(data)
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
 
 
 class AnswerFields(StrictRequest):
@@ -639,7 +658,8 @@ class ReadyResponse(BaseModel):
         json_schema_extra={"examples": [{"status": "ready", "models": 7, "unavailable": 0, "loaded": 7, "total": 7}]}
     )
 
-    status: Literal["ready", "loading", "stopping"]
+    status: Literal["ready", "loading", "stopping", "no_models"]
+    detail: str | None = Field(default=None, description="With no_models: why nothing can be served.")
     models: int = Field(description="How many models are loaded.")
     unavailable: int = Field(description="How many model folders failed to load.")
     loaded: int = Field(description="How many model folders are done: loaded or failed (models + unavailable).")

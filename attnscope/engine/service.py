@@ -31,6 +31,7 @@ from attnscope.engine.limits import Cost
 from attnscope.engine.registry import ModelRegistry, ServedModel
 from attnscope.engine.request import AlignKey, AnswerOptions, Job, ServiceRequest, TranslateKey
 from attnscope.engine.schemas import ModelInfo, TranslationResponse
+from attnscope.engine.stream_flow import admit_stream
 from attnscope.text.protect import Placement
 from attnscope.translator import Translation
 
@@ -131,6 +132,8 @@ class ModelService:
         options = request.answer
         asked = limits.Asked(options.kinds, options.decimals, extras, request.beam_size)
         cost = self._admit_stored(served, lengths, budgets, asked, on_demand=options.on_demand)
+        if on_step is not None:  # a stream: its step events (beam rows × steps) are priced too
+            cost = admit_stream(self.settings, served, lengths[0], budgets[0], asked, cost)
         limits.admit_explain(self.settings, served, lengths, budgets, methods=extras.explain)
         rows = tuple(tuple(p) for p in prefixes or [[] for _ in request.texts])
         job = Job(request, extras, rows, choice, on_step, store=self.attention_store if options.on_demand else None)

@@ -7,7 +7,9 @@ An attention sublayer's output at position i, residual included, is a sum of one
 input token plus a bias: y_i = Σ_j T_i(x_j) + b. Pre-norm: T_i(x_j) = Σ_h α^h_ij f_h(x_j) (+ x_i
 for j = i). Post-norm: the same vectors through the layer norm's linear part with position i's
 statistics, γ ⊙ (v - mean(v)) / σ_i. The contribution of j is how close T_i(x_j) comes to the
-sum r_i = Σ_j T_i(x_j) (the bias left out) in L1 distance, c_ij = max(0, ‖r_i‖₁ - ‖r_i - T_i(x_j)‖₁),
+sublayer's real output y_i = Σ_j T_i(x_j) + b (biases included: the output projection's, and
+post-norm the layer norm's β, as the authors' implementation measures it; issue 45.7 found the
+plain sum used before, up to 0.08 off) in L1 distance, c_ij = max(0, ‖y_i‖₁ - ‖y_i - T_i(x_j)‖₁),
 normalised over j. Layers compose by matrix products (the feed-forward sublayers mix nothing).
 
 For the encoder-decoder (the "+"): the encoder's products E (S × S) say what each encoder
@@ -80,10 +82,12 @@ def token_vectors(block: Block, *, own: bool) -> Tensor:
     return _through_norm(block, vectors, total)
 
 
-def contributions(vectors: Tensor) -> Tensor:
+def contributions(vectors: Tensor, output: Tensor | None = None) -> Tensor:
     """vectors: (Q, N, D) -> (Q, N) ALTI contributions, each row summing to 1 (0 where nothing
-    contributes)."""
-    total = vectors.sum(1, keepdim=True)  # (Q, 1, D)
+    contributes). ``output`` (Q, D): the sublayer's real output y_i, biases included (the output
+    projection's b_O; post-norm: the layer norm's β and its image of b_O), as the authors define
+    the distances (issue 45.7); None: the plain sum of the vectors (the biases left out)."""
+    total = vectors.sum(1, keepdim=True) if output is None else output.float()[:, None]  # (Q, 1, D)
     size = total.abs().sum(-1)  # (Q, 1)
     c = (size - (total - vectors).abs().sum(-1)).clamp(min=0.0)  # (Q, N)
     return c / c.sum(-1, keepdim=True).clamp(min=1e-12)
@@ -93,7 +97,7 @@ def alti(trace: Trace) -> Alti:
     """ALTI+ of one traced sentence (module docstring)."""
     encoder, encoder_rows = None, []
     for block in trace.encoder:
-        layer = contributions(token_vectors(block, own=True))  # (S, S)
+        layer = contributions(token_vectors(block, own=True), block.out[0])  # (S, S)
         encoder = layer if encoder is None else layer @ encoder
         encoder_rows.append(encoder)
     assert encoder is not None
@@ -102,8 +106,8 @@ def alti(trace: Trace) -> Alti:
     flow = torch.cat([encoder.new_zeros(length, sources), torch.eye(length, device=encoder.device)], dim=1)
     source_rows, target_rows = [], []
     for own, cross in zip(trace.decoder_self, trace.cross, strict=True):
-        flow = contributions(token_vectors(own, own=True)) @ flow
-        c = contributions(token_vectors(cross, own=False))  # (T, 1 + S)
+        flow = contributions(token_vectors(own, own=True), own.out[0]) @ flow
+        c = contributions(token_vectors(cross, own=False), cross.out[0])  # (T, 1 + S)
         reads = torch.cat([c[:, 1:] @ encoder, encoder.new_zeros(length, length)], dim=1)
         flow = c[:, :1] * flow + reads
         source_rows.append(flow[:, :sources])

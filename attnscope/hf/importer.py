@@ -150,12 +150,16 @@ def import_model(
         "decoding": {"length_penalty": 0.0, "protect": False},
         "conversion_checks": checked,
     }
+
+    def check_saved(staged: Path) -> None:  # the written copy, checked before it is renamed into place
+        saved = load_model_folder(staged, require_complete=False)
+        checked["saved"] = run_checks(hf_model, hf_tokenizer, cast(Transformer, saved.model), numbering, forced=forced)
+        save_card(staged, card)
+
     save_model_folder(
-        out, model, tokenizer, source_lang=source_lang, target_lang=target_lang, card=card, dtype=DTYPES[dtype]
-    )
-    saved = load_model_folder(out)
-    checked["saved"] = run_checks(hf_model, hf_tokenizer, cast(Transformer, saved.model), numbering, forced=forced)
-    save_card(Path(out), card)
+        out, model, tokenizer, source_lang=source_lang, target_lang=target_lang, card=card, dtype=DTYPES[dtype],
+        check=check_saved,
+    )  # fmt: skip
     return Imported(Path(out), card)
 
 

@@ -294,6 +294,9 @@ def config_from_dict(data: dict[str, Any], *, version: int = CONFIG_VERSION) -> 
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"unknown config fields for {data['architecture']}: {', '.join(unknown)}")
+    from attnscope.nn.config_types import check_types
+
+    check_types(cls, data)  # "256" or -5 named here, not as a raw torch error later
     return cls(**data)
 
 

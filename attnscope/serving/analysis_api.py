@@ -6,14 +6,17 @@ it per layer × head; the explorer labels each head with its role."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from attnscope.analysis.summary import NoAnalysis, read_summary, summary_path
+from attnscope.analysis.summary import NoAnalysis, check_shape, read_summary, summary_path
 from attnscope.engine.schemas import ErrorResponse
+from attnscope.nn.family import geometry_of
+from attnscope.repository import read_config
 from attnscope.serving.deps import ServiceDep
 
 router = APIRouter(prefix="/api", tags=["api"])
@@ -60,6 +63,13 @@ async def model_analysis(model_id: str, service: ServiceDep) -> Any:
     path = summary_path(service.settings.models_dir / model_id, service.settings.analysis_dir)
     try:
         document = await asyncio.to_thread(read_summary, path)
+        check_shape(document, _shapes(service.settings.models_dir / model_id), f"{path.parent.name}/{path.name}")
     except NoAnalysis as err:
         return JSONResponse(status_code=404, content={"detail": f"model {model_id!r} has no head analysis: {err}"})
     return {**document, "model": model_id}
+
+
+def _shapes(folder: Path) -> dict[str, tuple[int, int]]:
+    """kind -> (layers, heads) of the model in ``folder`` (its config.json, a cheap read)."""
+    config, _ = read_config(folder)
+    return geometry_of(config).shapes()

@@ -82,22 +82,30 @@ async def health(service: ServiceDep) -> HealthResponse:
 @router.get(
     "/ready",
     response_model=ReadyResponse,
-    responses={503: {"model": ReadyResponse, "description": "Still loading the models, or shutting down."}},
+    responses={503: {"model": ReadyResponse, "description": "Still loading the models, shutting down, or no model to serve."}},
     summary="Readiness: every model folder is loaded (or marked unavailable)",
 )
-async def ready(service: ServiceDep) -> JSONResponse:
-    """200 once the models are loaded; 503 while they load and while the server shuts down, so a
-    load balancer sends traffic only to replicas that can translate."""
-    status = service.status
+async def ready(service: ServiceDep, request: Request) -> JSONResponse:
+    """200 once the models are loaded; 503 while they load, while the server shuts down, and when
+    it has no model to serve at all (a missing or empty models directory, every folder broken):
+    a load balancer sends traffic only to replicas that can translate."""
+    status: str = service.status
     loaded, total = service.registry.progress()
+    vision = getattr(request.app.state, "vision", None)
+    detail = None
+    if status == "ready" and not service.ids and not getattr(vision, "models", None):
+        status = "no_models"
+        detail = (f"no model is loaded from {service.settings.models_dir} "
+                  f"({len(service.registry.unavailable())} folder(s) unavailable: see /api/models)")  # fmt: skip
     body = ReadyResponse(
-        status=status,
+        status=status,  # type: ignore[arg-type]
         models=len(service.ids),
         unavailable=len(service.registry.unavailable()),
         loaded=loaded,
         total=total,
+        **({"detail": detail} if detail else {}),
     )
-    return JSONResponse(body.model_dump(), status_code=200 if status == "ready" else 503)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=200 if status == "ready" else 503)
 
 
 @router.get("/models", response_model=ModelsResponse, summary="The loaded models, and the folders that failed")

@@ -64,7 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # process exits promptly.
             service.stop()
             await answer_cancelled()  # the requests uvicorn cancelled answer 503, not silence
-            for _ in range(60):  # at most 3 s for the model being loaded
+            for _ in range(220):  # at most 11 s for the models being loaded (registry.load_all joins them)
                 if not loading.is_alive():
                     break
                 await asyncio.sleep(0.05)

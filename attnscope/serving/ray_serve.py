@@ -16,6 +16,7 @@ application builder: ``import_path: attnscope.serving.ray_serve:build`` (docs/ra
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import math
 import os
@@ -47,6 +48,8 @@ def replica_health(service: ModelService) -> None:
     status = service.status
     if status != "ready":
         raise RuntimeError(f"attnscope replica is {status}")
+    if not service.ids:  # a missing or empty models_dir: alive, but it can translate nothing
+        raise RuntimeError(f"attnscope replica serves no model (models from {service.settings.models_dir})")
 
 
 class Replica:
@@ -106,6 +109,11 @@ def application(settings: Settings) -> Any:
 def build(args: dict[str, str]) -> Any:
     """Application builder for ``serve run`` / a RayService's ``import_path``: ``args`` are
     Settings fields (e.g. ``models_dir``, ``ray_max_replicas``) over the replicas' ``ATTNSCOPE_*``."""
+    unknown = sorted(set(args) - set(Settings.model_fields))
+    if unknown:  # a typo (ray_max_replica=4) would otherwise be ignored silently
+        hints = [f"{name} (did you mean {', '.join(close)}?)" if (close := difflib.get_close_matches(name, Settings.model_fields, 2))
+                 else name for name in unknown]  # fmt: skip
+        raise ValueError(f"unknown attnscope builder argument(s): {'; '.join(hints)}")
     return application(Settings(**args))  # type: ignore[arg-type]
 
 
@@ -134,7 +142,24 @@ def run(address: str | None = None, **flags: Any) -> None:
             serve.shutdown()
         else:
             serve.delete(APP_NAME)
+            _shutdown_if_idle(serve)
         ray.shutdown()
+
+
+def _shutdown_if_idle(serve: ModuleType) -> None:
+    """On a cluster we joined: once our application is deleted, Serve's controller and its
+    proxies (one per node, ~650 MB, holding the port and answering 404) stay unless someone else
+    still runs an application; shut Serve down when nobody does."""
+    try:
+        others = list(serve.status().applications)
+    except Exception as err:  # noqa: BLE001 - a cluster going away: nothing left to stop
+        logger.warning("could not read Serve's status after deleting %s: %s", APP_NAME, err)
+        return
+    if others:
+        logger.info("Serve keeps running for the other application(s) on the cluster: %s", ", ".join(others))
+        return
+    logger.info("no other Serve application on the cluster: shutting Serve down (its controller and proxies)")
+    serve.shutdown()
 
 
 def _check_local(settings: Settings) -> None:

@@ -32,6 +32,7 @@ from attnscope.decoding.steps import Candidate, DecodeStep
 from attnscope.engine.answers import answer_json, matrix
 from attnscope.engine.request import AnswerOptions, ServiceRequest
 from attnscope.engine.schemas import ErrorResponse, TranslateRequest, TranslationResponse
+from attnscope.engine.stream_flow import StepBuffer
 from attnscope.repository import LoadedModel
 from attnscope.serving.deps import ServiceDep
 from attnscope.serving.disconnect import watch_disconnect
@@ -107,10 +108,10 @@ class StepEvents:
         return out
 
 
-def _ended(task: asyncio.Task[Any], events: asyncio.Queue[bytes]) -> None:
+def _ended(task: asyncio.Task[Any], events: StepBuffer) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: a stream whose client left ends in ClientGone, unread
-    events.put_nowait(_END)
+    events.finish(_END)
 
 
 def _error_event(exc: BaseException) -> bytes:
@@ -139,33 +140,38 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     encoder = StepEvents(
         served.loaded, asked.answer, lambda: served.translator.for_languages(*asked.languages).source_ids(body.text)
     )  # languages checked by service.translate before any step
-    loop = asyncio.get_running_loop()
-    events: asyncio.Queue[bytes] = asyncio.Queue()
+    events: StepBuffer | None = None
 
     def on_step(step: DecodeStep) -> None:  # in the decode's thread
-        data = encoder.encode(step)
-        loop.call_soon_threadsafe(events.put_nowait, data)
+        assert events is not None
+        events.put(encoder.encode(step))
 
     # Until the first step (in the queue, say) a client that leaves is seen here; from then on,
     # by the response: closing its body sets ``gone`` (see _events).
     async with watch_disconnect(request) as gone:
+        # bounded: when the writer falls behind, the decode waits (past the send timeout it stops)
+        events = StepBuffer(
+            asyncio.get_running_loop(), max_bytes=service.settings.stream_buffer_bytes,
+            send_timeout_s=service.settings.client_send_timeout_s, gone=gone,
+        )  # fmt: skip
+        buffer = events
         task = asyncio.create_task(
             service.translate(asked, gone=gone, log=request.scope.get("attnscope.log"), on_step=on_step)
         )
         # Events were queued (call_soon_threadsafe) before the decode's result was: _END comes last.
-        task.add_done_callback(lambda done: _ended(done, events))
-        first = await events.get()
+        task.add_done_callback(lambda done: _ended(done, buffer))
+        first = await buffer.get()
     if first == _END:  # refused or failed before any step: the plain JSON error (or no steps)
         task.result()
     return StreamingResponse(
-        _events(first, events, task, gone, service),
+        _events(first, buffer, task, gone, service),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
 async def _events(
-    first: bytes, events: asyncio.Queue[bytes], task: asyncio.Task[list[TranslationResponse]], gone: threading.Event,
+    first: bytes, events: StepBuffer, task: asyncio.Task[list[TranslationResponse]], gone: threading.Event,
     service: Any,
 ) -> AsyncIterator[bytes]:
     """The response body: the step events as they come, then the answer (or an error). Closed
@@ -187,4 +193,5 @@ async def _events(
     finally:
         if outcome == "client_gone":
             gone.set()  # the decode stops before its next step
+            events.close()  # and a decode waiting for room in the buffer stops now
         STREAMS.labels(outcome).inc()

@@ -16,6 +16,13 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from attnscope.staging import (
+    COMPLETE_FILE,
+    IncompleteFolder,
+    read_marker,
+    staged_folder,
+    write_text_atomic,
+)
 from attnscope.vision.baseline import BaselineConfig, FullImageCNN
 from attnscope.vision.captioner import Captioner, CaptionerConfig
 from attnscope.vision.ram import RAMConfig, RecurrentAttentionModel
@@ -51,7 +58,8 @@ def config_of(model: nn.Module) -> tuple[str, dict[str, Any]]:
 
 
 def is_vision_folder(path: Path) -> bool:
-    return path.is_dir() and (path / CONFIG_FILE).is_file()
+    """A folder with a vision.json; hidden ones (attnscope.staging's folders being written) are not."""
+    return not path.name.startswith(".") and path.is_dir() and (path / CONFIG_FILE).is_file()
 
 
 def discover(models_dir: str | Path) -> list[Path]:
@@ -68,11 +76,17 @@ def save_folder(
     card: dict[str, Any] | None = None,
     dtype: torch.dtype = torch.float16,
 ) -> Path:
-    """Write ``model`` (weights cast to ``dtype``), its config and its card into ``folder``."""
+    """Write ``model`` (weights cast to ``dtype``), its config and its card into ``folder``:
+    under a temporary name, then its completion marker and one rename (attnscope.staging)."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; expected one of {', '.join(DATASETS)}")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    target = Path(folder)
+    with staged_folder(target, kind="vision", owns=lambda p: (p / CONFIG_FILE).is_file()) as staged:
+        _write_files(staged, model, dataset=dataset, card={"id": target.name, **(card or {})}, dtype=dtype)
+    return target
+
+
+def _write_files(folder: Path, model: nn.Module, *, dataset: str, card: dict[str, Any], dtype: torch.dtype) -> None:
     kind, config = config_of(model)
     weights = {
         name: t.detach().to("cpu", dtype if t.is_floating_point() else t.dtype).contiguous()
@@ -81,12 +95,11 @@ def save_folder(
     save_file(weights, str(folder / WEIGHTS_FILE))
     meta = {"format_version": FORMAT_VERSION, "kind": kind, "dataset": dataset, "config": config}
     (folder / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
-    write_card(folder, {"id": folder.name, **(card or {})})
-    return folder
+    write_card(folder, card)
 
 
 def write_card(folder: str | Path, card: dict[str, Any]) -> None:
-    (Path(folder) / CARD_FILE).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(Path(folder) / CARD_FILE, json.dumps(card, indent=2, ensure_ascii=False) + "\n")
 
 
 @dataclass
@@ -110,12 +123,17 @@ class VisionModel:
         return int(getattr(getattr(self.model, "config", None), "canvas", 0))
 
 
-def load_folder(folder: str | Path, device: str | torch.device = "cpu") -> VisionModel:
+def load_folder(folder: str | Path, device: str | torch.device = "cpu", *, require_complete: bool = True) -> VisionModel:
     """Load a vision model folder; ``FileNotFoundError``/``ValueError`` naming what is wrong."""
     folder = Path(folder)
     for name in (CONFIG_FILE, WEIGHTS_FILE):
         if not (folder / name).is_file():
             raise FileNotFoundError(f"{folder}: missing {name}")
+    if require_complete:
+        try:
+            read_marker(folder, "vision")
+        except IncompleteFolder as err:
+            raise ValueError(f"{folder / COMPLETE_FILE}: {err}") from err
     try:
         meta = json.loads((folder / CONFIG_FILE).read_text())
         kind, dataset, config = meta["kind"], meta["dataset"], meta["config"]

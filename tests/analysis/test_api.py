@@ -94,16 +94,33 @@ def test_the_analysis_dir_setting_and_a_broken_file(analysed_dir: Path, tmp_path
     elsewhere = tmp_path / "analyses"
     (elsewhere / MODEL).mkdir(parents=True)
     document = json.loads((analysed_dir / MODEL / "analysis" / SUMMARY_FILE).read_text())
-    document["heads"] = document["heads"][:1]
+    document["corpus"] = "elsewhere.en"
     (elsewhere / MODEL / SUMMARY_FILE).write_text(json.dumps(document))
     (elsewhere / "en-de-rnn-additive").mkdir()
     (elsewhere / "en-de-rnn-additive" / SUMMARY_FILE).write_text('{"heads": [{"kind": "cross"}]}')
     with client(Settings(models_dir=analysed_dir, device="cpu", analysis_dir=elsewhere)) as c:
         wait_ready(c)
         r = c.get(f"/api/models/{MODEL}/analysis")
-        assert r.status_code == 200 and len(r.json()["heads"]) == 1  # the setting's file, not the folder's
+        assert r.status_code == 200 and r.json()["corpus"] == "elsewhere.en"  # the setting's file, not the folder's
         r = c.get("/api/models/en-de-rnn-additive/analysis")
         assert r.status_code == 404 and "has no list of heads with kind, layer, head, role" in r.json()["detail"]
     with pytest.raises(NoAnalysis, match="not readable JSON"):
         (tmp_path / "bad.json").write_text("{")
         read_summary(tmp_path / "bad.json")
+
+
+def test_a_heads_json_of_another_shape_is_refused(analysed_dir: Path, tmp_path: Path) -> None:
+    """Issue 45.4: a heads.json copied from another model (the Transformer's 12 heads beside a
+    1 × 1 RNN, or one head short) is a 404 naming the mismatch, never served as this model's."""
+    elsewhere = tmp_path / "analyses"
+    document = json.loads((analysed_dir / MODEL / "analysis" / SUMMARY_FILE).read_text())
+    for model, heads in (("en-de-rnn-additive", document["heads"]), (MODEL, document["heads"][:-1])):
+        (elsewhere / model).mkdir(parents=True)
+        (elsewhere / model / SUMMARY_FILE).write_text(json.dumps({**document, "heads": heads}))
+    with client(Settings(models_dir=analysed_dir, device="cpu", analysis_dir=elsewhere)) as c:
+        wait_ready(c)
+        r = c.get("/api/models/en-de-rnn-additive/analysis")
+        assert r.status_code == 404
+        assert "does not fit this model: it describes 12 head(s), the model has 1 (cross 1×1)" in r.json()["detail"]
+        r = c.get(f"/api/models/{MODEL}/analysis")
+        assert r.status_code == 404 and "describes 11 head(s), the model has 12" in r.json()["detail"]

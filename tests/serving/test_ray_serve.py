@@ -75,6 +75,15 @@ def test_health_check_follows_readiness(two_models: Path) -> None:
         replica_health(service)
 
 
+def test_a_replica_without_models_is_unhealthy(tmp_path: Path) -> None:
+    """Issue 45.6: a replica whose models_dir is missing was ready and healthy with 0 models."""
+    service = ModelService(Settings(models_dir=tmp_path / "missing", device="cpu"))
+    service.load_all()
+    with pytest.raises(RuntimeError, match="serves no model"):
+        replica_health(service)
+    service.stop()
+
+
 def _descendants(pid: int) -> set[int]:
     """Every process below ``pid`` (from /proc: Ray's GCS, raylet, workers, proxy, replicas)."""
     children: dict[int, list[int]] = {}
@@ -216,3 +225,56 @@ def test_a_gpu_this_machine_lacks_is_one_clear_line(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert main(["serve", "--ray", "--replica-gpus", "1", "--device", "cpu"]) == 2
     assert capsys.readouterr().err.strip() == "attnscope serve: error: --replica-gpus needs a GPU, and this machine has none"
+def test_builder_arguments_with_typos_are_refused() -> None:
+    """Issue 45.6: ``ray_max_replica=4`` was ignored (the default, 1 replica, ran)."""
+    from attnscope.serving.ray_serve import build
+
+    with pytest.raises(ValueError, match=r"ray_max_replica \(did you mean ray_max_replicas"):
+        build({"ray_max_replica": "4"})
+
+
+class _FakeServe:
+    """What ``run`` calls of ray.serve, recorded; ``apps``: the applications left after ours."""
+
+    def __init__(self, apps: list[str]) -> None:
+        self.calls: list[str] = []
+        self.apps = apps
+
+    def start(self, **_: object) -> None:
+        self.calls.append("start")
+
+    def run(self, *_: object, **__: object) -> None:
+        self.calls.append("run")
+
+    def delete(self, name: str) -> None:
+        self.calls.append(f"delete {name}")
+
+    def shutdown(self) -> None:
+        self.calls.append("shutdown")
+
+    def status(self) -> Any:
+        return type("Status", (), {"applications": {a: None for a in self.apps}})()
+
+
+@pytest.mark.parametrize(("others", "shut"), [([], True), (["someone-else"], False)])
+def test_leaving_a_cluster_stops_serve_unless_others_use_it(
+    monkeypatch: pytest.MonkeyPatch, others: list[str], shut: bool
+) -> None:
+    """Issue 45.6: after SIGTERM, ``serve --ray ADDRESS`` deleted its application but left Serve's
+    controller and a proxy per node holding the port (and answering 404)."""
+    import threading
+    import types
+
+    from attnscope.serving import ray_serve
+
+    serve = _FakeServe(others)
+    fake_ray = types.SimpleNamespace(init=lambda **_: None, shutdown=lambda: serve.calls.append("ray.shutdown"))
+    stopped = threading.Event()
+    stopped.set()
+    monkeypatch.setattr(ray_serve, "import_ray", lambda: (fake_ray, serve))
+    monkeypatch.setattr(ray_serve, "join_ray", lambda *_, **__: None)  # no cluster is ever contacted
+    monkeypatch.setattr(ray_serve, "_stop_on_signals", lambda: stopped)
+    monkeypatch.setattr(ray_serve, "application", lambda settings: object())
+    ray_serve.run("ray://cluster:10001", models_dir="models")
+    assert serve.calls[:3] == ["start", "run", f"delete {ray_serve.APP_NAME}"]
+    assert ("shutdown" in serve.calls) is shut and serve.calls[-1] == "ray.shutdown"

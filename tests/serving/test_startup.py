@@ -81,6 +81,9 @@ def test_missing_models_dir_still_starts(tmp_path: Path, client_for: Any) -> Non
     with client_for(tmp_path / "nowhere") as c:
         assert c.get("/api/health").json() == {"status": "ok", "device": "cpu", "models": 0}
         assert c.get("/api/models").json() == {"models": [], "unavailable": []}
+        r = c.get("/api/ready")  # issue 45.6: alive, but not ready to serve (no model at all)
+        assert r.status_code == 503 and r.json()["status"] == "no_models"
+        assert "no model is loaded from" in r.json()["detail"] and "nowhere" in r.json()["detail"]
         r = c.post("/api/translate", json={"model": "any", "text": "Hi"})
         assert r.status_code == 404 and "none are loaded" in r.json()["detail"]
 
