@@ -8,8 +8,8 @@ import torch
 
 from attnscope.decoding.greedy import greedy_decode
 from attnscope.hf import ImportFailure
-from attnscope.hf.export import to_m2m100
 from attnscope.hf.converters import converter_for
+from attnscope.hf.export import to_m2m100
 from attnscope.hf.vocab import Renumbering
 from attnscope.nn.config import TransformerConfig
 from attnscope.nn.transformer import Transformer

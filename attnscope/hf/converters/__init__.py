@@ -52,8 +52,9 @@ class Converter(ABC):
         ImportFailure for a parameter no rule maps (naming it)."""
 
     def check_config(self, hf_config: Any) -> None:
-        """Refuse a config before its weights are loaded (called by the importer); the
-        default checks nothing beyond ``config_fields``."""
+        """Refuse a config before its weights are loaded (the importer calls it first): by
+        default, whatever ``config_fields`` refuses."""
+        self.config_fields(hf_config, max_positions=1)
 
 
 _CONVERTERS: dict[str, Converter] = {}

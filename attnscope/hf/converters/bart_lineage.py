@@ -71,9 +71,6 @@ class BartLineage(Converter):
         self.pre_norm, self.embedding_norm, self.final_norm = pre_norm, embedding_norm, final_norm
         self.first_position = first_position
 
-    def check_config(self, hf_config: Any) -> None:
-        self.config_fields(hf_config, max_positions=1)
-
     def config_fields(self, hf_config: Any, max_positions: int) -> dict[str, Any]:
         c = hf_config
         activation = ACTIVATIONS.get(str(c.activation_function))

@@ -60,9 +60,6 @@ class T5Converter(Converter):
     def convert_weights(self, hf_model: Any) -> tuple[dict[str, Tensor], dict[str, Any]]:
         return t5_convert_weights(hf_model)
 
-    def check_config(self, hf_config: Any) -> None:
-        t5_config_fields(hf_config)
-
 
 def t5_config_fields(hf_config: Any) -> dict[str, Any]:
     """The TransformerConfig fields (vocab_size and tied_output aside) of a T5/mT5 config."""
