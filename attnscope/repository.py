@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,25 @@ def discover(models_dir: str | Path) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if is_model_folder(p))
+
+
+class ModelIdClash(ValueError):
+    """Two model repositories hold a folder of the same name (a model id is its folder's name)."""
+
+
+def discover_all(roots: Iterable[str | Path]) -> list[Path]:
+    """Every model folder of every root (the shipped models and those ``--models-dir`` adds),
+    sorted by id; ModelIdClash naming both folders when an id is in two roots."""
+    found: dict[str, Path] = {}
+    for root in roots:
+        for folder in discover(root):
+            if folder.name in found and found[folder.name].resolve() != folder.resolve():
+                raise ModelIdClash(
+                    f"model id {folder.name!r} is in both {found[folder.name].parent} and {folder.parent}: rename one "
+                    "folder, or serve only yours (attnscope serve --only-models-dir)"
+                )
+            found.setdefault(folder.name, folder)
+    return [found[name] for name in sorted(found)]
 
 
 def _state_dict_for_saving(model: Seq2Seq, dtype: torch.dtype) -> dict[str, torch.Tensor]:

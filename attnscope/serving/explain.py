@@ -28,7 +28,7 @@ from attnscope.serving.schemas import (
     BeamTree,
     ScoreMatrix,
 )
-from attnscope.text.tokenizer import Tokenizer
+from attnscope.text.interface import Tokenizer
 from attnscope.translator import Translation, Translator
 
 

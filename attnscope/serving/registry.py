@@ -30,7 +30,7 @@ from attnscope.repository import (
     LoadedModel,
     MissingModelFile,
     ModelFolderError,
-    discover,
+    discover_all,
     load_model_folder,
     load_tokenizer,
     read_card,
@@ -140,8 +140,12 @@ class ModelRegistry:
         max_tokens: int,
         quantize: str | None = None,
         max_loaded: int | None = None,
+        added_dir: Path | None = None,
     ) -> None:
         self.models_dir = models_dir
+        # the repositories served: the main one, and the one `--models-dir` adds (ids unique)
+        self.roots = (models_dir,) if added_dir is None else (models_dir, added_dir)
+        self.folders: dict[str, Path] = {}  # model id -> its folder, once load_all has looked
         self.device = device
         self.quantize = quantize  # "int8": attnscope.nn.quantize
         self.max_tokens = max_tokens
@@ -175,10 +179,11 @@ class ModelRegistry:
         """Load every model folder, ``LOAD_THREADS`` at a time, logging each one's name and
         time; publish them in folder order (:attr:`loaded` counts up); a folder that fails is
         logged and kept as unavailable. Returns soon after :meth:`stop_loading`."""
-        root = self.models_dir
-        if not root.is_dir():
-            logger.warning("models directory %s does not exist; serving no models", root)
-        folders = discover(root)
+        root = ", ".join(str(r) for r in self.roots)
+        for missing in (r for r in self.roots if not r.is_dir()):
+            logger.warning("models directory %s does not exist; serving no models from it", missing)
+        folders = discover_all(self.roots)
+        self.folders = {folder.name: folder for folder in folders}
         self.total = len(folders)
         begun = time.perf_counter()
         if self.residency is not None:
@@ -255,7 +260,7 @@ class ModelRegistry:
         """(folders done, folders in all): done counts the loaded (or listed) and the unavailable
         ones; while loading, "all" is what the models directory holds now (a folder is a cheap stat)."""
         done = len(self._previews or self._models) + len(self._unavailable)
-        return done, done if self.ready else max(done, len(discover(self.models_dir)))
+        return done, done if self.ready else max(done, len(discover_all(self.roots)))
 
     @property
     def ids(self) -> list[str]:
@@ -343,7 +348,8 @@ class ModelRegistry:
         listed = self._listed()
         cards = [{**served.page_card(), **({"state": state} if self.residency else {})} for served, state in listed]
         for entry in self.unavailable():
-            cards.append({**_folder_facts(self.models_dir / entry.id), "id": entry.id, "error": entry.reason})
+            folder = self.folders.get(entry.id, self.models_dir / entry.id)
+            cards.append({**_folder_facts(folder), "id": entry.id, "error": entry.reason})
         return cards
 
 
