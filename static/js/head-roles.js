@@ -5,6 +5,7 @@
 // docs/analysis.md. The analysis counts layers and heads from 0; the page from 1.
 import { el, plotlyReady } from "./dom.js";
 import { KIND_LABELS, KIND_ORDER } from "./matrix.js";
+import { pageCards } from "./models-api.js";
 
 /** Each role's colour, short label (badges, cells) and meaning (legend, hover). */
 export const ROLES = {
@@ -28,6 +29,9 @@ const cache = new Map();
 /** A model's analysis ({model, corpus, sentences, heads: [{kind, layer, head, role, ...}]}), or
  *  null when it has none (404) or it cannot be read; fetched once per page. */
 export function loadAnalysis(id) {
+  // the page's cards say which models have one (has_analysis): no request (and no 404) for the others
+  const card = pageCards().find((c) => c.id === id);
+  if (card && card.has_analysis === false) return Promise.resolve(null);
   if (!cache.has(id)) {
     cache.set(id, fetch(`/api/models/${encodeURIComponent(id)}/analysis`)
       .then((r) => (r.ok ? r.json() : null))
