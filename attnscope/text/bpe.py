@@ -26,16 +26,28 @@ import os
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
-
-from tokenizers import Tokenizer as Backend
+from typing import TYPE_CHECKING, Any
 
 from attnscope.text.interface import Languages, SpecialIds, Tokenizer
 from attnscope.text.pieces import UNK_TEXT, WORD_START, piece_byte
 
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer as Backend
+
 JSON_FILE = "tokenizer.json"
+NEEDS = "reading a tokenizer.json needs the tokenizers package: pip install 'attnscope[hf]' (or: pip install tokenizers)"
 META_FILE = "tokenizer_meta.json"
 BOS_PIECE, EOS_PIECE = "<s>", "</s>"
+
+
+def _backend_class() -> type[Backend]:
+    """``tokenizers.Tokenizer``, imported when a tokenizer.json is first read (the shipped
+    models never need it); RuntimeError naming what to install when it is missing."""
+    try:
+        from tokenizers import Tokenizer as Backend
+    except ImportError as err:
+        raise RuntimeError(NEEDS) from err
+    return Backend
 
 
 @lru_cache(maxsize=1)
@@ -118,7 +130,7 @@ class JsonTokenizer(Tokenizer):
         languages: Languages | None = None,
     ) -> None:
         self._json = json_text
-        self.backend = Backend.from_str(json_text)
+        self.backend: Backend = _backend_class().from_str(json_text)
         spec = json.loads(json_text)
         self.byte_level = _mentions_byte_level(spec.get("decoder")) or _mentions_byte_level(
             spec.get("pre_tokenizer")

@@ -191,3 +191,11 @@ def test_every_kind_is_the_interface(bpe_pair: tuple[JsonTokenizer, object]) -> 
         sp.for_languages("de", None)
     piece = sp.pieces(sp.encode("a dog"))[0]
     assert sp.id_of(piece) == sp.encode("a dog")[0] and sp.id_of("no such piece") is None
+
+
+def test_without_tokenizers_the_error_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serving a tokenizer.json needs the tokenizers package only (the hf extra), never torch
+    or transformers; without it a folder fails to load with this reason, not a traceback."""
+    monkeypatch.setitem(__import__("sys").modules, "tokenizers", None)
+    with pytest.raises(RuntimeError, match=r"pip install 'attnscope\[hf\]'"):
+        JsonTokenizer("{}", specials=SpecialIds())
