@@ -30,6 +30,8 @@ from attnscope.repository import (
     LoadedModel,
     MissingModelFile,
     ModelFolderError,
+    ModelIdClash,
+    discover,
     discover_all,
     load_model_folder,
     load_tokenizer,
@@ -182,7 +184,12 @@ class ModelRegistry:
         root = ", ".join(str(r) for r in self.roots)
         for missing in (r for r in self.roots if not r.is_dir()):
             logger.warning("models directory %s does not exist; serving no models from it", missing)
-        folders = discover_all(self.roots)
+        try:
+            folders = discover_all(self.roots)
+        except ModelIdClash as err:  # `serve` refuses this before starting; an app built otherwise
+            logger.error("%s; serving %s alone", err, self.models_dir)  # keeps its main repository
+            self.roots = (self.models_dir,)
+            folders = discover(self.models_dir)
         self.folders = {folder.name: folder for folder in folders}
         self.total = len(folders)
         begun = time.perf_counter()

@@ -41,3 +41,17 @@ def test_an_id_in_both_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "model id 'en-de-transformer' is in both" in done.stderr and "--only-models-dir" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_app_built_without_serve_keeps_its_main_repository_on_a_clash(tmp_path: Path) -> None:
+    """ATTNSCOPE_ADDED_MODELS_DIR set by hand (no `serve` to refuse it): the registry logs the
+    clash and serves the main repository, never two models under one id."""
+    import torch
+
+    from attnscope.serving.registry import ModelRegistry
+
+    (main,) = build_tiny_models(tmp_path / "shipped", kinds=TRANSFORMER)
+    build_tiny_models(tmp_path / "mine", kinds=TRANSFORMER)
+    registry = ModelRegistry(tmp_path / "shipped", torch.device("cpu"), 100, added_dir=tmp_path / "mine")
+    registry.load_all()
+    assert registry.ready and registry.folders == {main.name: main}
