@@ -54,7 +54,10 @@ def _add_serve(sub: Subparsers) -> None:
     serve = sub.add_parser("serve", help="serve the models over HTTP (API and pages)")
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
-    serve.add_argument("--models-dir", default=None)
+    serve.add_argument("--models-dir", default=None,
+                       help="a folder of models served beside the shipped ones (an id in both is an error)")
+    serve.add_argument("--only-models-dir", action="store_true",
+                       help="serve only --models-dir's models, not the shipped ones")
     serve.add_argument("--device", default=None, help="cpu, cuda, cuda:0 ... (default: cuda if available)")
     serve.add_argument("--quantize", choices=["int8"], default=None,
                        help="int8: linear layers dynamically quantised (CPU only; default ATTNSCOPE_QUANTIZE or fp32)")
@@ -520,7 +523,10 @@ def cmd_tokenizer(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from attnscope.serving.server import run
 
-    flags = {"host": args.host, "port": args.port, "models_dir": args.models_dir, "device": args.device,
+    if args.only_models_dir and args.models_dir is None:
+        raise ValueError("--only-models-dir needs --models-dir DIR")
+    mine = {"models_dir": args.models_dir} if args.only_models_dir else {"added_models_dir": args.models_dir}
+    flags = {"host": args.host, "port": args.port, **mine, "device": args.device,
              "quantize": args.quantize, "max_loaded_models": args.max_loaded_models}
     if args.ray is None:
         run(workers=args.workers, **flags)

@@ -60,6 +60,13 @@ class Settings(BaseSettings):
             "shipped models (the checkout's models/, or the wheel's copy inside the package)."
         ),
     )
+    added_models_dir: Path | None = Field(
+        default=None,
+        description=(
+            "A second model repository served beside models_dir (`attnscope serve --models-dir DIR`; "
+            "`--only-models-dir` serves DIR alone instead). A model id in both is an error."
+        ),
+    )
     analysis_dir: Path | None = Field(
         default=None,
         description=(

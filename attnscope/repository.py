@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,9 @@ from attnscope.staging import (
     staged_folder,
     write_text_atomic,
 )
-from attnscope.text.tokenizer import Tokenizer
+from attnscope.text.bpe import JSON_FILE, JsonTokenizer
+from attnscope.text.interface import Tokenizer
+from attnscope.text.tokenizer import SentencePieceTokenizer
 from attnscope.text.vocab_tokenizer import VOCAB_FILE, VocabTokenizer
 
 logger = logging.getLogger(__name__)
@@ -79,6 +81,25 @@ def discover(models_dir: str | Path) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if is_model_folder(p))
+
+
+class ModelIdClash(ValueError):
+    """Two model repositories hold a folder of the same name (a model id is its folder's name)."""
+
+
+def discover_all(roots: Iterable[str | Path]) -> list[Path]:
+    """Every model folder of every root (the shipped models and those ``--models-dir`` adds),
+    sorted by id; ModelIdClash naming both folders when an id is in two roots."""
+    found: dict[str, Path] = {}
+    for root in roots:
+        for folder in discover(root):
+            if folder.name in found and found[folder.name].resolve() != folder.resolve():
+                raise ModelIdClash(
+                    f"model id {folder.name!r} is in both {found[folder.name].parent} and {folder.parent}: rename one "
+                    "folder, or serve only yours (attnscope serve --only-models-dir)"
+                )
+            found.setdefault(folder.name, folder)
+    return [found[name] for name in sorted(found)]
 
 
 def _state_dict_for_saving(model: Seq2Seq, dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -131,7 +152,7 @@ def _write_model_files(
     }
     (folder / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     save_file(_state_dict_for_saving(model, dtype), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-    tokenizer.save(folder / TOKENIZER_FILE)
+    tokenizer.save(folder / tokenizer.file_name)
     write_card(folder, card or {})
 
 
@@ -208,12 +229,27 @@ def read_card(folder: str | Path) -> tuple[dict[str, Any], list[str]]:
     return card, []
 
 
+def tokenizer_file(folder: Path) -> str:
+    """The name of the folder's tokenizer file: ``tokenizer.model`` (SentencePiece), or
+    ``tokenizer.json`` for an import whose tokenizer is a Hugging Face ``tokenizer.json``."""
+    if not (folder / TOKENIZER_FILE).is_file() and (folder / JSON_FILE).is_file():
+        return JSON_FILE
+    return TOKENIZER_FILE
+
+
+def required_files(folder: Path) -> tuple[str, str]:
+    """The files a model folder cannot do without besides config.json: weights and tokenizer."""
+    return WEIGHTS_FILE, tokenizer_file(folder)
+
+
 def load_tokenizer(folder: Path) -> Tokenizer:
-    """The folder's tokenizer: SentencePiece, with the vocabulary of ``vocab.json`` when an
-    imported model (attnscope.hf) brought one."""
+    """The folder's tokenizer: a ``tokenizer.json`` (attnscope.text.bpe), or SentencePiece with
+    the vocabulary of ``vocab.json`` when an imported model (attnscope.hf) brought one."""
+    if tokenizer_file(folder) == JSON_FILE:
+        return JsonTokenizer.load(folder / JSON_FILE)
     if (folder / VOCAB_FILE).is_file():
         return VocabTokenizer.load(folder / TOKENIZER_FILE)
-    return Tokenizer.load(folder / TOKENIZER_FILE)
+    return SentencePieceTokenizer.load(folder / TOKENIZER_FILE)
 
 
 def load_model_folder(
@@ -233,18 +269,19 @@ def load_model_folder(
     is not fatal: it becomes a warning in ``LoadedModel.warnings``."""
     folder = Path(folder)
     config, meta = read_config(folder)
-    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
+    for name in required_files(folder):
         if not (folder / name).is_file():
             raise MissingModelFile(folder, name, f"missing {name}")
     if require_complete:  # False only for a folder being written (its check before the marker)
         check_complete(folder)
+    tok_file = tokenizer_file(folder)
     try:
         tokenizer = load_tokenizer(folder)
-    except (OSError, RuntimeError, ValueError) as err:
-        raise ModelFolderError(folder, TOKENIZER_FILE, f"{TOKENIZER_FILE} could not be read: {err}") from err
+    except (OSError, RuntimeError, ValueError, TypeError) as err:
+        raise ModelFolderError(folder, tok_file, f"{tok_file} could not be read: {err}") from err
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelFolderError(
-            folder, TOKENIZER_FILE, f"tokenizer has {tokenizer.vocab_size} pieces, config says {config.vocab_size}"
+            folder, tok_file, f"tokenizer has {tokenizer.vocab_size} pieces, config says {config.vocab_size}"
         )
     check_weights_header(folder, config)
     model = build_model(config)

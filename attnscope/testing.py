@@ -133,9 +133,11 @@ def server_process(
     port = free_port()
     command = [
         sys.executable, "-m", "attnscope.cli", "serve",
-        "--host", "127.0.0.1", "--port", str(port), "--models-dir", str(models_dir), "--device", "cpu", *args,
+        "--host", "127.0.0.1", "--port", str(port), "--device", "cpu", *args,
     ]  # fmt: skip
-    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    # the models as the server's one repository (not --models-dir, which adds to the shipped
+    # models; the variable reads the same in older checkouts, which bench/ compares against)
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {}), "ATTNSCOPE_MODELS_DIR": str(models_dir)}
     with log.open("wb") as sink:
         process = subprocess.Popen(command, cwd=checkout, stdout=sink, stderr=subprocess.STDOUT, env=environment)
     url = f"http://127.0.0.1:{port}"

@@ -28,7 +28,7 @@ from attnscope.engine.schemas import (
 )
 from attnscope.nn.family import geometry_of
 from attnscope.repository import LoadedModel
-from attnscope.text.tokenizer import Tokenizer
+from attnscope.text.interface import Tokenizer
 from attnscope.translator import Translation, Translator
 
 

@@ -80,7 +80,7 @@ def attention_floats(config: ModelConfig, source_lengths: list[int], budgets: li
     cross row (layers × heads × S) and decoder self-attention row (layers × heads × t); the
     encoder's self-attention (encoder layers × heads × S²) is kept once per text."""
     g = geometry_of(config)
-    kinds, per_head = g.kinds, g.decoder_layers * g.heads
+    kinds, per_head = g.kinds, g.decoder_layers * g.heads_of("cross")
     total = 0
     for s, budget in zip(source_lengths, budgets, strict=True):
         if "cross" in kinds:
@@ -88,7 +88,7 @@ def attention_floats(config: ModelConfig, source_lengths: list[int], budgets: li
         if "decoder_self" in kinds:
             total += beams * per_head * budget * (budget + 1) // 2
         if "encoder_self" in kinds:
-            total += g.encoder_layers * g.heads * s * s
+            total += g.encoder_layers * g.heads_of("encoder_self") * s * s
     return total
 
 
@@ -238,8 +238,8 @@ REASON_BYTES = 400  # an explanation method's "unavailable" reason
 def _shapes(config: ModelConfig, s: int, t: int) -> dict[str, int]:
     """The floats of each attention kind in one answer: source ``s`` and output ``t`` tokens."""
     g = geometry_of(config)
-    per_head = g.decoder_layers * g.heads
-    sizes = {"cross": per_head * t * s, "decoder_self": per_head * t * t, "encoder_self": g.encoder_layers * g.heads * s * s}
+    per_head = g.decoder_layers * g.heads_of("cross")
+    sizes = {"cross": per_head * t * s, "decoder_self": per_head * t * t, "encoder_self": g.encoder_layers * g.heads_of("encoder_self") * s * s}
     return {kind: sizes[kind] for kind in g.kinds}
 
 

@@ -35,17 +35,18 @@ from attnscope.nn.config import score_of
 from attnscope.nn.factory import build_model
 from attnscope.nn.family import geometry_of
 from attnscope.repository import (
-    TOKENIZER_FILE,
-    WEIGHTS_FILE,
     LoadedModel,
     MissingModelFile,
     ModelFolderError,
+    ModelIdClash,
     check_complete,
     discover,
+    discover_all,
     load_model_folder,
     load_tokenizer,
     read_card,
     read_config,
+    required_files,
 )
 from attnscope.translator import Translator
 
@@ -143,8 +144,12 @@ class ModelRegistry:
         max_tokens: int,
         quantize: str | None = None,
         max_loaded: int | None = None,
+        added_dir: Path | None = None,
     ) -> None:
         self.models_dir = models_dir
+        # the repositories served: the main one, and the one `--models-dir` adds (ids unique)
+        self.roots = (models_dir,) if added_dir is None else (models_dir, added_dir)
+        self.folders: dict[str, Path] = {}  # model id -> its folder, once load_all has looked
         self.device = device
         self.quantize = quantize  # "int8": attnscope.nn.quantize
         self.max_tokens = max_tokens
@@ -176,10 +181,16 @@ class ModelRegistry:
         """Load every model folder, ``LOAD_THREADS`` at a time, logging each one's name and
         time; publish them in folder order (:attr:`loaded` counts up); a folder that fails is
         logged and kept as unavailable. Returns soon after :meth:`stop_loading`."""
-        root = self.models_dir
-        if not root.is_dir():
-            logger.warning("models directory %s does not exist; serving no models", root)
-        folders = discover(root)
+        root = ", ".join(str(r) for r in self.roots)
+        for missing in (r for r in self.roots if not r.is_dir()):
+            logger.warning("models directory %s does not exist; serving no models from it", missing)
+        try:
+            folders = discover_all(self.roots)
+        except ModelIdClash as err:  # `serve` refuses this before starting; an app built otherwise
+            logger.error("%s; serving %s alone", err, self.models_dir)  # keeps its main repository
+            self.roots = (self.models_dir,)
+            folders = discover(self.models_dir)
+        self.folders = {folder.name: folder for folder in folders}
         self.total = len(folders)
         begun = time.perf_counter()
         self.residency.bound = len(folders) if self.max_loaded is None else self.max_loaded
@@ -225,6 +236,7 @@ class ModelRegistry:
         """Serve one model that the caller has already loaded (the Python API's ``attnscope.load``):
         the registry is then ready with exactly that model, as :meth:`load_all` would leave it."""
         self.total = 1
+        self.folders = {served.id: folder}
         self.residency.bound = max(self.residency.bound, 1)
         self.residency.add(served.id, folder, served)
         self._loaded.set()
@@ -272,7 +284,7 @@ class ModelRegistry:
         """(folders done, folders in all): done counts the loaded (or listed) and the unavailable
         ones; while loading, "all" is what the models directory holds now (a folder is a cheap stat)."""
         done = len(self.residency.folders) + len(self.residency.failures()) + len(self._unavailable)
-        return done, done if self.ready else max(done, len(discover(self.models_dir)))
+        return done, done if self.ready else max(done, len(discover_all(self.roots)))
 
     @property
     def ids(self) -> list[str]:
@@ -344,7 +356,8 @@ class ModelRegistry:
         bounded = self.max_loaded is not None  # the pages show a state where models come and go
         cards = [{**served.page_card(), **({"state": state} if bounded else {})} for served, state in listed]
         for entry in self.unavailable():
-            cards.append({**_folder_facts(self.models_dir / entry.id), "id": entry.id, "error": entry.reason})
+            folder = self.folders.get(entry.id, self.models_dir / entry.id)
+            cards.append({**_folder_facts(folder), "id": entry.id, "error": entry.reason})
         return cards
 
 
@@ -353,7 +366,7 @@ def _preview(folder: Path, max_tokens: int) -> ServedModel:
     tokenizer and card read and checked, the network built on the meta device (its shapes and
     parameter count, no memory). Its ``info`` and ``page_card`` are the loaded model's; it never decodes."""
     config, meta = read_config(folder)
-    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
+    for name in required_files(folder):
         if not (folder / name).is_file():
             raise MissingModelFile(folder, name, f"missing {name}")
     check_complete(folder)  # an interrupted write is listed unavailable, never previewed

@@ -46,7 +46,7 @@ class ModelService:
         self.device: torch.device = resolve_device(settings.device)
         self.registry = ModelRegistry(
             settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize,
-            max_loaded=settings.max_loaded_models,
+            max_loaded=settings.max_loaded_models, added_dir=settings.added_models_dir,
         )  # fmt: skip
         self.pool = InferencePool(settings.inference_threads)
         self.scheduler = Scheduler(

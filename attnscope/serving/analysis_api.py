@@ -60,7 +60,8 @@ async def model_analysis(model_id: str, service: ServiceDep) -> Any:
     ``analysis/heads.json`` (or under the ``analysis_dir`` setting). 404 names what is missing."""
     if model_id not in service.ids:
         service.get(model_id)  # raises the usual 404 (with the available ids) or 503 while loading
-    path = summary_path(service.settings.models_dir / model_id, service.settings.analysis_dir)
+    folder = service.registry.folders.get(model_id, service.settings.models_dir / model_id)
+    path = summary_path(folder, service.settings.analysis_dir)
     try:
         document = await asyncio.to_thread(read_summary, path)
         check_shape(document, _shapes(service.settings.models_dir / model_id), f"{path.parent.name}/{path.name}")

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from attnscope.analysis.summary import summary_path
 from attnscope.config import shipped
 from attnscope.engine.schemas import MAX_BEAM
 from attnscope.engine.service import ModelService
@@ -99,4 +100,8 @@ def model_cards(request: Request) -> list[dict[str, Any]]:
     served models with the facts the page needs even when a card is partial, and the folders
     that failed to load with an ``error`` naming the reason."""
     service: ModelService = request.app.state.service
-    return service.registry.page_cards()
+    cards = service.registry.page_cards()
+    for card in cards:  # whether GET /api/models/{id}/analysis has one: the pages ask only then
+        folder = service.registry.folders.get(card["id"], service.settings.models_dir / card["id"])
+        card["has_analysis"] = summary_path(folder, service.settings.analysis_dir).is_file()
+    return cards

@@ -13,6 +13,7 @@ import uvicorn
 
 from attnscope.config import Settings
 from attnscope.device import resolve_device
+from attnscope.repository import discover_all
 from attnscope.serving import protocol
 from attnscope.serving.main import create_app
 
@@ -27,6 +28,7 @@ def run(
     quantize: str | None = None,
     workers: int | None = None,
     max_loaded_models: int | None = None,
+    added_models_dir: str | Path | None = None,
 ) -> None:
     """Serve until interrupted. Arguments left as None come from ``ATTNSCOPE_*`` or the defaults.
 
@@ -36,11 +38,13 @@ def run(
     replica behind a load balancer) can answer any request."""
     flags: dict[str, Any] = {
         "host": host, "port": port, "models_dir": models_dir, "device": device, "quantize": quantize, "workers": workers,
-        "max_loaded_models": max_loaded_models,
+        "max_loaded_models": max_loaded_models, "added_models_dir": added_models_dir,
     }  # fmt: skip
     flags = {k: v for k, v in flags.items() if v is not None}
     settings = Settings(**flags)
     resolve_device(settings.device)  # ValueError here (one line from the CLI), not inside the lifespan
+    if settings.added_models_dir is not None:
+        discover_all((settings.models_dir, settings.added_models_dir))  # ModelIdClash (a ValueError): an id in both
     if not _local(settings.host) and settings.allowed_hosts == Settings.model_fields["allowed_hosts"].default:
         logger.warning(
             "listening on %s but answering only Host names %s: set ATTNSCOPE_ALLOWED_HOSTS to the names "
@@ -48,7 +52,9 @@ def run(
         )  # fmt: skip
     logger.info(
         "attnscope on http://%s:%d (models from %s, %d worker(s))",
-        settings.host, settings.port, settings.models_dir, settings.workers,
+        settings.host, settings.port,
+        settings.models_dir if settings.added_models_dir is None else f"{settings.models_dir} and {settings.added_models_dir}",
+        settings.workers,
     )  # fmt: skip
     common: dict[str, Any] = {
         "host": settings.host,

@@ -7,6 +7,7 @@
 import { headRoles, optionalJSON } from "./api.js";
 import { el, plotlyReady } from "./dom.js";
 import { KIND_LABELS, KIND_ORDER } from "./matrix.js";
+import { pageCards } from "./models-api.js";
 
 /** Each role's colour (the page's choice; the server's catalog names the roles and says what they mean). */
 const COLORS = {
@@ -31,6 +32,9 @@ const cache = new Map();
 /** A model's analysis ({model, corpus, sentences, heads: [{kind, layer, head, role, ...}]}), or
  *  null when it has none (404) or it cannot be read; fetched once per page. */
 export function loadAnalysis(id) {
+  // the page's cards say which models have one (has_analysis): no request (and no 404) for the others
+  const card = pageCards().find((c) => c.id === id);
+  if (card && card.has_analysis === false) return Promise.resolve(null);
   if (!cache.has(id)) {
     cache.set(id, optionalJSON(`/api/models/${encodeURIComponent(id)}/analysis`)
       .then((data) => (data && Array.isArray(data.heads) ? data : null)));

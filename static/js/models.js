@@ -113,6 +113,34 @@ function factsList(card) {
   return el("dl", { class: "facts" }, rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
 }
 
+// An imported model's card (attnscope import): where it came from, its family, languages, sizes
+// and the conversion checks its card.json records (docs/import.md).
+function importedFacts(card) {
+  const origin = card.origin;
+  if (!origin || typeof origin !== "object") return null;
+  const sizes = card.sizes || {};
+  const stack = (s) => (s ? `${s.layers} layers × ${s.heads} heads, feed-forward ${s.ff_dim}` : null);
+  const codes = Array.isArray(card.language_codes) ? card.language_codes : [];
+  const checks = card.conversion_checks || {};
+  const check = (c) => (c && typeof c === "object"
+    ? `logits ±${num(c.max_logit_difference, 6)}, attention ±${num(c.max_attention_difference, 6)}, greedy ${c.greedy_equal}/${c.sentences} equal`
+    : null);
+  const rows = [
+    ["Imported from", origin.source],
+    ["Family", origin.model_type ? `${origin.family} (${origin.model_type})` : origin.family],
+    ["Languages", `${card.source_lang} → ${card.target_lang}${codes.length ? ` (${codes.length} language codes per request)` : ""}`],
+    ["Width", sizes.d_model ? `d_model ${sizes.d_model}, vocabulary ${sizes.vocabulary?.toLocaleString("en") ?? "–"}` : null],
+    ["Encoder", stack(sizes.encoder)],
+    ["Decoder", stack(sizes.decoder)],
+    ["Check (float32)", check(checks.float32)],
+    ["Check (stored)", check(checks.saved)],
+    ["Tokenizer", typeof checks.tokenizer_equal === "number" ? `${checks.tokenizer_equal} check sentences split as the original` : null],
+    ["Licence", card.license],
+  ].filter(([, value]) => value !== null && value !== undefined && value !== "");
+  return el("dl", { class: "facts imported-facts", dataset: { role: "imported" } },
+    rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
+}
+
 function bleuTable(card) {
   const bleu = card.bleu;
   if (!bleu || typeof bleu !== "object" || !Object.keys(bleu).length) {
@@ -165,6 +193,7 @@ async function drawCurve(div, card) {
 
 function modelCard(card) {
   const hasCurve = Array.isArray(card.curve) && card.curve.length > 0;
+  const imported = Boolean(card.origin); // no training of ours: no BLEU table or curve to promise
   const curveDiv = el("div", { class: "mini-chart chart", dataset: { chart: "curve" } });
   const grids = [alignmentGrid(card), alignmentGrid(card, "alignment_reads"), ablationGrids(card), card.error ? null : roleGrid(card)].filter(Boolean);
   const node = el(
@@ -180,9 +209,10 @@ function modelCard(card) {
     stateNote(card) ? el("p", { class: "hint model-state" }, `State:${stateNote(card).slice(2)}`) : null,
     ...(card.warnings || []).map((warning) => el("p", { class: "hint model-warning" }, `⚠ ${warning}`)),
     factsList(card),
-    bleuTable(card),
-    el("h4", {}, "Learning curve"),
-    hasCurve ? curveDiv : el("p", { class: "hint" }, "No learning curve in this model's card."),
+    importedFacts(card),
+    imported && !card.bleu ? null : bleuTable(card),
+    imported && !hasCurve ? null : el("h4", {}, "Learning curve"),
+    hasCurve ? curveDiv : imported ? null : el("p", { class: "hint" }, "No learning curve in this model's card."),
     ...grids.map((g) => g.node),
     card.hyperparameters && Object.keys(card.hyperparameters).length
       ? el("details", {}, el("summary", {}, "Hyperparameters"), el("pre", {}, JSON.stringify(card.hyperparameters, null, 2)))
@@ -250,6 +280,7 @@ function pairSection(pair, list) {
   const lengthDiv = el("div", { class: "chart", dataset: { chart: "bleu-by-length" } });
   const valDiv = el("div", { class: "chart", dataset: { chart: "val-bleu" } });
   const hasVal = list.some((c) => Array.isArray(c.curve) && c.curve.some((p) => typeof p.val_bleu === "number"));
+  const onlyImported = list.every((c) => c.origin); // imports have no BLEU or curves of ours: no empty boxes
   let setPicker = null;
   if (sets.length) {
     const initial = sets.includes("test2016") ? "test2016" : sets[0];
@@ -268,10 +299,10 @@ function pairSection(pair, list) {
     el(
       "div",
       { class: "pair-charts" },
-      el("div", { class: "card chart-card" },
+      onlyImported && !sets.length ? null : el("div", { class: "card chart-card", dataset: { box: "bleu-by-length" } },
         el("div", { class: "grid-head" }, el("h3", {}, "BLEU by sentence length"), setPicker),
         sets.length ? lengthDiv : el("p", { class: "hint" }, "No model of this pair has BLEU by sentence length in its card yet.")),
-      el("div", { class: "card chart-card" },
+      onlyImported && !hasVal ? null : el("div", { class: "card chart-card", dataset: { box: "val-bleu" } },
         el("h3", {}, "Validation BLEU during training"),
         hasVal ? valDiv : el("p", { class: "hint" }, "No model of this pair has a learning curve in its card yet.")),
     ),
