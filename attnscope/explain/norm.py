@@ -121,7 +121,8 @@ def _rnn(sentence: Sentence) -> Norms:
 
 def _value_floats(size: Size) -> int:
     g, s, t = size.geometry, size.s, size.t
-    values = {"cross": g.decoder_layers * g.heads * s, "decoder_self": g.decoder_layers * g.heads * t, "encoder_self": g.encoder_layers * g.heads * s}
+    decoder = g.decoder_layers * g.heads_of("cross")
+    values = {"cross": decoder * s, "decoder_self": decoder * t, "encoder_self": g.encoder_layers * g.heads_of("encoder_self") * s}
     return sum(size.attention().values()) + sum(values[kind] for kind in g.kinds)
 
 

@@ -77,13 +77,14 @@ class Size:
     def attention(self) -> dict[str, int]:
         """kind -> the floats of its [layer][head][query][key] attention."""
         g, s, t = self.geometry, self.s, self.t
-        per_head = g.decoder_layers * g.heads
-        sizes = {"cross": per_head * t * s, "decoder_self": per_head * t * t, "encoder_self": g.encoder_layers * g.heads * s * s}
+        per_head = g.decoder_layers * g.heads_of("cross")  # the decoder's heads (per-stack sizes)
+        sizes = {"cross": per_head * t * s, "decoder_self": per_head * t * t, "encoder_self": g.encoder_layers * g.heads_of("encoder_self") * s * s}
         return {kind: sizes[kind] for kind in g.kinds}
 
     def per_layer(self) -> int:
         """The floats of one [layer][query][key] matrix per kind (the heads folded)."""
-        return sum(self.attention().values()) // self.geometry.heads
+        g = self.geometry
+        return sum(n // g.heads_of(kind) for kind, n in self.attention().items())
 
 
 @dataclass(frozen=True)

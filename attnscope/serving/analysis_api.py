@@ -64,7 +64,7 @@ async def model_analysis(model_id: str, service: ServiceDep) -> Any:
     path = summary_path(folder, service.settings.analysis_dir)
     try:
         document = await asyncio.to_thread(read_summary, path)
-        check_shape(document, _shapes(service.settings.models_dir / model_id), f"{path.parent.name}/{path.name}")
+        check_shape(document, _shapes(folder), f"{path.parent.name}/{path.name}")
     except NoAnalysis as err:
         return JSONResponse(status_code=404, content={"detail": f"model {model_id!r} has no head analysis: {err}"})
     return {**document, "model": model_id}
