@@ -8,7 +8,7 @@ import { readablePieces } from "./pieces.js";
 const PAIRS = [
   { label: "gender", clean: "The man is reading.", corrupted: "The woman is reading." },
   { label: "number", clean: "The man is playing.", corrupted: "The men are playing." },
-  { label: "word sense", clean: "He is playing the bass.", corrupted: "He is catching the bass." },
+  { label: "word sense", clean: "He sits on the bank.", corrupted: "He works at the bank." },
   { label: "negation", clean: "A man is riding a bike.", corrupted: "No man is riding a bike." },
 ];
 // "Swap this word": the other member of a minimal pair, or the word selected for typing.
