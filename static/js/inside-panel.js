@@ -32,8 +32,8 @@ function grid(caption, rowLabels, colLabels, values, name) {
   const rows = values.map((row, i) => el("tr", {}, el("th", { scope: "row" }, rowLabels[i]),
     row.map((v, j) => el("td", { class: "inside-cell", style: { background: signed(v, max) },
       title: `${rowLabels[i]}, ${colLabels[j]}: ${v.toFixed(4)}` }, v.toFixed(2)))));
-  return el("div", { class: "inside-scroll" }, el("table", { class: "inside-grid", "data-role": name },
-    el("caption", {}, caption), el("thead", {}, head), el("tbody", {}, rows)));
+  return el("div", {}, el("p", { class: "inside-caption" }, caption), el("div", { class: "inside-scroll" },
+    el("table", { class: "inside-grid", "data-role": name, "aria-label": caption }, el("thead", {}, head), el("tbody", {}, rows))));
 }
 
 function lensTable(out) {
@@ -47,9 +47,10 @@ function lensTable(out) {
       words([tops[0]])[0], el("small", {}, ` #${rank + 1}`));
     })));
   const emerge = el("tr", {}, el("th", { scope: "row" }, "emerges"), out.emergence.map((e) => el("td", {}, e ?? "—")));
-  return el("div", { class: "inside-scroll" }, el("table", { class: "inside-grid", "data-role": "lens-table" },
-    el("caption", {}, "Logit lens: the top-1 word at each point (the written word's rank after #; written word on top in blue)"),
-    el("thead", {}, head), el("tbody", {}, rows, emerge)));
+  const caption = "Logit lens: the top-1 word at each point (the written word's rank after #; blue where it is on top)";
+  return el("div", {}, el("p", { class: "inside-caption" }, caption), el("div", { class: "inside-scroll" },
+    el("table", { class: "inside-grid", "data-role": "lens-table", "aria-label": caption },
+      el("thead", {}, head), el("tbody", {}, rows, emerge))));
 }
 
 function attribution(out, position) {

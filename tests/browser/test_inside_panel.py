@@ -14,7 +14,7 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.mark.parametrize("width", [1400, 390])
-def test_the_panel_end_to_end(page: Page, server_url: str, width: int) -> None:
+def test_the_panel_end_to_end(page: Page, server_url: str, width: int, shoot) -> None:  # type: ignore[no-untyped-def]
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"{server_url}/?text=")
     page.wait_for_selector("body[data-ready=true]")
@@ -48,3 +48,4 @@ def test_the_panel_end_to_end(page: Page, server_url: str, width: int) -> None:
         card.locator("[data-role=patch-run]").click()
     expect(card.locator("[data-role=error]")).to_contain_text("equally long")
     assert page_width_settles(page, width) <= width
+    shoot(page, f"inside-{width}")
