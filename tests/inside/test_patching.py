@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from attnscope.decoding.output import DecodeStopped
 from attnscope.inside import trace as tracing
 from attnscope.inside.patching import patch, patched_logits
 from attnscope.nn.transformer import Transformer
@@ -124,3 +125,15 @@ def test_one_position_is_that_positions_change() -> None:
     model = tiny("shipped")
     every = [patch(model, CLEAN, CORRUPTED, TARGET, position=t).heads["cross"] for t in range(len(TARGET))]
     assert torch.allclose(sum(every), patch(model, CLEAN, CORRUPTED, TARGET).heads["cross"], atol=1e-4)
+
+
+def test_a_stop_request_ends_the_run_between_batches() -> None:
+    asked: list[int] = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 2
+
+    with pytest.raises(DecodeStopped):
+        patch(tiny("shipped"), CLEAN, CORRUPTED, TARGET, should_stop=stop)
+    assert len(asked) == 3
