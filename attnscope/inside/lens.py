@@ -47,7 +47,7 @@ def lens(model: Transformer, trace: Trace, target: Tensor, *, k: int = 5) -> Len
     """The lens of ``trace`` (one row) for target (T,) the written ids."""
     stacked = torch.cat(trace.points, dim=0)  # (P, T, D)
     log_probs = torch.log_softmax(model.logits(model.decoder_norm(stacked)).float(), dim=-1)  # (P, T, V)
-    top = log_probs.topk(k, dim=-1)
+    top = log_probs.topk(min(k, log_probs.size(-1)), dim=-1)
     chosen = log_probs.gather(-1, target.view(1, -1, 1).expand(log_probs.size(0), -1, 1))  # (P, T, 1)
     rank = (log_probs > chosen).sum(-1)  # (P, T)
     first = rank == 0
@@ -137,7 +137,7 @@ def total(parts: DirectAttribution) -> Tensor:
 def inspect(model: Transformer, source: list[int], target: list[int], *, k: int = 5) -> tuple[Lens, DirectAttribution | None]:
     """The lens and (pre-norm models) the DLA of ``target`` (ids ending in </s>) given ``source``."""
     model = tracing.require_transformer(model)
-    src, tgt = torch.tensor([source]), torch.tensor([target])
+    src, tgt = torch.tensor([source], device=model.device), torch.tensor([target], device=model.device)
     with torch.no_grad():
         _, trace = tracing.run(model, src, tgt)
         found = lens(model, trace, tgt[0], k=k)

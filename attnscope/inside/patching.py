@@ -61,7 +61,7 @@ def _head_grid(
             if i != layer or k != kind:
                 return heads
             heads = heads.clone()
-            idx = torch.arange(donor.size(0))
+            idx = torch.arange(donor.size(0), device=donor.device)
             heads[idx + 1, :, idx, :] = donor
             return heads
 
@@ -85,7 +85,7 @@ def _position_grid(
         if stop():
             raise DecodeStopped()
         x = mine.expand(s + 1, -1, -1).clone()  # row 0 unpatched, row p + 1 patched at p
-        idx = torch.arange(s)
+        idx = torch.arange(s, device=src.device)
         x[idx + 1, idx] = theirs[0, idx]
         memory = tracing.encode(model, batch_src, start=boundary, x=x)
         logits = tracing.decode(model, memory, model.source_mask(batch_src), embedded)
@@ -107,10 +107,11 @@ def patch(
     if position is not None and not 0 <= position < len(target):
         raise ValueError(f"position {position} is outside the target's {len(target)} tokens")
     stop = should_stop or (lambda: False)
-    src, tgt = torch.tensor([clean]), torch.tensor(target)
+    device = model.device
+    src, tgt = torch.tensor([clean], device=device), torch.tensor(target, device=device)
     with torch.no_grad():
         memory, clean_run = tracing.run(model, src, tgt[None])
-        _, corrupted_run = tracing.run(model, torch.tensor([corrupted]), tgt[None])
+        _, corrupted_run = tracing.run(model, torch.tensor([corrupted], device=device), tgt[None])
         runs = (clean_run, corrupted_run)
         src_mask = model.source_mask(src)
         heads = {
