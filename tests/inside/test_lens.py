@@ -4,6 +4,8 @@ add up to the logit, and a model without a residual stream is refused with a rea
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -11,7 +13,9 @@ from attnscope.inside import trace as tracing
 from attnscope.inside.lens import inspect, total
 from attnscope.inside.trace import NotApplicable
 from attnscope.nn.factory import build_model
+from attnscope.repository import load_model_folder
 from attnscope.testing import tiny_config
+from attnscope.translator import Translator
 from tests.inside.tiny_layouts import LAYOUTS, tiny
 
 SOURCE = [5, 9, 11, 17, 3]
@@ -98,3 +102,21 @@ def test_an_rnn_is_refused_with_the_reason() -> None:
     rnn = build_model(tiny_config("rnn", "additive", 40)).eval()
     with pytest.raises(NotApplicable, match="residual stream"):
         inspect(rnn, SOURCE, TARGET)
+
+
+SHIPPED = Path(__file__).resolve().parents[2] / "models" / "en-de-transformer"
+
+
+@pytest.mark.skipif(not (SHIPPED / "config.json").exists(), reason="the shipped en-de-transformer is not here")
+def test_the_shipped_transformer_lens_and_attribution() -> None:
+    """On the real model (read only): the lens ends at the model's output, the parts add up, and
+    every word of its greedy translation emerges at some point."""
+    loaded = load_model_folder(SHIPPED)
+    (result,) = Translator(loaded).translate(["The man is reading."], beam_size=1)
+    found, dla = inspect(loaded.model, result.source_ids, result.target_ids)
+    src, tgt = torch.tensor([result.source_ids]), torch.tensor([result.target_ids])
+    with torch.no_grad():
+        own = torch.log_softmax(loaded.model(src, tracing.target_input(loaded.model, tgt)).logits[0], -1)
+    assert (found.log_probs - own).abs().max() < 1e-5
+    assert dla is not None and (total(dla) - dla.logit).abs().max() < 1e-4
+    assert all(e is not None for e in found.emergence)
