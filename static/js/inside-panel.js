@@ -17,6 +17,8 @@ const SWAPS = { man: "woman", woman: "man", men: "women", women: "men", boy: "gi
 
 const card = $("#inside-card");
 const words = (pieces) => readablePieces(pieces);
+// the page's beam, so the lens reads the translation shown above
+const beam = () => Math.max(1, Number($("#beam").value) || 1);
 
 /** A signed value as a red (negative) / blue (positive) background, scaled by `max`. */
 function signed(value, max) {
@@ -72,7 +74,7 @@ async function runLens() {
   showError(role(card, "error"), "");
   setBusy(button, true);
   try {
-    const out = await postJSON("/api/lens", { model: $("#model").value, text: $("#text").value, beam_size: 1 });
+    const out = await postJSON("/api/lens", { model: $("#model").value, text: $("#text").value, beam_size: beam() });
     const pick = el("select", { "data-role": "dla-position", "aria-label": "Target word" },
       words(out.target_tokens).map((w, t) => el("option", { value: t }, `${t}: ${w}`)));
     const holder = el("div", {}, attribution(out, 0));
@@ -115,7 +117,7 @@ async function runPatch(event) {
   setBusy(button, true);
   try {
     const out = await postJSON("/api/patch", { model: $("#model").value, clean: role(card, "clean").value,
-      corrupted: role(card, "corrupted").value, beam_size: 1 });
+      corrupted: role(card, "corrupted").value, beam_size: beam() });
     const layers = out.cross_heads.map((_, i) => `layer ${i + 1}`);
     const heads = out.cross_heads[0].map((_, h) => `head ${h}`);
     setChildren(role(card, "patch-out"),
