@@ -23,6 +23,7 @@ from attnscope.config import Settings, get_settings
 from attnscope.engine.service import ModelService
 from attnscope.serving import analysis_api, api, assets, catalog, metrics, pages, stream
 from attnscope.serving import attribution as attribution_api
+from attnscope.serving import inside as inside_api
 from attnscope.serving import vision as vision_api
 from attnscope.serving.attention_api import router as attention_router
 from attnscope.serving.errors import install_error_handlers
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(stream.router)  # POST /api/translate/stream
     app.include_router(attention_router)  # GET /api/attention/{attention_id}/...
     app.include_router(attribution_api.router)
+    app.include_router(inside_api.router)  # POST /api/lens, /api/patch
     app.include_router(catalog.router)  # GET /api/score-functions
     app.include_router(analysis_api.router)  # GET /api/models/{id}/analysis
     app.include_router(pages.router)

@@ -1,0 +1,217 @@
+"""``POST /api/lens`` (the logit lens and direct logit attribution) and ``POST /api/patch``
+(activation patching between a clean and a corrupted source) for Transformer models; the
+computation is :mod:`attnscope.inside`. See docs/inside.md."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from attnscope.config import Settings
+from attnscope.engine import limits, metrics
+from attnscope.engine.errors import InvalidInput
+from attnscope.engine.registry import ServedModel
+from attnscope.engine.schemas import BeamSize, ErrorResponse, ModelId, Target, Text
+from attnscope.inside.lens import DirectAttribution, inspect
+from attnscope.inside.patching import patch
+from attnscope.inside.trace import NotApplicable, require_transformer
+from attnscope.nn.transformer import Transformer
+from attnscope.serving.deps import ServiceDep
+from attnscope.serving.disconnect import watch_disconnect
+from attnscope.translator import Translation
+
+router = APIRouter(prefix="/api", tags=["inside"])
+ERRORS: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}, 422: {"model": ErrorResponse}}
+
+
+def _r(values: list, digits: int = 5) -> list:
+    """Nested lists of floats rounded for the wire."""
+    return [_r(v, digits) if isinstance(v, list) else round(float(v), digits) for v in values]
+
+
+class LensRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True,
+        json_schema_extra={"examples": [{"model": "en-de-transformer", "text": "A man is riding a bicycle."}]},
+    )
+
+    model: ModelId
+    text: Text = Field(description="Source text.")
+    target: Target | None = Field(default=None, description="Read this target (teacher-forced); default: the translation.")
+    beam_size: BeamSize = 5
+    k: Annotated[int, Field(ge=1, le=20, description="How many top tokens per point and position.")] = 5
+
+
+class Attribution(BaseModel):
+    norm: str = Field(description="How the final norm was made linear (its scale frozen on this pass).")
+    logit: list[float] = Field(description="[target] the written word's logit: the sum of every part below.")
+    self_heads: list[list[list[float]]] = Field(description="[layer][head][target] decoder self-attention heads.")
+    cross_heads: list[list[list[float]]] = Field(description="[layer][head][target] cross-attention heads.")
+    self_bias: list[list[float]] = Field(description="[layer][target] the self-attention output bias.")
+    cross_bias: list[list[float]] = Field(description="[layer][target] the cross-attention output bias.")
+    feed_forward: list[list[float]] = Field(description="[layer][target] the feed-forward blocks.")
+    embeddings: list[float] = Field(description="[target] token embeddings plus positions.")
+    final_bias: list[float] = Field(description="[target] the final norm's bias (and the output bias, if any).")
+
+
+class LensResponse(BaseModel):
+    model: str
+    translation: str
+    source_tokens: list[str]
+    target_tokens: list[str]
+    points: list[str] = Field(description='The residual stream\'s points: "embed", then "<layer>.self|cross|ff".')
+    top_tokens: list[list[list[str]]] = Field(description="[point][target][k] the lens's top tokens.")
+    top_probs: list[list[list[float]]] = Field(description="[point][target][k] their probabilities.")
+    rank: list[list[int]] = Field(description="[point][target] the written word's rank (0: top-1).")
+    prob: list[list[float]] = Field(description="[point][target] the written word's probability.")
+    emergence: list[str | None] = Field(description="[target] the first point from which the word is top-1 and stays.")
+    attribution: Attribution | None = Field(description="Direct logit attribution (null: a post-norm model).")
+
+
+class PatchRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True,
+        json_schema_extra={"examples": [
+            {"model": "en-de-transformer", "clean": "The man is reading.", "corrupted": "The woman is reading."}
+        ]},
+    )
+
+    model: ModelId
+    clean: Text = Field(description="The clean source; the target is its translation unless given.")
+    corrupted: Text = Field(description="The corrupted source: the same number of tokens.")
+    target: Target | None = Field(default=None, description="The target (teacher-forced); default: the clean translation.")
+    beam_size: BeamSize = 5
+    position: Annotated[int | None, Field(ge=0, description="One target position; default: sum over all.")] = None
+
+
+class PatchResponse(BaseModel):
+    model: str
+    translation: str
+    clean_tokens: list[str]
+    corrupted_tokens: list[str]
+    target_tokens: list[str]
+    position: int | None
+    self_heads: list[list[float]] = Field(description="[layer][head] Δ log p(target) patching a self-attention head.")
+    cross_heads: list[list[float]] = Field(description="[layer][head] Δ log p(target) patching a cross-attention head.")
+    position_rows: list[str] = Field(description='Rows of `positions`: "embed", then "enc <layer>".')
+    positions: list[list[float]] = Field(description="[row][source] Δ patching the encoder residual at one position.")
+    clean_log_prob: list[float] = Field(description="[target] log p of each target token with the clean source.")
+    corrupted_log_prob: list[float] = Field(description="[target] the same with the corrupted source.")
+    total_effect: float = Field(description="Δ of the whole corrupted source (the grids' scale).")
+
+
+def _admit(settings: Settings, cost: int, what: str) -> None:
+    """422 when ``cost`` (passes × positions) is over ATTNSCOPE_MAX_ATTRIBUTION_COST."""
+    limit = settings.max_attribution_cost
+    if cost > limit:
+        metrics.REJECTED.labels("cost").inc()
+        raise InvalidInput(("body",), f"this {what} would cost {cost:,}; the limit is {limit:,} "
+                           "(ATTNSCOPE_MAX_ATTRIBUTION_COST): ask for a shorter text or target", kind="cost_limit")
+
+
+def _model(served: ServedModel) -> Transformer:
+    """The served model as a Transformer; 422 naming why the grids need one (an RNN)."""
+    try:
+        return require_transformer(served.loaded.model)
+    except NotApplicable as exc:
+        raise InvalidInput(("body", "model"), str(exc)) from None
+
+
+def _attribution(d: DirectAttribution) -> Attribution:
+    return Attribution(
+        norm=d.norm, logit=_r(d.logit.tolist()), self_heads=_r(d.heads["self"].tolist()),
+        cross_heads=_r(d.heads["cross"].tolist()), self_bias=_r(d.attention_bias["self"].tolist()),
+        cross_bias=_r(d.attention_bias["cross"].tolist()), feed_forward=_r(d.feed_forward.tolist()),
+        embeddings=_r(d.embeddings.tolist()), final_bias=_r(d.final_bias.tolist()),
+    )
+
+
+def _target(
+    served: ServedModel, text: str, target: str | None, beam: int, should_stop: Callable[[], bool]
+) -> Translation:
+    """The translation of ``text`` (or ``target`` teacher-forced), a :class:`Translation`."""
+    translator = served.translator
+    if target is not None:
+        (result,) = translator.align([text], [target])
+    else:
+        (budget,) = limits.output_budgets(served, [len(translator.source_ids(text))], None)
+        (result,) = translator.translate([text], beam_size=beam, max_length=budget, should_stop=should_stop)
+    if not result.target_ids:
+        raise InvalidInput(("body", "target"), "the target is empty: nothing to read")
+    return result
+
+
+@router.post("/lens", response_model=LensResponse, responses=ERRORS, summary="Logit lens and direct logit attribution")
+async def lens_route(body: LensRequest, service: ServiceDep, request: Request) -> LensResponse:
+    """Each decoder sublayer's residual stream read through the final norm and output layer, and
+    the written word's logit split into heads, feed-forward blocks and embeddings."""
+    served = service.get(body.model)
+    model = _model(served)
+    source_length = limits.check_text(service.settings, served, body.text, ("body", "text"))
+
+    def job(should_stop: Callable[[], bool]) -> LensResponse:
+        result = _target(served, body.text, body.target, body.beam_size, should_stop)
+        points = 1 + 3 * len(model.decoder_layers)
+        _admit(service.settings, points * (source_length + len(result.target_ids)), "lens")
+        found, dla = inspect(model, result.source_ids, result.target_ids, k=body.k)
+        tok = served.loaded.tokenizer
+        return LensResponse(
+            model=served.loaded.id, translation=body.target if body.target is not None else result.text,
+            source_tokens=tok.pieces(result.source_ids), target_tokens=tok.pieces(result.target_ids),
+            points=found.labels, top_tokens=[[tok.pieces(row) for row in point] for point in found.top_ids.tolist()],
+            top_probs=_r(found.top_probs.tolist()), rank=found.rank.tolist(), prob=_r(found.prob.tolist()),
+            emergence=[None if e is None else found.labels[e] for e in found.emergence],
+            attribution=None if dla is None else _attribution(dla),
+        )
+
+    async with watch_disconnect(request) as gone:
+        return await service.run_stoppable(job, gone=gone)
+
+
+def _patch_cost(model: Transformer, source: int, target: int) -> int:
+    """Passes (two full runs, one per decoder layer and attention kind with every head, one per
+    encoder boundary with every position) × the positions each pass runs."""
+    dec, enc = len(model.decoder_layers), len(model.encoder_layers)
+    heads = model.config.heads
+    passes = 2 + 2 * dec * (heads + 1) + (enc + 1) * (source + 1)
+    return passes * (source + target)
+
+
+@router.post("/patch", response_model=PatchResponse, responses=ERRORS, summary="Activation patching between two sources")
+async def patch_route(body: PatchRequest, service: ServiceDep, request: Request) -> PatchResponse:
+    """How much of the difference between two sources each decoder head and each encoder
+    position carries: the clean run with one piece from the corrupted run."""
+    served = service.get(body.model)
+    model = _model(served)
+    clean = limits.check_text(service.settings, served, body.clean, ("body", "clean"))
+    corrupted = limits.check_text(service.settings, served, body.corrupted, ("body", "corrupted"))
+    if clean != corrupted:
+        raise InvalidInput(("body", "corrupted"), f"has {corrupted} tokens and the clean source {clean} (both with "
+                           "</s>): patching replaces position by position, so they must be equally long")
+
+    def job(should_stop: Callable[[], bool]) -> PatchResponse:
+        result = _target(served, body.clean, body.target, body.beam_size, should_stop)
+        target = result.target_ids
+        if body.position is not None and body.position >= len(target):
+            raise InvalidInput(("body", "position"), f"is {body.position}; the target has {len(target)} tokens")
+        _admit(service.settings, _patch_cost(model, clean, len(target)), "patching")
+        corrupt_ids = served.translator.source_ids(body.corrupted)
+        grids = patch(model, result.source_ids, corrupt_ids, target, position=body.position, should_stop=should_stop)
+        tok = served.loaded.tokenizer
+        sel = slice(None) if body.position is None else slice(body.position, body.position + 1)
+        return PatchResponse(
+            model=served.loaded.id, translation=body.target if body.target is not None else result.text,
+            clean_tokens=tok.pieces(result.source_ids), corrupted_tokens=tok.pieces(corrupt_ids),
+            target_tokens=tok.pieces(target), position=body.position,
+            self_heads=_r(grids.heads["self"].tolist()), cross_heads=_r(grids.heads["cross"].tolist()),
+            position_rows=["embed"] + [f"enc {i + 1}" for i in range(grids.positions.size(0) - 1)],
+            positions=_r(grids.positions.tolist()), clean_log_prob=_r(grids.clean.tolist()),
+            corrupted_log_prob=_r(grids.corrupted.tolist()),
+            total_effect=round(float((grids.corrupted - grids.clean)[sel].sum()), 5),
+        )
+
+    async with watch_disconnect(request) as gone:
+        return await service.run_stoppable(job, gone=gone)

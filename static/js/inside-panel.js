@@ -1,0 +1,151 @@
+// "Inside the layers" on the Translate page: the logit lens (a point × target table of top-1
+// words), direct logit attribution (a layer × head heatmap) and activation patching between the
+// sentence and a minimally different one (docs/inside.md). Reads the page's model and text boxes.
+import { postJSON } from "./api.js";
+import { $, el, role, setBusy, setChildren, showError } from "./dom.js";
+import { readablePieces } from "./pieces.js";
+
+const PAIRS = [
+  { label: "gender", clean: "The man is reading.", corrupted: "The woman is reading." },
+  { label: "number", clean: "The man is playing.", corrupted: "The men are playing." },
+  { label: "word sense", clean: "He sits on the bank.", corrupted: "He works at the bank." },
+  { label: "negation", clean: "A man is riding a bike.", corrupted: "No man is riding a bike." },
+];
+// "Swap this word": the other member of a minimal pair, or the word selected for typing.
+const SWAPS = { man: "woman", woman: "man", men: "women", women: "men", boy: "girl", girl: "boy",
+  is: "are", are: "is", a: "the", the: "a", dog: "cat", cat: "dog", he: "she", she: "he" };
+
+const card = $("#inside-card");
+const words = (pieces) => readablePieces(pieces);
+// the page's beam, so the lens reads the translation shown above
+const beam = () => Math.max(1, Number($("#beam").value) || 1);
+
+/** A signed value as a red (negative) / blue (positive) background, scaled by `max`. */
+function signed(value, max) {
+  const t = Math.min(1, Math.abs(value) / (max || 1));
+  const [r, g, b] = value < 0 ? [214, 69, 65] : [31, 91, 168];
+  return `rgba(${r}, ${g}, ${b}, ${(0.08 + 0.82 * t).toFixed(2)})`;
+}
+
+/** A table heatmap: rows × cols of numbers, labelled, each cell with its value as a tooltip. */
+function grid(caption, rowLabels, colLabels, values, name) {
+  const max = Math.max(1e-9, ...values.flat().map(Math.abs));
+  const head = el("tr", {}, el("th", { scope: "col" }, ""), colLabels.map((c) => el("th", { scope: "col" }, c)));
+  const rows = values.map((row, i) => el("tr", {}, el("th", { scope: "row" }, rowLabels[i]),
+    row.map((v, j) => el("td", { class: "inside-cell", style: { background: signed(v, max) },
+      title: `${rowLabels[i]}, ${colLabels[j]}: ${v.toFixed(4)}` }, v.toFixed(2)))));
+  return el("div", {}, el("p", { class: "inside-caption" }, caption), el("div", { class: "inside-scroll" },
+    el("table", { class: "inside-grid", "data-role": name, "aria-label": caption }, el("thead", {}, head), el("tbody", {}, rows))));
+}
+
+function lensTable(out) {
+  const target = words(out.target_tokens);
+  const head = el("tr", {}, el("th", { scope: "col" }, "point"), target.map((t) => el("th", { scope: "col" }, t)));
+  const rows = out.points.map((point, p) => el("tr", {}, el("th", { scope: "row" }, point),
+    out.top_tokens[p].map((tops, t) => {
+      const rank = out.rank[p][t];
+      return el("td", { class: rank === 0 ? "inside-cell hit" : "inside-cell",
+        title: `top: ${tops.join(" ")} — “${target[t]}” has rank ${rank + 1}, p = ${out.prob[p][t].toFixed(3)}` },
+      words([tops[0]])[0], el("small", {}, ` #${rank + 1}`));
+    })));
+  const emerge = el("tr", {}, el("th", { scope: "row" }, "emerges"), out.emergence.map((e) => el("td", {}, e ?? "—")));
+  const caption = "Logit lens: the top-1 word at each point (the written word's rank after #; blue where it is on top)";
+  return el("div", {}, el("p", { class: "inside-caption" }, caption), el("div", { class: "inside-scroll" },
+    el("table", { class: "inside-grid", "data-role": "lens-table", "aria-label": caption },
+      el("thead", {}, head), el("tbody", {}, rows, emerge))));
+}
+
+function attribution(out, position) {
+  const dla = out.attribution;
+  if (!dla) return el("p", { class: "hint" }, "No direct logit attribution: this is a post-norm model (docs/inside.md).");
+  const layers = dla.cross_heads.map((_, i) => `layer ${i + 1}`);
+  const heads = dla.cross_heads[0].map((_, h) => `head ${h}`);
+  const at = (g) => g.map((layer) => layer.map((head) => head[position]));
+  const word = words(out.target_tokens)[position];
+  const other = `feed-forward ${dla.feed_forward.map((f) => f[position].toFixed(2)).join(" / ")} · embeddings ` +
+    `${dla.embeddings[position].toFixed(2)} · final-norm bias ${dla.final_bias[position].toFixed(2)} · logit ${dla.logit[position].toFixed(2)}`;
+  return el("div", {}, grid(`What each cross-attention head writes towards “${word}” (logit units; ${dla.norm})`, layers, heads, at(dla.cross_heads), "dla-cross"),
+    grid(`Decoder self-attention heads towards “${word}”`, layers, heads, at(dla.self_heads), "dla-self"),
+    el("p", { class: "hint" }, other));
+}
+
+async function runLens() {
+  const button = role(card, "lens-run");
+  showError(role(card, "error"), "");
+  setBusy(button, true);
+  try {
+    const out = await postJSON("/api/lens", { model: $("#model").value, text: $("#text").value, beam_size: beam() });
+    const pick = el("select", { "data-role": "dla-position", "aria-label": "Target word" },
+      words(out.target_tokens).map((w, t) => el("option", { value: t }, `${t}: ${w}`)));
+    const holder = el("div", {}, attribution(out, 0));
+    pick.addEventListener("change", () => setChildren(holder, attribution(out, Number(pick.value))));
+    setChildren(role(card, "lens-out"), el("p", { class: "hint" }, `Translation: ${out.translation}`), lensTable(out),
+      el("label", { class: "field" }, el("span", { class: "control-label" }, "Direct logit attribution of"), pick), holder);
+  } catch (err) {
+    showError(role(card, "error"), err.message);
+  } finally {
+    setBusy(button, false);
+  }
+}
+
+function swapChips() {
+  const clean = role(card, "clean").value;
+  const parts = clean.split(/(\s+)/);
+  setChildren(role(card, "swaps"), parts.map((part, i) => (/^\s*$/.test(part) ? null : el("button", {
+    type: "button", class: "chip", title: "Swap this word in the corrupted sentence",
+    onclick: () => {
+      const bare = part.replace(/[^\p{L}\p{N}]/gu, "");
+      const swap = SWAPS[bare.toLowerCase()];
+      const box = role(card, "corrupted");
+      const before = parts.slice(0, i).join("");
+      if (swap) {
+        const cased = bare[0] === bare[0].toUpperCase() ? swap[0].toUpperCase() + swap.slice(1) : swap;
+        box.value = before + part.replace(bare, cased) + parts.slice(i + 1).join("");
+      } else {
+        box.value = clean;
+        box.focus();
+        box.setSelectionRange(before.length, before.length + part.length);
+      }
+    },
+  }, part))));
+}
+
+async function runPatch(event) {
+  event.preventDefault();
+  const button = role(card, "patch-run");
+  showError(role(card, "error"), "");
+  setBusy(button, true);
+  try {
+    const out = await postJSON("/api/patch", { model: $("#model").value, clean: role(card, "clean").value,
+      corrupted: role(card, "corrupted").value, beam_size: beam() });
+    const layers = out.cross_heads.map((_, i) => `layer ${i + 1}`);
+    const heads = out.cross_heads[0].map((_, h) => `head ${h}`);
+    setChildren(role(card, "patch-out"),
+      el("p", { class: "hint", "data-role": "patch-summary" }, `Target “${out.translation}”: the corrupted source changes log p by ` +
+        `${out.total_effect.toFixed(2)}. Each cell: the change when only that piece comes from the corrupted run.`),
+      grid("Cross-attention heads (Δ log p of the target)", layers, heads, out.cross_heads, "patch-cross"),
+      grid("Decoder self-attention heads", layers, heads, out.self_heads, "patch-self"),
+      grid("Encoder residual stream per source position", out.position_rows, words(out.clean_tokens), out.positions, "patch-positions"));
+  } catch (err) {
+    showError(role(card, "error"), err.message);
+  } finally {
+    setBusy(button, false);
+  }
+}
+
+if (card) {
+  role(card, "lens-run").addEventListener("click", runLens);
+  role(card, "patch-form").addEventListener("submit", runPatch);
+  role(card, "clean").addEventListener("input", swapChips);
+  role(card, "use-text").addEventListener("click", () => {
+    role(card, "clean").value = $("#text").value;
+    role(card, "corrupted").value = $("#text").value;
+    swapChips();
+  });
+  setChildren(role(card, "pairs"), PAIRS.map((pair) => el("button", { type: "button", class: "chip", onclick: () => {
+    role(card, "clean").value = pair.clean;
+    role(card, "corrupted").value = pair.corrupted;
+    swapChips();
+  } }, pair.label)));
+  swapChips();
+}
