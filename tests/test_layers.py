@@ -15,7 +15,7 @@ WEB = {"serving", "cli"}  # the web layer and the command line: the top, nothing
 # The layers below the web; none of them may import serving (or the command line) at all.
 BELOW_WEB = {"nn", "decoding", "text", "training", "alignment", "vision", "explain", "analysis", "hf",
              "repository", "translator", "config", "device", "allocator", "anatomy", "attribution",
-             "score_table", "testing"}
+             "score_table", "testing", "llm"}
 
 
 def _unit(module: str) -> str | None:
