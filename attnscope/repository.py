@@ -61,7 +61,16 @@ class LoadedModel:
 
 
 def is_model_folder(path: Path) -> bool:
-    return path.is_dir() and (path / CONFIG_FILE).is_file()
+    """A sequence-to-sequence model folder (decoder-only LLM folders are attnscope.llm's)."""
+    return path.is_dir() and (path / CONFIG_FILE).is_file() and not _decoder_only(path)
+
+
+def _decoder_only(path: Path) -> bool:
+    try:
+        meta = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
+        return bool(meta["model"]["architecture"] == "decoder_only")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def discover(models_dir: str | Path) -> list[Path]:
