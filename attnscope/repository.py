@@ -21,7 +21,9 @@ from attnscope.nn import native
 from attnscope.nn.base import Seq2Seq
 from attnscope.nn.config import CONFIG_VERSION, ModelConfig, config_from_dict, config_to_dict
 from attnscope.nn.factory import build_model
-from attnscope.text.tokenizer import Tokenizer
+from attnscope.text.bpe import JSON_FILE, JsonTokenizer
+from attnscope.text.interface import Tokenizer
+from attnscope.text.tokenizer import SentencePieceTokenizer
 from attnscope.text.vocab_tokenizer import VOCAB_FILE, VocabTokenizer
 
 logger = logging.getLogger(__name__)
@@ -111,7 +113,7 @@ def save_model_folder(
     }
     (folder / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     save_file(_state_dict_for_saving(model, dtype), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-    tokenizer.save(folder / TOKENIZER_FILE)
+    tokenizer.save(folder / tokenizer.file_name)
     write_card(folder, card or {})
     return folder
 
@@ -157,12 +159,27 @@ def read_card(folder: str | Path) -> tuple[dict[str, Any], list[str]]:
     return card, []
 
 
+def tokenizer_file(folder: Path) -> str:
+    """The name of the folder's tokenizer file: ``tokenizer.model`` (SentencePiece), or
+    ``tokenizer.json`` for an import whose tokenizer is a Hugging Face ``tokenizer.json``."""
+    if not (folder / TOKENIZER_FILE).is_file() and (folder / JSON_FILE).is_file():
+        return JSON_FILE
+    return TOKENIZER_FILE
+
+
+def required_files(folder: Path) -> tuple[str, str]:
+    """The files a model folder cannot do without besides config.json: weights and tokenizer."""
+    return WEIGHTS_FILE, tokenizer_file(folder)
+
+
 def load_tokenizer(folder: Path) -> Tokenizer:
-    """The folder's tokenizer: SentencePiece, with the vocabulary of ``vocab.json`` when an
-    imported model (attnscope.hf) brought one."""
+    """The folder's tokenizer: a ``tokenizer.json`` (attnscope.text.bpe), or SentencePiece with
+    the vocabulary of ``vocab.json`` when an imported model (attnscope.hf) brought one."""
+    if tokenizer_file(folder) == JSON_FILE:
+        return JsonTokenizer.load(folder / JSON_FILE)
     if (folder / VOCAB_FILE).is_file():
         return VocabTokenizer.load(folder / TOKENIZER_FILE)
-    return Tokenizer.load(folder / TOKENIZER_FILE)
+    return SentencePieceTokenizer.load(folder / TOKENIZER_FILE)
 
 
 def load_model_folder(
@@ -176,16 +193,17 @@ def load_model_folder(
     card.json is not fatal: it becomes a warning in ``LoadedModel.warnings``."""
     folder = Path(folder)
     config, meta = read_config(folder)
-    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
+    for name in required_files(folder):
         if not (folder / name).is_file():
             raise MissingModelFile(folder, name, f"missing {name}")
+    tok_file = tokenizer_file(folder)
     try:
         tokenizer = load_tokenizer(folder)
-    except (OSError, RuntimeError, ValueError) as err:
-        raise ModelFolderError(folder, TOKENIZER_FILE, f"{TOKENIZER_FILE} could not be read: {err}") from err
+    except (OSError, RuntimeError, ValueError, TypeError) as err:
+        raise ModelFolderError(folder, tok_file, f"{tok_file} could not be read: {err}") from err
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelFolderError(
-            folder, TOKENIZER_FILE, f"tokenizer has {tokenizer.vocab_size} pieces, config says {config.vocab_size}"
+            folder, tok_file, f"tokenizer has {tokenizer.vocab_size} pieces, config says {config.vocab_size}"
         )
     model = build_model(config)
     try:

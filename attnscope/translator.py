@@ -22,6 +22,7 @@ from attnscope.decoding.steps import StepCallback
 from attnscope.nn.config import EOS_ID
 from attnscope.repository import LoadedModel
 from attnscope.text import protect
+from attnscope.text.interface import NO_LANGUAGE_CODES
 
 DEFAULT_LENGTH_PENALTY = 0.6  # GNMT's alpha; models tuned on validation data carry their own
 DEFAULT_COVERAGE_PENALTY = 0.0  # GNMT's beta: off unless a model's card carries a tuned one
@@ -97,11 +98,10 @@ class Translator:
         if source is None and target is None:
             return self
         tok = self.loaded.tokenizer
-        codes: list[str] = tok.language_codes() if hasattr(tok, "language_codes") else []
-        if not codes:
-            raise ValueError("this model has no language codes (only M2M100, NLLB and mBART imports have them)")
+        if not tok.language_codes():
+            raise ValueError(NO_LANGUAGE_CODES)
         clone = copy.copy(self)
-        clone.loaded = dataclasses.replace(self.loaded, tokenizer=tok.for_languages(source, target))  # type: ignore[attr-defined]
+        clone.loaded = dataclasses.replace(self.loaded, tokenizer=tok.for_languages(source, target))
         return clone
 
     def source_ids(self, text: str) -> list[int]:

@@ -16,7 +16,7 @@ from attnscope.alignment.links import format_pharaoh
 from attnscope.alignment.rows import Rows
 from attnscope.alignment.words import Span, locate, moses_words
 from attnscope.nn.config import EOS_ID
-from attnscope.text.tokenizer import Tokenizer
+from attnscope.text.interface import Tokenizer
 
 Choice = Literal["average"] | tuple[int, int]  # "average" of every cross head, or (layer, head)
 

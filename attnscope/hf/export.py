@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from attnscope.hf import ImportFailure, require_transformers
-from attnscope.hf.families import LAYER_NAMES, SKIPPED
+from attnscope.hf.converters.bart_lineage import LAYER_NAMES, SKIPPED
 from attnscope.nn.transformer import Transformer
 
 

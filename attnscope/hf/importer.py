@@ -3,7 +3,8 @@
 The steps: resolve the source (a ``save_pretrained`` folder, or a hub id fetched with the hub's
 own client), load it with ``transformers`` (float32, eager attention), rename its weights and
 renumber its vocabulary into a :class:`~attnscope.nn.transformer.Transformer`
-(:mod:`attnscope.hf.families`, :mod:`attnscope.hf.vocab`), check the conversion against the original
+(the converter registered for its ``model_type``, :mod:`attnscope.hf.converters`;
+:mod:`attnscope.hf.vocab`), check the conversion against the original
 (:mod:`attnscope.hf.checks`; a failed check stops the import), write the folder, load it back the way
 serving does and check that copy too (its weights are in ``dtype``: the card records what the
 rounding cost).
@@ -21,7 +22,7 @@ import torch
 
 from attnscope.hf import ImportFailure, require_transformers
 from attnscope.hf.checks import LOGIT_TOLERANCE, run_checks
-from attnscope.hf.families import Family, config_fields, convert_weights, family_of
+from attnscope.hf.converters import Converter, converter_for
 from attnscope.hf.vocab import Renumbering, export_tokenizer, find_sentencepiece, language_pieces
 from attnscope.nn.config import TransformerConfig
 from attnscope.nn.transformer import Transformer
@@ -66,8 +67,8 @@ def _load(folder: Path) -> tuple[Any, Any]:
         config = transformers.AutoConfig.from_pretrained(folder)
     except (OSError, ValueError) as err:
         raise ImportFailure(f"{folder}: no readable Hugging Face config ({err})") from err
-    family_of(config)  # refuse an unknown family, or a tokenizer the text layer cannot read,
-    find_sentencepiece(folder)  # before loading the weights
+    converter_for(config).check_config(config)  # refuse an unknown model type or a config, or a
+    find_sentencepiece(folder)  # tokenizer the text layer cannot read, before loading the weights
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(
         folder, attn_implementation="eager", **{dtype_key: torch.float32}
     ).eval()
@@ -77,12 +78,12 @@ def _load(folder: Path) -> tuple[Any, Any]:
 
 def convert(
     hf_model: Any, hf_tokenizer: Any, folder: Path, languages: Languages | None = None
-) -> tuple[Transformer, Renumbering, Any, Family]:
+) -> tuple[Transformer, Renumbering, Any, Converter]:
     """The attnscope Transformer of ``hf_model`` (eval mode, float32), its renumbering and
     tokenizer (with a multilingual model's ``languages``). ImportFailure naming what does not fit."""
     c = hf_model.config
-    family = family_of(c)
-    state, facts = convert_weights(family, hf_model)
+    converter = converter_for(c)
+    state, facts = converter.convert_weights(hf_model)
     numbering = Renumbering.of(
         pad=int(c.pad_token_id),
         unk=int(hf_tokenizer.unk_token_id),
@@ -94,14 +95,14 @@ def convert(
         vocab_size=len(numbering.order),
         tied_output=facts["tied_output"],
         scale_output=facts.get("scale_output", False),
-        **config_fields(family, c, facts["max_positions"]),
+        **converter.config_fields(c, facts["max_positions"]),
     )
     model = Transformer(config)
     missing, unexpected = model.load_state_dict(numbering.apply(state), strict=False)
     if missing or unexpected:
         raise ImportFailure(f"weights do not fit: missing {missing[:5]}, unexpected {unexpected[:5]}")
     tokenizer = export_tokenizer(hf_tokenizer, folder, numbering, languages)
-    return model.eval(), numbering, tokenizer, family
+    return model.eval(), numbering, tokenizer, converter
 
 
 def _pair(hf_tokenizer: Any, source: str, pair: tuple[str, str] | None) -> tuple[str, str]:
@@ -134,10 +135,10 @@ def import_model(
     hf_model, hf_tokenizer = _load(folder)
     source_lang, target_lang = _pair(hf_tokenizer, source, pair)
     languages, forced = None, None
-    if family_of(hf_model.config).languages:
+    if converter_for(hf_model.config).languages:
         languages, forced = language_pieces(hf_tokenizer, (source_lang, target_lang))
-    model, numbering, tokenizer, family = convert(hf_model, hf_tokenizer, folder, languages)
-    logger.info("converted %s (%s); checking it against the original", source, family.name)
+    model, numbering, tokenizer, converter = convert(hf_model, hf_tokenizer, folder, languages)
+    logger.info("converted %s (%s); checking it against the original", source, converter.label)
     checks = run_checks(hf_model, hf_tokenizer, model, numbering, forced=forced)
     if checks["max_logit_difference"] > LOGIT_TOLERANCE:
         raise ImportFailure(f"the converted model's logits differ from the original's by {checks['max_logit_difference']:.3g}")
@@ -145,7 +146,7 @@ def import_model(
     card: dict[str, Any] = {
         "name": name or Path(out).name,
         "imported_from": source,  # scalar: /api/models shows it (the whole card: the Models page)
-        "origin": {"source": source, "family": family.name, "model_type": hf_model.config.model_type},
+        "origin": {"source": source, "family": converter.label, "model_type": hf_model.config.model_type},
         "license": _license(folder),
         "parameters": model.num_parameters,
         "dtype": dtype,

@@ -69,9 +69,10 @@ def disabled_heads(model: nn.Module, heads: Iterable[HeadTuple]) -> Iterator[Non
     """Switch ``heads`` of ``model`` off inside the block; ValueError for a head that does not exist."""
     chosen: dict[int, set[int]] = {}
     config = getattr(model, "config", None)
-    num_heads = geometry_of(config).heads if config is not None else 1
+    geometry = geometry_of(config) if config is not None else None
     for kind, layer, head in heads:
         module = attention_module(model, kind, layer)
+        num_heads = geometry.heads_of(kind) if geometry is not None else 1
         if not 0 <= head < num_heads:
             raise ValueError(f"no head {head} in {kind} layer {layer}: the model has {num_heads} heads per layer")
         chosen.setdefault(id(module), set()).add(head)

@@ -32,7 +32,9 @@ LAYOUT_FIELDS: tuple[str, ...] = (
     "activation", "scale_embedding", "positions", "embedding_norm", "final_norm", "output_bias", "tied_output",
     *("head_dim", "norm", "norm_eps", "linear_bias", "scale_attention", "gated_ff", "scale_output"),
     *("relative_buckets", "relative_max_distance"),
+    *("decoder_heads", "decoder_ff_dim"),
 )
+Stack = Literal["encoder", "decoder"]
 NORMS: tuple[str, ...] = ("layer", "rms")
 
 # 2: one record per architecture (only its own fields); 1: one flat record for all three.
@@ -164,11 +166,25 @@ class TransformerConfig(SharedConfig):
     scale_output: bool = False  # decoder output times d_model**-0.5 before the output layer (T5)
     relative_buckets: int = 32  # positions="relative": buckets of the self-attention bias
     relative_max_distance: int = 128  # positions="relative": the distance of the last bucket
+    # Per-stack sizes (imports whose decoder differs from the encoder): ``heads`` and ``ff_dim``
+    # are the encoder's, and the decoder's too where these are None (every shipped model).
+    decoder_heads: int | None = None  # the decoder's self- and cross-attention heads
+    decoder_ff_dim: int | None = None  # the decoder's feed-forward width
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.head_dim is None and self.d_model % self.heads:
-            raise ValueError(f"d_model={self.d_model} is not divisible by heads={self.heads}")
+        # one spelling per model: a decoder size equal to the encoder's is the default, None
+        if self.decoder_heads == self.heads:
+            object.__setattr__(self, "decoder_heads", None)
+        if self.decoder_ff_dim == self.ff_dim:
+            object.__setattr__(self, "decoder_ff_dim", None)
+        for stack in ("encoder", "decoder"):
+            heads = self.heads_of(stack)
+            if heads < 1 or self.ff_dim_of(stack) < 1:
+                raise ValueError(f"the {stack} needs at least one head and a feed-forward width")
+            if self.head_dim is None and self.d_model % heads:
+                name = "heads" if stack == "encoder" else "decoder_heads"
+                raise ValueError(f"d_model={self.d_model} is not divisible by {name}={heads}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {self.activation!r}; choose one of {', '.join(ACTIVATIONS)}")
         if self.positions not in ("sinusoidal", "learned", "relative"):
@@ -205,6 +221,8 @@ class TransformerConfig(SharedConfig):
             and not self.output_bias
             and self.tied_output
             and self.t5_defaults
+            and self.decoder_heads is None
+            and self.decoder_ff_dim is None
         )
 
     @property
@@ -223,8 +241,20 @@ class TransformerConfig(SharedConfig):
 
     @property
     def key_size(self) -> int:
-        """The size of each head's queries and keys."""
-        return self.d_model // self.heads if self.head_dim is None else self.head_dim
+        """The size of each of the encoder's heads' queries and keys (see ``key_size_of``)."""
+        return self.key_size_of("encoder")
+
+    def heads_of(self, stack: Stack) -> int:
+        """Heads of each attention of ``stack`` (the decoder's: its self- and cross-attention)."""
+        return self.decoder_heads or self.heads if stack == "decoder" else self.heads
+
+    def ff_dim_of(self, stack: Stack) -> int:
+        """The feed-forward width of ``stack``'s layers."""
+        return self.decoder_ff_dim or self.ff_dim if stack == "decoder" else self.ff_dim
+
+    def key_size_of(self, stack: Stack) -> int:
+        """The size of each head's queries and keys in ``stack``."""
+        return self.d_model // self.heads_of(stack) if self.head_dim is None else self.head_dim
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
@@ -252,7 +282,8 @@ class TransformerConfig(SharedConfig):
 
     @property
     def num_heads(self) -> int:
-        return self.heads
+        """Heads of the cross-attention (the decoder's)."""
+        return self.heads_of("decoder")
 
 
 ModelConfig: TypeAlias = RNNConfig | SelfAttentiveRNNConfig | TransformerConfig

@@ -53,7 +53,9 @@ class Geometry:
 
     ``kinds``: the attention kinds it returns, in API order; ``encoder_layers`` /
     ``decoder_layers``: layers of ``encoder_self`` and of ``cross``/``decoder_self``; ``heads``
-    per layer; ``key_dim``: the size of one head's keys (the raw scores of ``q·k/√key_dim`` or
+    per layer (the encoder's, and the decoder's unless ``decoder_heads`` says otherwise: an import
+    whose stacks differ; :meth:`heads_of` answers per kind); ``key_dim``: the size of one of the
+    decoder's heads' keys (the cross-attention's) (the raw scores of ``q·k/√key_dim`` or
     the RNN's state size); ``score_scale``: the number a head's q·k is divided by to give its raw
     score (√key_dim; 1.0 for a model that does not scale, T5's; None for a model without q·k,
     the RNNs: the answer leaves it out); ``source_positions`` / ``target_positions``: the longest source and
@@ -69,19 +71,24 @@ class Geometry:
     target_positions: int | None = None
     explain_methods: tuple[str, ...] = ()
     score_scale: float | None = None
+    decoder_heads: int | None = None
 
     def layers_of(self, kind: str) -> int:
         """Layers of attention ``kind`` (``encoder_self`` counts the encoder's)."""
         return self.encoder_layers if kind == "encoder_self" else self.decoder_layers
 
+    def heads_of(self, kind: str) -> int:
+        """Heads per layer of attention ``kind`` (``encoder_self``: the encoder's)."""
+        return self.heads if kind == "encoder_self" or self.decoder_heads is None else self.decoder_heads
+
     @property
     def context_width(self) -> int:
-        """Floats of one layer's context vectors at one query (all heads together)."""
-        return self.heads * self.key_dim
+        """Floats of one layer's cross-attention context vectors at one query (all heads)."""
+        return self.heads_of("cross") * self.key_dim
 
     def shapes(self) -> dict[str, tuple[int, int]]:
         """kind -> (layers, heads) of every kind the model returns."""
-        return {kind: (self.layers_of(kind), self.heads) for kind in self.kinds}
+        return {kind: (self.layers_of(kind), self.heads_of(kind)) for kind in self.kinds}
 
 
 class Family(ABC):

@@ -78,7 +78,7 @@ class RelativePositionBias(nn.Module):
 
     def __init__(self, c: TransformerConfig, *, bidirectional: bool) -> None:
         super().__init__()
-        self.embed = nn.Embedding(c.relative_buckets, c.heads)
+        self.embed = nn.Embedding(c.relative_buckets, c.heads_of("encoder" if bidirectional else "decoder"))
         self.bidirectional = bidirectional
         self.buckets, self.max_distance = c.relative_buckets, c.relative_max_distance
 

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from attnscope.nn import ablation, inference, layers, native, recording
 from attnscope.nn.attention import MultiHeadAttention
 from attnscope.nn.base import DecoderState, Seq2Seq, StepPath, reorder_encoder
-from attnscope.nn.config import TransformerConfig
+from attnscope.nn.config import Stack, TransformerConfig
 from attnscope.nn.kv_cache import KVCache, select_all
 from attnscope.nn.outputs import EncoderOutput, Seq2SeqOutput, StepOutput
 from attnscope.nn.t5_parts import NewGELU, RelativePositionBias, make_norm
@@ -88,15 +88,15 @@ class FeedForward(nn.Module):
         return inference.linear(last, torch.relu(hidden) if type(act) is nn.ReLU else act(hidden)), None
 
 
-def _attention(c: TransformerConfig) -> MultiHeadAttention:
-    """An attention of the config's geometry (T5: its own head size, no biases, unscaled)."""
+def _attention(c: TransformerConfig, stack: Stack) -> MultiHeadAttention:
+    """An attention of ``stack``'s geometry (T5: its own head size, no biases, unscaled)."""
     return MultiHeadAttention(
-        c.d_model, c.heads, c.attention_dropout_p, head_dim=c.head_dim, bias=c.linear_bias, scaled=c.scale_attention
+        c.d_model, c.heads_of(stack), c.attention_dropout_p, head_dim=c.head_dim, bias=c.linear_bias, scaled=c.scale_attention
     )
 
 
-def _feed_forward(c: TransformerConfig) -> FeedForward:
-    return FeedForward(c.d_model, c.ff_dim, c.activation_dropout_p, c.activation, bias=c.linear_bias, gated=c.gated_ff)
+def _feed_forward(c: TransformerConfig, stack: Stack) -> FeedForward:
+    return FeedForward(c.d_model, c.ff_dim_of(stack), c.activation_dropout_p, c.activation, bias=c.linear_bias, gated=c.gated_ff)
 
 
 def _residual_block(c: TransformerConfig) -> Residual:
@@ -106,8 +106,8 @@ def _residual_block(c: TransformerConfig) -> Residual:
 class EncoderLayer(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
-        self.self_attn = _attention(c)
-        self.ff = _feed_forward(c)
+        self.self_attn = _attention(c, "encoder")
+        self.ff = _feed_forward(c, "encoder")
         self.res_attn = _residual_block(c)
         self.res_ff = _residual_block(c)
 
@@ -151,9 +151,9 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, c: TransformerConfig) -> None:
         super().__init__()
-        self.self_attn = _attention(c)
-        self.cross_attn = _attention(c)
-        self.ff = _feed_forward(c)
+        self.self_attn = _attention(c, "decoder")
+        self.cross_attn = _attention(c, "decoder")
+        self.ff = _feed_forward(c, "decoder")
         self.res_self = _residual_block(c)
         self.res_cross = _residual_block(c)
         self.res_ff = _residual_block(c)

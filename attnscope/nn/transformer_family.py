@@ -43,11 +43,12 @@ class TransformerFamily(Family):
             encoder_layers=config.encoder_layers,
             decoder_layers=config.decoder_layers,
             heads=config.heads,
-            key_dim=config.key_size,  # d_model / heads, or T5's own head size
+            decoder_heads=config.decoder_heads,  # None: the encoder's
+            key_dim=config.key_size_of("decoder"),  # d_model / heads, or T5's own head size
             source_positions=config.source_positions,
             target_positions=config.target_positions,
             explain_methods=EXPLAIN_METHODS,
-            score_scale=math.sqrt(config.key_size) if config.scale_attention else 1.0,
+            score_scale=math.sqrt(config.key_size_of("decoder")) if config.scale_attention else 1.0,
         )
 
     def head_module(self, model: nn.Module, kind: str, layer: int) -> nn.Module:

@@ -156,8 +156,8 @@ def _contrast(loaded: LoadedModel, result: Translation, asked: ContrastRequest, 
     tok, target = loaded.tokenizer, result.target_ids
     if asked.position >= len(target):
         raise InvalidInput(("body", "contrast", "position"), f"is {asked.position}; the target has {len(target)} tokens")
-    foil = int(tok.sp.piece_to_id(asked.token))
-    if foil == tok.sp.unk_id() and asked.token != tok.sp.id_to_piece(foil):
+    foil = tok.id_of(asked.token)  # the model's own id (an import renumbers its vocabulary)
+    if foil is None:
         raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} is not a piece of the vocabulary")
     if foil == target[asked.position]:
         raise InvalidInput(("body", "contrast", "token"), "is the token the model wrote there: nothing to contrast")

@@ -79,7 +79,7 @@ def attention_floats(config: ModelConfig, source_lengths: list[int], budgets: li
     cross row (layers × heads × S) and decoder self-attention row (layers × heads × t); the
     encoder's self-attention (encoder layers × heads × S²) is kept once per text."""
     g = geometry_of(config)
-    kinds, per_head = g.kinds, g.decoder_layers * g.heads
+    kinds, per_head = g.kinds, g.decoder_layers * g.heads_of("cross")
     total = 0
     for s, budget in zip(source_lengths, budgets, strict=True):
         if "cross" in kinds:
@@ -87,7 +87,7 @@ def attention_floats(config: ModelConfig, source_lengths: list[int], budgets: li
         if "decoder_self" in kinds:
             total += beams * per_head * budget * (budget + 1) // 2
         if "encoder_self" in kinds:
-            total += g.encoder_layers * g.heads * s * s
+            total += g.encoder_layers * g.heads_of("encoder_self") * s * s
     return total
 
 
@@ -249,8 +249,8 @@ REASON_BYTES = 400  # an explanation method's "unavailable" reason
 def _shapes(config: ModelConfig, s: int, t: int) -> dict[str, int]:
     """The floats of each attention kind in one answer: source ``s`` and output ``t`` tokens."""
     g = geometry_of(config)
-    per_head = g.decoder_layers * g.heads
-    sizes = {"cross": per_head * t * s, "decoder_self": per_head * t * t, "encoder_self": g.encoder_layers * g.heads * s * s}
+    per_head = g.decoder_layers * g.heads_of("cross")
+    sizes = {"cross": per_head * t * s, "decoder_self": per_head * t * t, "encoder_self": g.encoder_layers * g.heads_of("encoder_self") * s * s}
     return {kind: sizes[kind] for kind in g.kinds}
 
 
@@ -293,13 +293,13 @@ def explanation_floats(config: ModelConfig, s: int, t: int, methods: tuple[str, 
         return 0
     shapes = _shapes(config, s, t)
     g = geometry_of(config)
-    heads = g.heads
+    heads = g.heads_of("cross")  # the decoder's; the encoder's below
     total = 0
     if "norm" in methods:
-        values = {"cross": g.decoder_layers * heads * s, "decoder_self": g.decoder_layers * heads * t, "encoder_self": g.encoder_layers * heads * s}
+        values = {"cross": g.decoder_layers * heads * s, "decoder_self": g.decoder_layers * heads * t, "encoder_self": g.encoder_layers * g.heads_of("encoder_self") * s}
         total += sum(shapes.values()) + sum(values[kind] for kind in shapes)
     if "alti" in g.explain_methods:  # the family computes the per-layer methods (a Transformer)
-        per_layer = sum(shapes.values()) // heads
+        per_layer = sum(shapes.values()) // min(heads, g.heads_of("encoder_self"))  # an upper bound
         total += per_layer * sum(m in methods for m in ("rollout", "value_zeroing"))
         if "alti" in methods:
             encoder = g.encoder_layers * s * s

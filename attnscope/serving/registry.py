@@ -27,8 +27,6 @@ from attnscope.nn.config import score_of
 from attnscope.nn.factory import build_model
 from attnscope.nn.family import geometry_of
 from attnscope.repository import (
-    TOKENIZER_FILE,
-    WEIGHTS_FILE,
     LoadedModel,
     MissingModelFile,
     ModelFolderError,
@@ -37,6 +35,7 @@ from attnscope.repository import (
     load_tokenizer,
     read_card,
     read_config,
+    required_files,
 )
 from attnscope.serving.errors import Unavailable, UnknownModel
 from attnscope.serving.head_scores import CardAblation, CardAlignment, card_head_scores
@@ -353,7 +352,7 @@ def _preview(folder: Path, max_tokens: int) -> ServedModel:
     tokenizer and card read and checked, the network built on the meta device (its shapes and
     parameter count, no memory). Its ``info`` and ``page_card`` are the loaded model's; it never decodes."""
     config, meta = read_config(folder)
-    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
+    for name in required_files(folder):
         if not (folder / name).is_file():
             raise MissingModelFile(folder, name, f"missing {name}")
     tokenizer = load_tokenizer(folder)

@@ -16,6 +16,7 @@ WORD_START = "\u2581"  # SentencePiece's "▁" marks a piece that begins a word
 UNK_PIECE = "<unk>"
 UNK_TEXT = "\u2047"  # "⁇"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-F]{2})>")
+_BYTE_SPLIT = re.compile(r"(<0x[0-9A-F]{2}>)")
 
 
 def _one_mark_per_byte(err: UnicodeError) -> tuple[str, int]:
@@ -40,10 +41,12 @@ def piece_byte(piece: str) -> int | None:
 def render_pieces(pieces: list[str], *, marker: str = " ") -> str:
     """The text ``pieces`` spell: byte runs decoded as UTF-8, ``▁`` replaced by ``marker``
     (a space for text, ``""`` for a word's label), ``<unk>`` as ``⁇``. The word marker is only
-    replaced in ordinary pieces: a ``▁`` spelled in bytes is the character U+2581 itself."""
+    replaced in ordinary pieces: a ``▁`` spelled in bytes is the character U+2581 itself. A
+    piece that mixes text and bytes (a byte-level BPE piece shown as ``▁<0xF0><0x9F>``, see
+    :mod:`attnscope.text.bpe`) is read as its parts."""
     out: list[str] = []
     run = bytearray()
-    for piece in pieces:
+    for piece in (part for whole in pieces for part in _parts(whole)):
         byte = piece_byte(piece)
         if byte is not None:
             run.append(byte)
@@ -55,3 +58,10 @@ def render_pieces(pieces: list[str], *, marker: str = " ") -> str:
     if run:
         out.append(_text_of(run))
     return "".join(out)
+
+
+def _parts(piece: str) -> list[str]:
+    """``piece`` itself, or its text and byte parts when it mixes them."""
+    if "<0x" not in piece or piece_byte(piece) is not None:
+        return [piece]
+    return [part for part in _BYTE_SPLIT.split(piece) if part]

@@ -20,13 +20,18 @@ from typing import Any
 import sentencepiece as spm
 
 from attnscope.nn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from attnscope.text.interface import Tokenizer as TokenizerInterface
 from attnscope.text.pieces import WORD_START, render_pieces
 
 EOS_PIECE = "</s>"
 BOS_PIECE = "<s>"
 
 
-class Tokenizer:
+class SentencePieceTokenizer(TokenizerInterface):
+    """The shipped models' tokenizer: a SentencePiece model whose own ids are the model's."""
+
+    file_name = "tokenizer.model"
+
     def __init__(self, model_proto: bytes) -> None:
         self._proto = model_proto
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
@@ -46,7 +51,7 @@ class Tokenizer:
         self._collapses_spaces = self.sp.encode("a  b", out_type=str).count(WORD_START) == 0
 
     @classmethod
-    def load(cls, path: str | Path) -> Tokenizer:
+    def load(cls, path: str | Path) -> SentencePieceTokenizer:
         return cls(Path(path).read_bytes())
 
     def save(self, path: str | Path) -> None:
@@ -66,7 +71,7 @@ class Tokenizer:
         model_type: str = "unigram",
         seed: int = 1,
         byte_fallback: bool = False,
-    ) -> Tokenizer:
+    ) -> SentencePieceTokenizer:
         """Train a joint model on ``sentences`` (e.g. source and target training text together).
 
         ``byte_fallback``: characters outside the vocabulary become UTF-8 byte pieces instead of
@@ -131,13 +136,10 @@ class Tokenizer:
             ids += rest[1:] if self.sp.id_to_piece(rest[0]) == WORD_START else rest
         return ids
 
-    def source_prefix_ids(self) -> list[int]:
-        """Ids every source starts with (none here; a multilingual import's language code)."""
-        return []
-
-    def target_prefix_ids(self) -> list[int]:
-        """Ids every output is forced to start with (none here; see ``source_prefix_ids``)."""
-        return []
+    def id_of(self, piece: str) -> int | None:
+        """The id of ``piece`` (``<s>``/``</s>`` included); None if it is not a piece."""
+        found = int(self.sp.piece_to_id(piece))
+        return found if str(self.sp.id_to_piece(found)) == piece else None
 
     def decode(self, ids: Iterable[int]) -> str:
         """Detokenised text. pad, <s> and </s> are dropped; byte pieces are joined into UTF-8
@@ -184,3 +186,8 @@ def group_words(pieces: list[str]) -> list[list[int]]:
         else:
             groups[-1].append(i)
     return groups
+
+
+# The name the training code, the tests and older scripts use for the SentencePiece kind; code
+# that takes any tokenizer names attnscope.text.interface.Tokenizer instead.
+Tokenizer = SentencePieceTokenizer

@@ -4,9 +4,8 @@ Marian, M2M100/NLLB and T5 segment text with a SentencePiece model but number th
 a vocabulary of their own (Marian's ``vocab.json``, fairseq's shifted ids, T5's extra ids).
 :mod:`attnscope.hf` renumbers that vocabulary into attnscope's special ids (pad 0, unk 1, bos 2,
 eos 3, then the rest in the original order) and writes the pieces in that order to
-``vocab.json`` beside ``tokenizer.model``; this class reads the pair and offers what the text
-layer needs of :class:`~attnscope.text.tokenizer.Tokenizer`: ``encode``, ``decode``, ``pieces``,
-``unk_spans``, ``vocab_size`` and ``save``. It needs ``sentencepiece`` only, never
+``vocab.json`` beside ``tokenizer.model``; this class reads the pair and implements
+:class:`~attnscope.text.interface.Tokenizer`. It needs ``sentencepiece`` only, never
 ``transformers``.
 """
 
@@ -17,57 +16,29 @@ import dataclasses
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
 
 from attnscope.nn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from attnscope.text.interface import Languages, Tokenizer
+
+__all__ = ["VOCAB_FILE", "Languages", "VocabTokenizer"]  # Languages: where attnscope.hf looks for it
 from attnscope.text.pieces import render_pieces
-from attnscope.text.tokenizer import Tokenizer
 
 VOCAB_FILE = "vocab.json"
 EOS_PIECE = "</s>"
 BOS_PIECE = "<s>"
 
 
-@dataclass(frozen=True)
-class Languages:
-    """The language pieces of a multilingual model: the source's code put before every source,
-    the target's forced as the first output token, and every code (dropped when decoding)."""
-
-    source_prefix: tuple[str, ...] = ()
-    target_prefix: tuple[str, ...] = ()
-    hidden: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        for name in ("source_prefix", "target_prefix", "hidden"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-
-    @property
-    def codes(self) -> dict[str, str]:
-        """Each language code a request may name -> its piece: M2M100's ``__de__`` is "de",
-        NLLB's ``deu_Latn`` and mBART-50's ``de_DE`` are their own codes."""
-        return {_code_of(piece): piece for piece in self.hidden}
-
-    def code_of(self, pieces: tuple[str, ...]) -> str | None:
-        """The code of a one-piece prefix (the card's default pair), else None."""
-        return _code_of(pieces[0]) if len(pieces) == 1 else None
-
-
-def _code_of(piece: str) -> str:
-    return piece[2:-2] if len(piece) > 4 and piece.startswith("__") and piece.endswith("__") else piece
-
-
 class VocabTokenizer(Tokenizer):
     """SentencePiece pieces looked up in ``pieces`` (index = attnscope id). A piece outside the
-    vocabulary is ``<unk>``, as in the original tokenizers. A :class:`Tokenizer` to the code
-    that holds one: it overrides every method the text layer calls."""
+    vocabulary is ``<unk>``, as in the original tokenizers."""
 
-    byte_fallback = False
+    file_name = "tokenizer.model"
 
-    def __init__(  # not super().__init__: that requires SentencePiece's own ids to be 0/1/2/3
+    def __init__(
         self, model_proto: bytes, pieces: list[str], *, prefixes: Iterable[str] = (), languages: Languages | None = None
     ) -> None:
         if len(pieces) < 4:
@@ -112,8 +83,13 @@ class VocabTokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return len(self._pieces)
 
-    def id_of(self, piece: str) -> int:
-        """The id of ``piece`` (UNK_ID when it is not in the vocabulary)."""
+    def id_of(self, piece: str) -> int | None:
+        """The id of ``piece`` (``<s>``/``</s>`` included); None when it is not in the vocabulary."""
+        special = {EOS_PIECE: EOS_ID, BOS_PIECE: BOS_ID}.get(piece)
+        return special if special is not None else self._ids.get(piece)
+
+    def _lookup(self, piece: str) -> int:
+        """The id of a piece of the segmentation (UNK_ID when it is not in the vocabulary)."""
         return self._ids.get(piece, UNK_ID)
 
     def encode(self, text: str) -> list[int]:
@@ -124,7 +100,7 @@ class VocabTokenizer(Tokenizer):
             if text.startswith(prefix):
                 head, text = [self._ids[prefix]], text[len(prefix) :]
                 break
-        return head + [self.id_of(str(p)) for p in self.sp.encode(text, out_type=str)]
+        return head + [self._lookup(str(p)) for p in self.sp.encode(text, out_type=str)]
 
     def source_prefix_ids(self) -> list[int]:
         """Ids every source starts with (M2M100/NLLB: the source language's code)."""
@@ -137,15 +113,8 @@ class VocabTokenizer(Tokenizer):
     def for_languages(self, source: str | None, target: str | None) -> VocabTokenizer:
         """This tokenizer with another source and/or target language (None: the saved one's);
         ValueError naming the valid codes for one it does not know. Shares everything else."""
-        codes = self.languages.codes
-        for code in (source, target):
-            if code is not None and code not in codes:
-                known = ", ".join(sorted(codes)) or "none: this model has no language codes"
-                raise ValueError(f"unknown language code {code!r}; valid codes: {known}")
-        source_prefix = self.languages.source_prefix if source is None else (codes[source],)
-        target_prefix = self.languages.target_prefix if target is None else (codes[target],)
         clone = copy.copy(self)
-        clone.languages = dataclasses.replace(self.languages, source_prefix=source_prefix, target_prefix=target_prefix)
+        clone.languages = self.languages.choose(source, target)
         return clone
 
     def target_prefix_ids(self) -> list[int]:
@@ -163,7 +132,7 @@ class VocabTokenizer(Tokenizer):
         """The original text behind each ``<unk>`` of ``encode(text)``, in order."""
         found = self.sp.encode_as_offset_mapping(text)
         pairs = zip(found["pieces"], found["offsets"], strict=True)
-        return [text[a:b] for piece, (a, b) in pairs if self.id_of(str(piece)) == UNK_ID]
+        return [text[a:b] for piece, (a, b) in pairs if self._lookup(str(piece)) == UNK_ID]
 
     def pieces(self, ids: Iterable[int]) -> list[str]:
         """Display strings for ids, with ``</s>`` and ``<s>`` for EOS and BOS."""

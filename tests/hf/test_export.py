@@ -8,8 +8,8 @@ import torch
 
 from attnscope.decoding.greedy import greedy_decode
 from attnscope.hf import ImportFailure
+from attnscope.hf.converters import converter_for
 from attnscope.hf.export import to_m2m100
-from attnscope.hf.families import FAMILIES, config_fields, convert_weights
 from attnscope.hf.vocab import Renumbering
 from attnscope.nn.config import TransformerConfig
 from attnscope.nn.transformer import Transformer
@@ -46,11 +46,11 @@ def test_export_then_import_round_trips() -> None:
     for layer, matrix in enumerate(theirs.cross_attentions):
         torch.testing.assert_close(ours.cross[:, layer], matrix, rtol=0, atol=1e-5)
 
-    family = FAMILIES["m2m_100"]
-    state, facts = convert_weights(family, hf_model)
+    converter = converter_for("m2m_100")
+    state, facts = converter.convert_weights(hf_model)
     numbering = Renumbering.of(pad=0, unk=1, eos=3, start=2, vocab_size=60)
     assert numbering.order == tuple(range(60)) and not numbering.copies  # attnscope's own ids
-    config = TransformerConfig(vocab_size=60, tied_output=facts["tied_output"], **config_fields(family, hf_model.config, facts["max_positions"]))
+    config = TransformerConfig(vocab_size=60, tied_output=facts["tied_output"], **converter.config_fields(hf_model.config, facts["max_positions"]))
     back = Transformer(config)
     back.load_state_dict(numbering.apply(state), strict=True)
     back.eval()

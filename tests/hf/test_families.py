@@ -81,7 +81,7 @@ def test_config_has_the_family_layout(loaded: LoadedModel, family: str) -> None:
 
 def test_card_records_origin_and_checks(loaded: LoadedModel) -> None:
     card = loaded.card
-    assert card["origin"]["family"] in ("marian", "m2m_100", "mbart", "t5") and "license" in card
+    assert card["origin"]["family"] in ("Marian", "M2M100/NLLB", "mBART", "T5") and "license" in card
     for copy in ("float32", "saved"):
         checks = card["conversion_checks"][copy]
         assert checks["max_logit_difference"] < 1e-4 and checks["max_attention_difference"] < 1e-5

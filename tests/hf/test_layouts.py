@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from attnscope.hf.families import FAMILIES, config_fields, convert_weights
+from attnscope.hf.converters import converter_for
 from attnscope.hf.vocab import Renumbering
 from attnscope.nn.config import BOS_ID, TransformerConfig
 from attnscope.nn.transformer import Transformer
@@ -58,12 +58,12 @@ def test_layout_converts_exactly(model_type: str, tied: bool) -> None:
     """Untied: the output layer is a matrix of its own (``tied_output=False``)."""
     pytest.importorskip("transformers")
     hf_model = _tiny(model_type, tied)
-    family = FAMILIES[model_type]
-    state, facts = convert_weights(family, hf_model)
+    converter = converter_for(model_type)
+    state, facts = converter.convert_weights(hf_model)
     c = hf_model.config
     numbering = Renumbering.of(pad=1, unk=3, eos=2, start=2, vocab_size=c.vocab_size)
     config = TransformerConfig(
-        vocab_size=len(numbering.order), tied_output=facts["tied_output"], **config_fields(family, c, facts["max_positions"])
+        vocab_size=len(numbering.order), tied_output=facts["tied_output"], **converter.config_fields(c, facts["max_positions"])
     )
     model = Transformer(config)
     model.load_state_dict(numbering.apply(state), strict=True)

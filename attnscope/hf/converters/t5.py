@@ -1,4 +1,4 @@
-"""T5 and mT5 in attnscope's terms: their config and parameter names onto
+"""The T5 converter (T5 and mT5) in attnscope's terms: their config and parameter names onto
 :class:`~attnscope.nn.config.TransformerConfig` / :class:`~attnscope.nn.transformer.Transformer` with T5's
 pieces (:mod:`attnscope.nn.t5_parts`): relative position bias (computed by layer 0 of each stack in
 the original, shared by every layer; here one module per stack), RMS norms, pre-norm with
@@ -10,14 +10,14 @@ output times d_model**-0.5 before a tied output layer (T5's ``scale_decoder_outp
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from attnscope.hf import ImportFailure
+from attnscope.hf.converters import Converter, register
 
-T5_TYPES = ("t5", "mt5")
 MAX_POSITIONS = 512  # no position table: the limit of what attnscope decodes, T5's training length
 
 _STACK = r"^(encoder|decoder)\.block\.(\d+)\.layer\."
@@ -46,6 +46,19 @@ FF_NAMES = {  # the feed-forward sublayer's names after "ff@"
     "DenseReluDense.wo.": "net.3.",
 }
 T5_SKIPPED = re.compile(r"^(shared|encoder\.embed_tokens|decoder\.embed_tokens|lm_head)\.")
+
+
+class T5Converter(Converter):
+    """T5 and mT5: pre-norm, final norms, no position table (a bias on the scores)."""
+
+    model_types: ClassVar[tuple[str, ...]] = ("t5", "mt5")
+    label: ClassVar[str] = "T5"
+
+    def config_fields(self, hf_config: Any, max_positions: int) -> dict[str, Any]:
+        return t5_config_fields(hf_config)
+
+    def convert_weights(self, hf_model: Any) -> tuple[dict[str, Tensor], dict[str, Any]]:
+        return t5_convert_weights(hf_model)
 
 
 def t5_config_fields(hf_config: Any) -> dict[str, Any]:
@@ -131,3 +144,6 @@ def _scales_output(hf_model: Any) -> bool:
         plain = hf_model.get_output_embeddings()(hidden)
     scaled = plain * c.d_model**-0.5
     return bool((out.logits - scaled).abs().max() < (out.logits - plain).abs().max())
+
+
+register(T5Converter())
