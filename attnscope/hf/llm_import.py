@@ -85,7 +85,7 @@ def logit_difference(hf_model: Any, model: DecoderOnlyLM, ids: list[int]) -> flo
 def _prompt_ids(folder: Path, template: str, kind: str, pair: tuple[str, str]) -> list[int]:
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))  # the backend: ids with specials
     text = fill(template, CHECK_SENTENCE, source_lang=pair[0], target_lang=pair[1]).text
     return list(tok.encode(text, add_special_tokens=kind == "completion").ids)
 

@@ -21,6 +21,8 @@ from attnscope.nn.config import config_from_dict, config_to_dict
 from attnscope.nn.decoder_only import DecoderOnlyLM
 from attnscope.nn.decoder_only_config import DecoderOnlyConfig
 from attnscope.nn.family import families
+from attnscope.text.bpe import JsonTokenizer
+from attnscope.text.interface import SpecialIds
 
 CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_JSON, CARD_FILE = "config.json", "model.safetensors", "tokenizer.json", "card.json"
 FORMAT_VERSION = 2
@@ -32,13 +34,14 @@ class LLMFolderError(ValueError):
 
 @dataclass
 class LoadedLLM:
-    """A loaded decoder-only model: its config, model (float32, eval), ``tokenizers`` tokenizer, card."""
+    """A loaded decoder-only model: its config, model (float32, eval), tokenizer (the interface's
+    :class:`~attnscope.text.bpe.JsonTokenizer`; ``tokenizer.backend`` encodes with offsets), card."""
 
     id: str
     path: Path
     config: DecoderOnlyConfig
     model: DecoderOnlyLM
-    tokenizer: Any
+    tokenizer: JsonTokenizer
     source_lang: str
     target_lang: str
     card: dict[str, Any] = field(default_factory=dict)
@@ -53,9 +56,17 @@ def is_llm_folder(folder: str | Path) -> bool:
     return isinstance(meta, dict) and isinstance(meta.get("model"), dict) and meta["model"].get("architecture") == "decoder_only"
 
 
+def llm_tokenizer(tokenizer_json: Path, config: DecoderOnlyConfig) -> JsonTokenizer:
+    """The model's ``tokenizer.json`` behind attnscope's tokenizer interface, its ids the file's own
+    (a byte-level BPE has no unknown piece: ``unk`` is the padding id, never produced)."""
+    specials = SpecialIds(pad=config.pad_id, unk=config.pad_id, bos=config.bos_id, eos=config.eos_id)
+    return JsonTokenizer(tokenizer_json.read_text(encoding="utf-8"), specials=specials)
+
+
 def save_llm_folder(folder: str | Path, model: DecoderOnlyLM, *, tokenizer_json: Path, meta: dict[str, Any],
                     dtype: torch.dtype = torch.float16) -> Path:  # fmt: skip
-    """Write the folder (weights in ``dtype``; ``meta``: source_lang, target_lang, card) atomically."""
+    """Write the folder (weights in ``dtype``; ``meta``: source_lang, target_lang, card) atomically;
+    the tokenizer as ``tokenizer.json`` + ``tokenizer_meta.json`` (:mod:`attnscope.text.bpe`)."""
     folder = Path(folder)
     tmp = folder.with_name(f".{folder.name}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -68,7 +79,7 @@ def save_llm_folder(folder: str | Path, model: DecoderOnlyLM, *, tokenizer_json:
     for name in [k for k in state if k.endswith((".inv_freq", ".rope_scale"))]:
         state[name] = state[name].float()  # positions are kept exactly
     save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
-    shutil.copyfile(tokenizer_json, tmp / TOKENIZER_JSON)
+    llm_tokenizer(tokenizer_json, model.config).save(tmp / TOKENIZER_JSON)
     (tmp / CARD_FILE).write_text(json.dumps(meta.get("card", {}), indent=2, ensure_ascii=False) + "\n")
     if folder.exists():
         shutil.rmtree(folder)
@@ -115,13 +126,11 @@ def load_llm_folder(folder: str | Path, device: str | torch.device = "cpu", *,
                     memory_limit: int | None | str = "available") -> LoadedLLM:  # fmt: skip
     """Load a decoder-only folder for inference; LLMFolderError naming the file at fault, or
     saying the model is larger than ``memory_limit`` bytes ("available": what the machine has)."""
-    from tokenizers import Tokenizer
-
     folder = Path(folder)
     config, meta = _read(folder)
     check_fits(config, available_memory() if memory_limit == "available" else memory_limit)  # type: ignore[arg-type]
     try:
-        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_JSON))
+        tokenizer = JsonTokenizer.load(folder / TOKENIZER_JSON)
     except Exception as err:  # noqa: BLE001 - tokenizers raises its own exception types
         raise LLMFolderError(f"{folder}: {TOKENIZER_JSON} could not be read: {err}") from err
     model = DecoderOnlyLM(config)

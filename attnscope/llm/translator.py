@@ -54,9 +54,18 @@ class LLMTranslator:
         self.add_special_tokens = bool(prompt.get("add_special_tokens", prompt.get("kind") != "chat"))
 
     def token_texts(self, ids: Iterable[int]) -> list[str]:
-        """Each id decoded alone (byte-level pieces shown as the text they spell)."""
+        """Each id as a piece in the app's spelling (``▁man``, ``<0xF0>``; the interface's
+        :meth:`~attnscope.text.bpe.JsonTokenizer.pieces`), a special token as its own text
+        (``<|im_end|>``, not a generic ``</s>``)."""
         tok = self.loaded.tokenizer
-        return [tok.decode([i], skip_special_tokens=False) for i in ids]
+        ids = list(ids)
+        special = self._special_ids()
+        return [tok.backend.id_to_token(i) if i in special else piece
+                for i, piece in zip(ids, tok.pieces(ids), strict=True)]  # fmt: skip
+
+    def _special_ids(self) -> set[int]:
+        added = self.loaded.tokenizer.backend.get_added_tokens_decoder()
+        return {int(i) for i, t in added.items() if t.special} | set(self.loaded.config.stop_ids)
 
     def prompt(self, source: str, template: str | None = None) -> Prompt:
         """The prompt of ``source`` (the card's template unless ``template``); PromptError for a
@@ -65,7 +74,7 @@ class LLMTranslator:
             raise PromptError("the text has nothing to translate")
         filled = fill(template or self.template, source, source_lang=self.loaded.source_lang,
                       target_lang=self.loaded.target_lang)  # fmt: skip
-        encoding = self.loaded.tokenizer.encode(filled.text, add_special_tokens=self.add_special_tokens)
+        encoding = self.loaded.tokenizer.backend.encode(filled.text, add_special_tokens=self.add_special_tokens)
         ids = list(encoding.ids)
         if len(ids) > self.max_prompt_tokens:
             raise PromptError(f"the prompt has {len(ids)} tokens; the limit is {self.max_prompt_tokens}")
@@ -73,9 +82,8 @@ class LLMTranslator:
         return Prompt(filled, ids, self.token_texts(ids), span)
 
     def _finish(self, prompt: Prompt, generation: Generation) -> LLMTranslation:
-        stops = set(self.loaded.config.stop_ids)
-        shown = [t for t in generation.tokens if t not in stops]
-        text = self.loaded.tokenizer.decode(shown, skip_special_tokens=True).strip()
+        special = self._special_ids()
+        text = self.loaded.tokenizer.decode([t for t in generation.tokens if t not in special]).strip()
         views = cut(generation.attention, len(prompt.ids), prompt.source_span) if generation.attention is not None else None
         return LLMTranslation(prompt, generation.tokens, self.token_texts(generation.tokens), text, generation, views)
 
@@ -96,7 +104,7 @@ class LLMTranslator:
         """Teacher-forced: the model reads the prompt and ``target`` (then its stop token, scored
         but never fed), and returns the attention it paid on the way."""
         prompt = self.prompt(source, template)
-        target_ids = list(self.loaded.tokenizer.encode(target, add_special_tokens=False).ids)
+        target_ids = self.loaded.tokenizer.encode(target)
         if not target_ids:
             raise PromptError("the target has no tokens")
         target_ids.append(self.loaded.config.stop_ids[0])

@@ -27,7 +27,7 @@ def _original(folder: Path) -> Any:
 def _prompt(loaded: Any, sentence: str) -> list[int]:
     prompt = loaded.card["prompt"]
     text = fill(prompt["template"], sentence, source_lang="en", target_lang="de").text
-    return list(loaded.tokenizer.encode(text, add_special_tokens=prompt["add_special_tokens"]).ids)
+    return list(loaded.tokenizer.backend.encode(text, add_special_tokens=prompt["add_special_tokens"]).ids)
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
