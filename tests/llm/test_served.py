@@ -113,3 +113,14 @@ def test_bad_requests_get_a_clear_error(server: str) -> None:
     assert status == 413 and "views" in json.dumps(body), body
     status, body = post(url, {"model": "en-de-qwen2", "text": SOURCE, "sample": True, "beam_size": 2})
     assert status == 422
+
+
+def test_the_llm_page_and_its_script_are_served(server: str) -> None:
+    with urllib.request.urlopen(f"{server}/llm", timeout=30) as response:
+        page = response.read().decode()
+    assert 'id="llm-view"' in page and "target × source" in page and "/static/js/llm.js" in page
+    with urllib.request.urlopen(f"{server}/static/js/llm.js", timeout=30) as response:
+        assert b"/api/llm/translate" in response.read()
+    with urllib.request.urlopen(f"{server}/api/models", timeout=30) as response:
+        seq2seq = json.loads(response.read())  # the encoder-decoder registry leaves LLM folders alone
+    assert seq2seq["models"] == [] and seq2seq["unavailable"] == []
