@@ -21,11 +21,14 @@ function viewOf(kind, layer, head) {
   const outputs = answer.target_tokens;
   if (kind === "full") {
     const labels = answer.prompt_tokens.concat(outputs.slice(0, -1)).map((t, i) => (i === 0 ? `${t} (sink)` : t));
-    return { z: a.full[layer][head], rowLabels: labels, colLabels: labels };
+    return { z: a.full[layer][head], rowLabels: labels, colLabels: labels, rowPieces: labels, colPieces: labels,
+      rowTitle: "query", colTitle: "key" };
   }
   let z = a.target_source[layer][head];
   if (kind === "renorm") z = z.map((row) => { const s = row.reduce((x, y) => x + y, 0) || 1; return row.map((v) => v / s); });
-  return { z, rowLabels: outputs, colLabels: answer.prompt_tokens.slice(s0, s1), first };
+  const source = answer.prompt_tokens.slice(s0, s1);
+  return { z, rowLabels: outputs, colLabels: source, rowPieces: outputs, colPieces: source,
+    rowTitle: "output", colTitle: "source" };
 }
 
 async function draw() {

@@ -4,6 +4,7 @@ once per session into one models directory."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from builders import LAYOUTS, build  # noqa: E402
 
 from attnscope.hf.importer import import_model  # noqa: E402
+from attnscope.testing import running_server  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,3 +39,10 @@ def llm_models(llm_root: Path, llm_sources: dict[str, Path]) -> Path:
     for layout, source in llm_sources.items():
         import_model(str(source), models / f"en-de-{layout}", dtype="float32", pair=("en", "de"))
     return models
+
+
+@pytest.fixture(scope="session")
+def server(llm_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real server over the imported models."""
+    with running_server(llm_models, tmp_path_factory.mktemp("llm-server") / "server.log") as url:
+        yield url

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +14,8 @@ from builders import LAYOUTS
 
 from attnscope.llm.folder import load_llm_folder
 from attnscope.llm.search import LLMOptions, generate
-from attnscope.testing import running_server
 
 SOURCE = "Two dogs play in the snow."
-
-
-@pytest.fixture(scope="module")
-def server(llm_models: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with running_server(llm_models, tmp_path_factory.mktemp("llm-server") / "server.log") as url:
-        yield url
 
 
 def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
