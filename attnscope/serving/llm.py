@@ -7,6 +7,7 @@ lifespan (:func:`load`) beside the encoder-decoders."""
 
 from __future__ import annotations
 
+import secrets
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
@@ -82,9 +83,12 @@ class LLMTranslateRequest(BaseModel):
         return self
 
     def to_request(self, target: str | None = None) -> LLMRequest:
+        """The engine's request; a sample without a seed gets a random one, named in the answer's
+        ``search`` so that it can be drawn again."""
+        seed = self.seed if self.seed is not None or not self.sample else secrets.randbelow(2**31)
         options = LLMOptions(
             beam_size=self.beam_size, max_new_tokens=self.max_new_tokens, length_penalty=self.length_penalty,
-            sample=self.sample, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, seed=self.seed,
+            sample=self.sample, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, seed=seed,
             need_weights=self.attention,
         )  # fmt: skip
         return LLMRequest(

@@ -83,6 +83,9 @@ def test_sampling_with_a_seed_gives_the_same_text_twice(server: str) -> None:
     greedy = post(f"{server}/api/llm/translate", body | {"sample": False})[1]
     others = [post(f"{server}/api/llm/translate", body | {"seed": s})[1]["target_token_ids"] for s in (1, 2, 3)]
     assert any(o != greedy["target_token_ids"] for o in others)  # it does sample
+    drawn = post(f"{server}/api/llm/translate", body | {"seed": None})[1]  # a seed is chosen and named
+    again = post(f"{server}/api/llm/translate", body | {"seed": drawn["search"]["seed"]})[1]
+    assert again["target_token_ids"] == drawn["target_token_ids"]
 
 
 def test_a_request_brings_its_own_prompt_and_align_is_teacher_forced(server: str) -> None:
