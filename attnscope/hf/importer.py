@@ -23,7 +23,13 @@ import torch
 from attnscope.hf import ImportFailure, require_transformers
 from attnscope.hf.checks import LOGIT_TOLERANCE, run_checks
 from attnscope.hf.converters import Converter, converter_for
-from attnscope.hf.vocab import Renumbering, export_tokenizer, find_sentencepiece, language_pieces
+from attnscope.hf.vocab import (
+    Renumbering,
+    check_tokenizer_files,
+    export_tokenizer,
+    language_pieces,
+    source_prefix,
+)
 from attnscope.nn.config import TransformerConfig
 from attnscope.nn.transformer import Transformer
 from attnscope.repository import load_model_folder, save_model_folder
@@ -68,7 +74,7 @@ def _load(folder: Path) -> tuple[Any, Any]:
     except (OSError, ValueError) as err:
         raise ImportFailure(f"{folder}: no readable Hugging Face config ({err})") from err
     converter_for(config).check_config(config)  # refuse an unknown model type or a config, or a
-    find_sentencepiece(folder)  # tokenizer the text layer cannot read, before loading the weights
+    check_tokenizer_files(folder)  # tokenizer the text layer cannot read, before loading the weights
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(
         folder, attn_implementation="eager", **{dtype_key: torch.float32}
     ).eval()
@@ -105,14 +111,40 @@ def convert(
     return model.eval(), numbering, tokenizer, converter
 
 
-def _pair(hf_tokenizer: Any, source: str, pair: tuple[str, str] | None) -> tuple[str, str]:
+def _pair(hf_tokenizer: Any, source: str, pair: tuple[str, str] | None, *, multilingual: bool) -> tuple[str, str]:
+    """The language pair: ``--pair``, else what the saved tokenizer says (Marian's
+    ``source_lang``/``target_lang``, M2M100/NLLB/mBART's ``src_lang``/``tgt_lang``), else the
+    end of the source's name (``opus-mt-en-de``). A multilingual model without one is an
+    ImportFailure naming ``--pair``; another gets "src"-"tgt" (a label only)."""
     if pair is not None:
         return pair
-    src, tgt = getattr(hf_tokenizer, "source_lang", None), getattr(hf_tokenizer, "target_lang", None)
-    if src and tgt:
-        return str(src), str(tgt)
+    for src_key, tgt_key in (("source_lang", "target_lang"), ("src_lang", "tgt_lang")):
+        src, tgt = getattr(hf_tokenizer, src_key, None), getattr(hf_tokenizer, tgt_key, None)
+        if src and tgt:
+            return str(src), str(tgt)
     found = re.search(r"(?:^|[-_/])([a-z]{2,3})-([a-z]{2,3})$", source.rstrip("/"))
-    return (found.group(1), found.group(2)) if found else ("src", "tgt")
+    if found:
+        return found.group(1), found.group(2)
+    if multilingual:
+        raise ImportFailure(
+            "this multilingual model's saved tokenizer names no language pair: give one with --pair SOURCE-TARGET "
+            "(its own codes, e.g. --pair en-de for M2M100, eng_Latn-deu_Latn for NLLB, en_XX-de_DE for mBART-50)"
+        )
+    return ("src", "tgt")
+
+
+def check_tokenizer(hf_tokenizer: Any, tokenizer: Any, numbering: Renumbering) -> int:
+    """How many of the check sentences attnscope's tokenizer encodes to the original's source
+    ids (ImportFailure naming the first that differs: a tokenizer that does not match would
+    make every answer wrong)."""
+    from attnscope.hf.checks import SAMPLES
+
+    for text in SAMPLES:
+        theirs = numbering.from_hf([int(i) for i in hf_tokenizer(text).input_ids])
+        ours = tokenizer.source_prefix_ids() + tokenizer.encode(text) + [tokenizer.eos_id]
+        if ours != theirs:
+            raise ImportFailure(f"the converted tokenizer splits {text!r} unlike the original ({ours} against {theirs})")
+    return len(SAMPLES)
 
 
 def import_model(
@@ -133,22 +165,28 @@ def import_model(
         written, llm_card = import_llm(folder, out, source=source, name=name, dtype=DTYPES[dtype], pair=pair)
         return Imported(written, llm_card)
     hf_model, hf_tokenizer = _load(folder)
-    source_lang, target_lang = _pair(hf_tokenizer, source, pair)
+    multilingual = converter_for(hf_model.config).languages
+    source_lang, target_lang = _pair(hf_tokenizer, source, pair, multilingual=multilingual)
     languages, forced = None, None
-    if converter_for(hf_model.config).languages:
+    if multilingual:
         languages, forced = language_pieces(hf_tokenizer, (source_lang, target_lang))
+    elif prefix := source_prefix(hf_tokenizer):  # BART's <s> before every source
+        languages = Languages(source_prefix=prefix)
     model, numbering, tokenizer, converter = convert(hf_model, hf_tokenizer, folder, languages)
+    tokenizer_equal = check_tokenizer(hf_tokenizer, tokenizer, numbering)
     logger.info("converted %s (%s); checking it against the original", source, converter.label)
     checks = run_checks(hf_model, hf_tokenizer, model, numbering, forced=forced)
     if checks["max_logit_difference"] > LOGIT_TOLERANCE:
         raise ImportFailure(f"the converted model's logits differ from the original's by {checks['max_logit_difference']:.3g}")
-    checked: dict[str, Any] = {"float32": checks}
+    checked: dict[str, Any] = {"float32": checks, "tokenizer_equal": tokenizer_equal}
     card: dict[str, Any] = {
         "name": name or Path(out).name,
         "imported_from": source,  # scalar: /api/models shows it (the whole card: the Models page)
         "origin": {"source": source, "family": converter.label, "model_type": hf_model.config.model_type},
         "license": _license(folder),
         "parameters": model.num_parameters,
+        "sizes": _sizes(model.config),
+        **({"language_codes": tokenizer.language_codes()} if tokenizer.language_codes() else {}),
         "dtype": dtype,
         # beam search ranks by the plain log-probability, as generate(length_penalty=0) does; no
         # placeholders by default: a general MT model copies numbers and names itself, and its
@@ -163,6 +201,18 @@ def import_model(
     checked["saved"] = run_checks(hf_model, hf_tokenizer, cast(Transformer, saved.model), numbering, forced=forced)
     save_card(Path(out), card)
     return Imported(Path(out), card)
+
+
+def _sizes(config: TransformerConfig) -> dict[str, Any]:
+    """What the Models page shows of the converted sizes, per stack."""
+    return {
+        "d_model": config.d_model,
+        "vocabulary": config.vocab_size,
+        **{
+            stack: {"layers": layers, "heads": config.heads_of(stack), "ff_dim": config.ff_dim_of(stack)}
+            for stack, layers in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers))
+        },
+    }
 
 
 def save_card(folder: Path, card: dict[str, Any]) -> None:

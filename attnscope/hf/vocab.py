@@ -20,6 +20,8 @@ from torch import Tensor
 
 from attnscope.hf import ImportFailure
 from attnscope.nn.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from attnscope.text.bpe import JsonTokenizer
+from attnscope.text.interface import SpecialIds, Tokenizer
 from attnscope.text.vocab_tokenizer import Languages, VocabTokenizer
 
 SPM_FILES = ("source.spm", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model")
@@ -69,35 +71,55 @@ class Renumbering:
         return out
 
 
-def find_sentencepiece(folder: Path) -> Path:
+def find_sentencepiece(folder: Path) -> Path | None:
     """The SentencePiece model of a ``save_pretrained`` tokenizer folder (source side first)."""
     for name in SPM_FILES:
         if (folder / name).is_file():
             return folder / name
-    if (folder / "merges.txt").is_file():
+    return None
+
+
+def check_tokenizer_files(folder: Path) -> None:
+    """ImportFailure unless ``folder`` holds a tokenizer attnscope reads: a SentencePiece model
+    or what a ``tokenizers`` tokenizer is built from (``tokenizer.json``, or BPE's ``vocab.json``
+    + ``merges.txt``)."""
+    if find_sentencepiece(folder) is None and not (
+        (folder / "tokenizer.json").is_file() or (folder / "merges.txt").is_file()
+    ):
         raise ImportFailure(
-            f"{folder} has a byte-level BPE tokenizer (vocab.json + merges.txt: BART's, RoBERTa's), not a "
-            "SentencePiece model; attnscope's text layer reads SentencePiece only (pieces with '▁' word "
-            "boundaries, unknown spans by offset). Import mBART-50 or NLLB instead, or a BART fine-tune "
-            "that ships sentencepiece.bpe.model"
+            f"{folder} has no tokenizer attnscope reads: neither a SentencePiece model ({', '.join(SPM_FILES)}) "
+            "nor a tokenizer.json (save the tokenizer with save_pretrained beside the model)"
         )
-    raise ImportFailure(
-        f"{folder} has no SentencePiece model ({', '.join(SPM_FILES)}); attnscope's text layer needs one"
-    )
 
 
 def export_tokenizer(
     hf_tokenizer: Any, folder: Path, numbering: Renumbering, languages: Languages | None = None
-) -> VocabTokenizer:
-    """attnscope's tokenizer for ``hf_tokenizer``: its SentencePiece model and its pieces in
-    attnscope's order (language-code prefixes such as Marian's ``>>de<<`` kept as prefixes;
-    a multilingual model's ``languages``)."""
-    named = hf_tokenizer.convert_ids_to_tokens(list(numbering.order))
-    # rows no piece names (t5-small has 28 past its tokenizer) get a name that no text spells
-    pieces = [f"<unused_{hf_id}>" if p is None else str(p) for p, hf_id in zip(named, numbering.order, strict=True)]
-    prefixes = [str(p) for p in getattr(hf_tokenizer, "supported_language_codes", []) or []]
-    proto = find_sentencepiece(folder).read_bytes()
-    return VocabTokenizer(proto, pieces, prefixes=prefixes, languages=languages)
+) -> Tokenizer:
+    """attnscope's tokenizer for ``hf_tokenizer``, in attnscope's order: its SentencePiece model
+    with its pieces (:class:`VocabTokenizer`; language-code prefixes such as Marian's ``>>de<<``
+    kept as prefixes), or else its ``tokenizers`` backend (:class:`JsonTokenizer`: what a
+    ``tokenizer.json``-only folder has, byte-level BPE or unigram); a multilingual model's
+    ``languages`` (or a source prefix such as BART's ``<s>``)."""
+    spm_file = find_sentencepiece(folder)
+    if spm_file is not None:
+        named = hf_tokenizer.convert_ids_to_tokens(list(numbering.order))
+        # rows no piece names (t5-small has 28 past its tokenizer) get a name that no text spells
+        pieces = [f"<unused_{hf_id}>" if p is None else str(p) for p, hf_id in zip(named, numbering.order, strict=True)]
+        prefixes = [str(p) for p in getattr(hf_tokenizer, "supported_language_codes", []) or []]
+        return VocabTokenizer(spm_file.read_bytes(), pieces, prefixes=prefixes, languages=languages)
+    backend = getattr(hf_tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ImportFailure(f"{folder}: the tokenizer has neither a SentencePiece model nor a tokenizer.json")
+    return JsonTokenizer(backend.to_str(), specials=SpecialIds(), order=numbering.order, languages=languages)
+
+
+def source_prefix(hf_tokenizer: Any) -> tuple[str, ...]:
+    """The pieces the original puts before every source (BART's ``<s>``; none for Marian and
+    T5). ImportFailure when the source does not end with EOS alone."""
+    template = [int(i) for i in hf_tokenizer("").input_ids]
+    if not template or template[-1] != hf_tokenizer.eos_token_id:
+        raise ImportFailure("the original's source does not end with its EOS; attnscope puts EOS last")
+    return tuple(str(p) for p in hf_tokenizer.convert_ids_to_tokens(template[:-1]))
 
 
 def language_pieces(hf_tokenizer: Any, pair: tuple[str, str]) -> tuple[Languages, int]:
@@ -114,7 +136,10 @@ def language_pieces(hf_tokenizer: Any, pair: tuple[str, str]) -> tuple[Languages
     missing = [lang for lang in (source, target) if lang not in codes]
     if missing:
         known = ", ".join(sorted(codes)[:12])
-        raise ImportFailure(f"unknown language code(s) {', '.join(missing)} for this model (it knows e.g. {known})")
+        raise ImportFailure(
+            f"unknown language code(s) {', '.join(missing)} for this model (it knows e.g. {known}); "
+            "name the pair with --pair SOURCE-TARGET"
+        )
     hf_tokenizer.src_lang = source
     suffix = list(getattr(hf_tokenizer, "suffix_tokens", []))
     if suffix != [hf_tokenizer.eos_token_id]:

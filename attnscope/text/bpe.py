@@ -126,11 +126,13 @@ class JsonTokenizer(Tokenizer):
         size = self.backend.get_vocab_size(with_added_tokens=True)
         self.order = None if order is None else [int(i) for i in order]
         self._to_backend = self.order or list(range(size))
-        self._from_backend = {
-            theirs: ours
-            for ours, theirs in reversed(list(enumerate(self._to_backend)))
-            if theirs >= 0
-        }
+        # the file's id -> ours; the first row wins, bos last: an import whose decoder starts
+        # from eos or pad has bos as a copy of that row (attnscope.hf.vocab.Renumbering)
+        rows = [i for i in range(len(self._to_backend)) if i != specials.bos] + [specials.bos]
+        self._from_backend: dict[int, int] = {}
+        for ours in rows:
+            if 0 <= ours < len(self._to_backend) and self._to_backend[ours] >= 0:
+                self._from_backend.setdefault(self._to_backend[ours], ours)
         self._specials = specials
         for name, value in dataclasses.asdict(specials).items():
             if not 0 <= value < len(self._to_backend):
@@ -143,7 +145,7 @@ class JsonTokenizer(Tokenizer):
             *self.languages.target_prefix,
             *self.languages.hidden,
         ):
-            if self.id_of(piece) is None:
+            if self._piece_id(piece) is None:
                 raise ValueError(f"language piece {piece!r} is not in the vocabulary")
 
     # ---- files ----------------------------------------------------------------------
@@ -201,7 +203,7 @@ class JsonTokenizer(Tokenizer):
 
     def decode(self, ids: Iterable[int]) -> str:
         s = self._specials
-        dropped = {s.pad, s.bos, s.eos, *self._hidden_ids()}
+        dropped = {s.pad, s.bos, s.eos, *self._hidden_ids(), *self.source_prefix_ids()}
         raw = []
         for i in (int(i) for i in ids):
             if i in dropped:
@@ -256,8 +258,13 @@ class JsonTokenizer(Tokenizer):
         ]
 
     # ---- languages ------------------------------------------------------------------
+    def _piece_id(self, piece: str) -> int | None:
+        """The id of a piece as the file spells it (``<s>`` is the file's own, not bos)."""
+        theirs = self.backend.token_to_id(piece)
+        return None if theirs is None else self._from_backend.get(theirs)
+
     def _hidden_ids(self) -> list[int]:
-        return [i for i in (self.id_of(p) for p in self.languages.hidden) if i is not None]
+        return [i for i in (self._piece_id(p) for p in self.languages.hidden) if i is not None]
 
     def language_codes(self) -> list[str]:
         return sorted(self.languages.codes)
@@ -268,7 +275,7 @@ class JsonTokenizer(Tokenizer):
         return clone
 
     def source_prefix_ids(self) -> list[int]:
-        return [i for i in (self.id_of(p) for p in self.languages.source_prefix) if i is not None]
+        return [i for i in (self._piece_id(p) for p in self.languages.source_prefix) if i is not None]
 
     def target_prefix_ids(self) -> list[int]:
-        return [i for i in (self.id_of(p) for p in self.languages.target_prefix) if i is not None]
+        return [i for i in (self._piece_id(p) for p in self.languages.target_prefix) if i is not None]

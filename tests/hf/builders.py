@@ -50,8 +50,11 @@ def marian_folder(
     ff_dim: int = 80,
     activation: str = "swish",
     seed: int = 0,
+    decoder_heads: int | None = None,
+    decoder_ff_dim: int | None = None,
 ) -> Path:
-    """A tiny Marian (post-norm, sinusoidal positions, eos 0, pad last) with its tokenizer."""
+    """A tiny Marian (post-norm, sinusoidal positions, eos 0, pad last) with its tokenizer;
+    ``decoder_heads``/``decoder_ff_dim``: a decoder sized unlike the encoder."""
     from transformers import MarianConfig, MarianMTModel, MarianTokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,8 +71,8 @@ def marian_folder(
     config = MarianConfig(
         vocab_size=len(vocab), decoder_vocab_size=len(vocab), d_model=d_model,
         encoder_layers=encoder_layers, decoder_layers=decoder_layers,
-        encoder_attention_heads=heads, decoder_attention_heads=heads,
-        encoder_ffn_dim=ff_dim, decoder_ffn_dim=ff_dim, max_position_embeddings=64,
+        encoder_attention_heads=heads, decoder_attention_heads=decoder_heads or heads,
+        encoder_ffn_dim=ff_dim, decoder_ffn_dim=decoder_ff_dim or ff_dim, max_position_embeddings=64,
         pad_token_id=pad, eos_token_id=0, decoder_start_token_id=pad, forced_eos_token_id=0,
         activation_function=activation, scale_embedding=True, init_std=0.3,
         dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
@@ -199,6 +202,58 @@ def mbart50_folder(folder: Path, *, seed: int = 2) -> Path:
         model.final_logits_bias.normal_(0.0, 0.5)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    return folder
+
+
+def byte_level_tokenizer(vocab_size: int = 300) -> Any:
+    """BART's kind of tokenizer, trained here: byte-level BPE with <s> 0, <pad> 1, </s> 2,
+    <unk> 3 and BART's template ``<s> text </s>``, as ``PreTrainedTokenizerFast``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<s>", "<pad>", "</s>", "<unk>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(SENTENCES, trainer)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>",
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def bart_folder(folder: Path, *, seed: int = 3, decoder_heads: int = 6, decoder_ff_dim: int = 96) -> Path:
+    """A tiny BART (post-norm, embedding norm, learned positions from row 2) whose tokenizer
+    is only a byte-level BPE ``tokenizer.json``, its decoder sized unlike its encoder: 3 encoder
+    heads and 80 wide against ``decoder_heads`` and ``decoder_ff_dim``, 2 encoder and 3 decoder layers."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = byte_level_tokenizer()
+    config = BartConfig(
+        vocab_size=len(tokenizer), d_model=48, encoder_layers=2, decoder_layers=3,
+        **{**FAIRSEQ_SIZES, "decoder_attention_heads": decoder_heads, "decoder_ffn_dim": decoder_ff_dim},
+        activation_function="gelu", scale_embedding=False, init_std=0.3, forced_eos_token_id=2,
+        **NO_DROPOUT,
+    )
+    torch.manual_seed(seed)
+    model = BartForConditionalGeneration(config).eval()
+    _perturb_norms(model, seed)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def json_only(folder: Path) -> Path:
+    """``folder`` with its SentencePiece files removed: the tokenizer is its tokenizer.json
+    alone, as ``PreTrainedTokenizerFast`` saves it."""
+    for name in ("spiece.model", "source.spm", "target.spm", "sentencepiece.bpe.model"):
+        (folder / name).unlink(missing_ok=True)
+    assert (folder / "tokenizer.json").is_file()
     return folder
 
 

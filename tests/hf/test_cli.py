@@ -67,18 +67,3 @@ def test_shipped_layout_writes_no_layout_fields() -> None:
     written = config_to_dict(TransformerConfig(vocab_size=100))
     assert "activation" not in written and "positions" not in written
     assert config_to_dict(TransformerConfig(vocab_size=100, activation="gelu"))["activation"] == "gelu"
-
-
-def test_byte_level_bpe_is_refused_naming_what_is_missing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """BART's layers convert (tests/hf/test_layouts.py), its byte-level BPE tokenizer does not:
-    the import stops before loading weights and says why and what to import instead."""
-    from transformers import BartConfig
-
-    folder = tmp_path / "bart"
-    BartConfig(vocab_size=64, d_model=48, encoder_attention_heads=3, decoder_attention_heads=3).save_pretrained(folder)
-    (folder / "vocab.json").write_text('{"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}')
-    (folder / "merges.txt").write_text("#version: 0.2\n")
-    assert main(["import", str(folder), "--out", str(tmp_path / "out")]) == 2
-    error = capsys.readouterr().err
-    assert "byte-level BPE" in error and "SentencePiece" in error and "mBART-50" in error
-    assert not (tmp_path / "out").exists()
