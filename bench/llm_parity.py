@@ -1,4 +1,4 @@
-"""The largest differences between each imported decoder-only layout (tests/llm/builders.py: tiny
+"""The largest differences between each imported decoder-only layout (tests/llm/llm_builders.py: tiny
 random models of odd sizes) and its original in ``transformers``: logits and every attention
 matrix (eager ``output_attentions``) on two translation prompts, and whether greedy and beam-3
 output equal ``generate``'s. Prints one JSON object per layout.
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "llm"))
 
-from builders import LAYOUTS, build  # noqa: E402
+from llm_builders import LAYOUTS, build  # noqa: E402
 
 from attnscope.hf.importer import import_model  # noqa: E402
 from attnscope.llm.folder import load_llm_folder  # noqa: E402

@@ -1,4 +1,4 @@
-"""Tiny random decoder-only Hugging Face models (tests/llm/builders.py), each imported in float32
+"""Tiny random decoder-only Hugging Face models (tests/llm/llm_builders.py), each imported in float32
 once per session into one models directory."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ except ImportError:
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from builders import LAYOUTS, build  # noqa: E402
+from llm_builders import LAYOUTS, build  # noqa: E402
 
 from attnscope.hf.importer import import_model  # noqa: E402
 from attnscope.testing import running_server  # noqa: E402

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import build, save_tokenizer
+from llm_builders import build, save_tokenizer
 
 from attnscope.hf import ImportFailure
 from attnscope.hf.importer import import_model

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import torch
-from builders import LAYOUTS
+from llm_builders import LAYOUTS
 
 from attnscope.llm.folder import load_llm_folder
 from attnscope.llm.prompt import fill
