@@ -8,14 +8,15 @@ without attention returned, and optionally Hugging Face ``generate`` on the same
 
 Random weights never stop on their own, so every run decodes exactly ``--tokens`` tokens (the
 stop ids are set to none of the vocabulary). "per token" is (decode time - prefill time) /
-(tokens - 1): the cost of one cached step; the prefill of the prompt is reported apart.
+(tokens - 1): the cost of one cached step; the prefill of the prompt is reported apart. The two
+modes run interleaved and the fastest of ``--runs`` counts (on a shared machine the slower runs
+measure the neighbours).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -47,16 +48,26 @@ def timed(fn: object, device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def measure(model: DecoderOnlyLM, prompt: list[int], tokens: int, runs: int, weights: bool) -> dict[str, float]:
+def measure(model: DecoderOnlyLM, prompt: list[int], tokens: int, runs: int) -> dict[str, dict[str, float]]:
+    """Both modes, interleaved run by run (a shared machine's load then hits both alike); the
+    fastest run of each (the least disturbed)."""
     device = model.device
     ids = torch.tensor([prompt], device=device)
-    generate(model, prompt, LLMOptions(max_new_tokens=2, need_weights=weights))  # warm-up
-    prefill = statistics.median(timed(lambda: model(ids, need_weights=weights), device) for _ in range(runs))
-    total = statistics.median(
-        timed(lambda: generate(model, prompt, LLMOptions(max_new_tokens=tokens, need_weights=weights)), device)
-        for _ in range(runs)
-    )
-    return {"prefill_s": prefill, "per_token_ms": 1000 * (total - prefill) / (tokens - 1), "total_s": total}
+    times: dict[bool, dict[str, list[float]]] = {w: {"prefill": [], "total": []} for w in (True, False)}
+    for weights in (True, False):
+        generate(model, prompt, LLMOptions(max_new_tokens=2, need_weights=weights))  # warm-up
+    for _ in range(runs):
+        for weights in (True, False):
+            with torch.inference_mode():
+                times[weights]["prefill"].append(timed(lambda w=weights: model(ids, need_weights=w), device))
+            options = LLMOptions(max_new_tokens=tokens, need_weights=weights)
+            times[weights]["total"].append(timed(lambda o=options: generate(model, prompt, o), device))
+    out = {}
+    for weights, name in ((True, "with_attention"), (False, "without_attention")):
+        prefill, total = min(times[weights]["prefill"]), min(times[weights]["total"])
+        out[name] = {"prefill_s": prefill, "per_token_ms": 1000 * (total - prefill) / (tokens - 1), "total_s": total,
+                     "per_token_ms_all_runs": [1000 * (t - prefill) / (tokens - 1) for t in times[weights]["total"]]}  # fmt: skip
+    return out
 
 
 def peer(model: DecoderOnlyLM, prompt: list[int], tokens: int, runs: int) -> dict[str, float]:
@@ -73,8 +84,8 @@ def peer(model: DecoderOnlyLM, prompt: list[int], tokens: int, runs: int) -> dic
     run = {"max_new_tokens": tokens, "min_new_tokens": tokens, "do_sample": False, "pad_token_id": 0}
     with torch.inference_mode():
         hf.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
-        prefill = statistics.median(timed(lambda: hf(ids), model.device) for _ in range(runs))
-        total = statistics.median(timed(lambda: hf.generate(ids, **run), model.device) for _ in range(runs))
+        prefill = min(timed(lambda: hf(ids), model.device) for _ in range(runs))
+        total = min(timed(lambda: hf.generate(ids, **run), model.device) for _ in range(runs))
     return {"prefill_s": prefill, "per_token_ms": 1000 * (total - prefill) / (tokens - 1), "total_s": total}
 
 
@@ -96,9 +107,7 @@ def main() -> None:
     result = {
         "device": str(device), "threads": args.threads, "parameters": model.num_parameters,
         "prompt": args.prompt, "tokens": args.tokens,
-        "with_attention": measure(model, prompt, args.tokens, args.runs, True),
-        "without_attention": measure(model, prompt, args.tokens, args.runs, False),
-    }  # fmt: skip
+    } | measure(model, prompt, args.tokens, args.runs)  # fmt: skip
     if args.peer:
         result["transformers_eager"] = peer(model, prompt, args.tokens, args.runs)
     json.dump(result, sys.stdout, indent=2)
