@@ -213,7 +213,7 @@ def _add_tokenizer(sub: Subparsers) -> None:
 
 
 def _add_import(sub: Subparsers) -> None:
-    imp = sub.add_parser("import", help="import a Hugging Face encoder-decoder as a model folder (extra: attnscope[hf])")
+    imp = sub.add_parser("import", help="import a Hugging Face encoder-decoder or decoder-only LLM as a model folder (extra: attnscope[hf])")
     imp.add_argument("source", help="a folder saved with save_pretrained, or a hub id (e.g. Helsinki-NLP/opus-mt-en-de)")
     imp.add_argument("--out", required=True, help="model folder to write (e.g. models/en-de-opus-mt)")
     imp.add_argument("--name", default=None, help="the name on the model's card (default: the folder's)")

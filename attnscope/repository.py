@@ -71,8 +71,15 @@ class LoadedModel:
 
 
 def is_model_folder(path: Path) -> bool:
-    """A folder with a config.json; hidden ones (attnscope.staging's folders being written) are not."""
-    return not path.name.startswith(".") and path.is_dir() and (path / CONFIG_FILE).is_file()
+    """A sequence-to-sequence model folder: a config.json, not hidden (attnscope.staging's folders
+    being written are), and not a decoder-only LLM's (attnscope.llm serves those)."""
+    return not path.name.startswith(".") and path.is_dir() and (path / CONFIG_FILE).is_file() and not _decoder_only(path)
+def _decoder_only(path: Path) -> bool:
+    try:
+        meta = json.loads((path / CONFIG_FILE).read_text(encoding="utf-8"))
+        return bool(meta["model"]["architecture"] == "decoder_only")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def discover(models_dir: str | Path) -> list[Path]:

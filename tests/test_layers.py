@@ -19,7 +19,7 @@ WEB = {"serving", "cli"}  # the web layer and the command line: the top, nothing
 BELOW_WEB = {"nn", "decoding", "text", "training", "alignment", "vision", "explain", "analysis", "hf",
              "repository", "translator", "config", "device", "allocator", "anatomy", "attribution",
              "score_table", "testing", "engine", "extras", "executor",
-             "staging", "weights_header", "seal", "inside"}
+             "staging", "weights_header", "seal", "inside", "llm"}
 # The Python API (attnscope.load, attnscope.Client) is a door onto the service like the routes and
 # the command line (issue 44); its notebook views draw with the pages' files and import no layer.
 WEB |= {"api"}

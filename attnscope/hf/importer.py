@@ -159,6 +159,11 @@ def import_model(
     if dtype not in DTYPES:
         raise ImportFailure(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     folder = resolve_source(source)
+    from attnscope.hf.llm_import import import_llm, is_decoder_only
+
+    if is_decoder_only(folder):  # a decoder-only LLM (docs/llm.md): its own converter and folder
+        written, llm_card = import_llm(folder, out, source=source, name=name, dtype=DTYPES[dtype], pair=pair)
+        return Imported(written, llm_card)
     hf_model, hf_tokenizer = _load(folder)
     multilingual = converter_for(hf_model.config).languages
     source_lang, target_lang = _pair(hf_tokenizer, source, pair, multilingual=multilingual)

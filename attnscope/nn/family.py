@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from attnscope.nn.recording import ScoreRecorder
 
 # The modules that register the shipped families (each ends with a ``register(...)`` call).
-BUILTIN_MODULES: tuple[str, ...] = ("attnscope.nn.recurrent_family", "attnscope.nn.transformer_family")
+BUILTIN_MODULES: tuple[str, ...] = (
+    "attnscope.nn.recurrent_family", "attnscope.nn.transformer_family", "attnscope.nn.decoder_only_family",
+)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from attnscope.engine.service import ModelService
 from attnscope.serving import analysis_api, api, assets, catalog, metrics, pages, stream
 from attnscope.serving import attribution as attribution_api
 from attnscope.serving import inside as inside_api
+from attnscope.serving import llm as llm_api
 from attnscope.serving import vision as vision_api
 from attnscope.serving.attention_api import router as attention_router
 from attnscope.serving.errors import install_error_handlers
@@ -44,6 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
     service = ModelService(settings)  # cheap: the models load in the lifespan
     vision = vision_api.make_service(settings)
+    llm = llm_api.make_service(settings)  # decoder-only LLMs (docs/llm.md)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -58,6 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         loading.start()
         try:
             await vision_api.load(app, vision)  # the small vision models, before the first request
+            await llm_api.load(app, llm)
             yield
         finally:
             # uvicorn has given running requests ATTNSCOPE_SHUTDOWN_TIMEOUT_S to finish; decodes
@@ -91,6 +94,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(vision_api.router)
     app.include_router(vision_api.pages)
+    app.include_router(llm_api.router)  # /api/llm/...
+    app.include_router(llm_api.pages)
     app.include_router(assets.router)
     app.include_router(metrics.router)
     if STATIC_DIR.is_dir():

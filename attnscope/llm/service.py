@@ -1,0 +1,153 @@
+"""The decoder-only models of a models directory, loaded once, and their answers as plain dicts.
+
+No web here: :mod:`attnscope.serving.llm` is the HTTP door onto this service. Folders whose
+``config.json`` names the decoder-only architecture are loaded (one that fails, or whose weights
+would not fit in memory, is listed as unavailable with the reason); the rest of the directory
+belongs to the encoder-decoder registry.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnscope.llm.folder import LLMFolderError, is_llm_folder, load_llm_folder
+from attnscope.llm.prompt import PromptError
+from attnscope.llm.search import LLMOptions
+from attnscope.llm.translator import LLMTranslation, LLMTranslator
+from attnscope.llm.views import VIEWS, floats
+
+logger = logging.getLogger(__name__)
+
+
+class LLMRequestError(ValueError):
+    """A request the model cannot answer; ``field`` names the part at fault, ``status`` the HTTP one."""
+
+    def __init__(self, field: str, message: str, status: int = 422) -> None:
+        self.field, self.message, self.status = field, message, status
+        super().__init__(f"{field}: {message}")
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One translation (or, with ``target``, a teacher-forced alignment) request."""
+
+    model: str
+    text: str
+    options: LLMOptions = field(default_factory=LLMOptions)
+    template: str | None = None
+    views: tuple[str, ...] = ("target_source",)
+    heads_off: tuple[tuple[int, int], ...] = ()
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one answer may cost: attention floats kept and answer bytes (estimated before decoding)."""
+
+    max_floats: int
+    max_answer_bytes: int
+    bytes_per_float: int = 20  # a float in JSON: up to ~20 characters with its separator
+
+
+class LLMService:
+    """Every decoder-only model folder of ``models_dir``, by folder name."""
+
+    def __init__(self, models_dir: str | Path, device: torch.device, budget: Budget) -> None:
+        self.models_dir, self.device, self.budget = Path(models_dir), device, budget
+        self.models: dict[str, LLMTranslator] = {}
+        self.failed: dict[str, str] = {}
+
+    def load_all(self) -> None:
+        root = self.models_dir
+        for folder in sorted(p for p in root.iterdir() if is_llm_folder(p)) if root.is_dir() else []:
+            try:
+                self.models[folder.name] = LLMTranslator(load_llm_folder(folder, self.device))
+            except (OSError, LLMFolderError) as err:
+                logger.error("decoder-only model %s is unavailable: %s", folder.name, err)
+                self.failed[folder.name] = str(err)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Each model's id, pair, size, geometry (query heads) and prompt template."""
+        return [{
+            "id": mid, "source_lang": t.loaded.source_lang, "target_lang": t.loaded.target_lang,
+            "name": t.loaded.card.get("name", mid), "model_type": (t.loaded.card.get("origin") or {}).get("model_type"),
+            "parameters": t.loaded.model.num_parameters, "layers": t.loaded.config.layers,
+            "heads": t.loaded.config.heads, "kv_heads": t.loaded.config.kv_heads, "prompt_template": t.template,
+            "views": list(VIEWS),
+        } for mid, t in self.models.items()]  # fmt: skip
+
+    def get(self, model_id: str) -> LLMTranslator:
+        if model_id not in self.models:
+            reason = f" ({self.failed[model_id]})" if model_id in self.failed else ""
+            raise LLMRequestError("model", f"no decoder-only model {model_id!r}{reason}; served: {', '.join(self.models) or 'none'}", 404)
+        return self.models[model_id]
+
+    def admit(self, translator: LLMTranslator, request: LLMRequest, prompt_length: int, source: int) -> None:
+        """413 when the kept attention (layers × query heads × (prompt + output)² positions) or the
+        answer's views would pass the budget, counted with the whole output budget."""
+        c = translator.loaded.config
+        output = request.options.max_new_tokens if request.target is None else len(request.target) + 1
+        n = prompt_length + output
+        kept = c.layers * c.heads * n * n * request.options.beam_size if request.options.need_weights else 0
+        sent = floats(c.layers, c.heads, prompt=prompt_length, output=output, source=source, views=request.views)
+        if kept > self.budget.max_floats:
+            raise LLMRequestError("max_new_tokens", f"decoding keeps up to {kept:,} attention floats "
+                                  f"({c.layers} layers × {c.heads} query heads × {n}² positions); the limit is "
+                                  f"{self.budget.max_floats:,}: ask for fewer tokens or beams", 413)  # fmt: skip
+        if sent * self.budget.bytes_per_float > self.budget.max_answer_bytes:
+            raise LLMRequestError("views", f"the answer would carry {sent:,} attention floats, over the answer limit "
+                                  f"of {self.budget.max_answer_bytes:,} bytes: ask for fewer views", 413)  # fmt: skip
+
+    def answer(self, request: LLMRequest) -> dict[str, Any]:
+        """Translate (or align) and return the answer (see docs/llm.md)."""
+        translator = self.get(request.model)
+        config = translator.loaded.config
+        for layer, head in request.heads_off:
+            if not (0 <= layer < config.layers and 0 <= head < config.heads):
+                raise LLMRequestError("disable_heads", f"no head ({layer}, {head}): the model has {config.layers} layers × {config.heads} query heads")
+        try:
+            prompt = translator.prompt(request.text, request.template)
+            self.admit(translator, request, len(prompt.ids), prompt.source_span[1] - prompt.source_span[0])
+            if request.target is not None:
+                result = translator.align(request.text, request.target, template=request.template)
+            else:
+                result = translator.translate(request.text, request.options, template=request.template,
+                                              heads_off=request.heads_off)  # fmt: skip
+        except LLMRequestError:
+            raise
+        except PromptError as err:
+            raise LLMRequestError("prompt_template" if "template" in str(err) else "text", str(err)) from None
+        except ValueError as err:  # past the model's positions
+            raise LLMRequestError("text", str(err)) from None
+        return self._render(request, result)
+
+    def _render(self, request: LLMRequest, result: LLMTranslation) -> dict[str, Any]:
+        p = result.prompt
+        answer: dict[str, Any] = {
+            "model": request.model, "text": result.text, "prompt": p.filled.text, "prompt_tokens": p.tokens,
+            "prompt_token_ids": p.ids, "source_span": list(p.source_span),
+            "source_tokens": p.tokens[p.source_span[0] : p.source_span[1]], "target_token_ids": result.target_ids,
+            "target_tokens": result.target_tokens, "token_logprobs": result.generation.token_logprobs,
+            "score": result.generation.score, "heads_off": [list(h) for h in request.heads_off],
+            "search": _search(request), "attention": None,
+        }  # fmt: skip
+        views = result.views
+        if views is not None:
+            answer["first_target_row"] = views.first_target_row
+            answer["attention"] = {name: getattr(views, name).tolist() for name in request.views}
+            answer["attention"]["outside_source"] = views.outside_source.tolist()
+        return answer
+
+
+def _search(request: LLMRequest) -> dict[str, Any]:
+    o = request.options
+    if request.target is not None:
+        return {"kind": "teacher_forced"}
+    if o.sample:
+        return {"kind": "sample", "temperature": o.temperature, "top_k": o.top_k, "top_p": o.top_p, "seed": o.seed}
+    return {"kind": "beam" if o.beam_size > 1 else "greedy", "beam_size": o.beam_size, "max_new_tokens": o.max_new_tokens}
