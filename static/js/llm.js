@@ -1,18 +1,12 @@
 // The LLM page: translate with a decoder-only model, show target × source (default), the same
 // renormalised over the source, or the full causal matrix, per layer and query head.
+import { getJSON, postJSON } from "./api.js";
 import { fillSelect, setBusy, showError } from "./dom.js";
 import { drawHeatmap } from "./heatmap.js";
 
 const $ = (id) => document.getElementById(id);
 let models = [];
 let answer = null;
-
-async function postJSON(url, body) {
-  const response = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
-  const data = await response.json();
-  if (!response.ok) throw new Error(data.detail || (data.errors || []).map((e) => e.msg).join("; ") || response.statusText);
-  return data;
-}
 
 function viewOf(kind, layer, head) {
   const a = answer.attention;
@@ -71,7 +65,7 @@ async function translate(event) {
 }
 
 async function start() {
-  const data = await (await fetch("/api/llm/models")).json();
+  const data = await getJSON("/api/llm/models");
   models = data.models || [];
   const select = $("llm-model");
   select.replaceChildren(...models.map((m) => new Option(`${m.name} (${m.source_lang}→${m.target_lang})`, m.id)));
