@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         totals.over_80 += u.over_80
         totals.over_8_params += u.over_8_params
         totals.isinstance_checks += u.isinstance_checks
-    emit(f"{'app':<11} {totals.files:>5} {totals.lines:>6} {totals.native_lines:>5} {len(totals.over_60):>4} "
+    emit(f"{'attnscope':<11} {totals.files:>5} {totals.lines:>6} {totals.native_lines:>5} {len(totals.over_60):>4} "
           f"{len(totals.over_80):>4} {len(totals.over_8_params):>9} {totals.isinstance_checks:>10}")
     emit(f"\nfile circles: {len(loops)}")
     for loop in loops:
