@@ -34,7 +34,7 @@ def server_url(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactor
     port = free_port()
     log = tmp_path_factory.mktemp("registry-server") / "server.log"
     command = [sys.executable, "-c", LAUNCH, "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--models-dir", str(browser_models_dir), "--device", "cpu"]  # fmt: skip
+               "--models-dir", str(browser_models_dir), "--only-models-dir", "--device", "cpu"]  # fmt: skip
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "ATTNSCOPE_MAX_EXPLAIN_COST": "1000000000"}
     with log.open("wb") as sink:
         process = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, env=env)
