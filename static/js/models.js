@@ -2,6 +2,7 @@
 // curve, and per language pair the BLEU-by-sentence-length and validation-BLEU plots of all its models.
 import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
 import { explanationTable } from "./explain-table.js";
+import { goldAlignmentTable } from "./gold-alignment.js";
 import { ablationGrids, alignmentGrid } from "./head-grids.js";
 import { roleGrid } from "./head-roles.js";
 import { plotlyText } from "./heatmap.js";
@@ -183,6 +184,7 @@ function modelCard(card) {
     el("h4", {}, "Learning curve"),
     hasCurve ? curveDiv : el("p", { class: "hint" }, "No learning curve in this model's card."),
     ...grids.map((g) => g.node),
+    goldAlignmentTable(card),
     card.hyperparameters && Object.keys(card.hyperparameters).length
       ? el("details", {}, el("summary", {}, "Hyperparameters"), el("pre", {}, JSON.stringify(card.hyperparameters, null, 2)))
       : null,
