@@ -456,7 +456,7 @@ def _evaluate_bleu(
             loaded.card.get("coverage_penalty", 0.0),
         )
         if decoding_was == (args.beam, result["length_penalty"], result["coverage_penalty"]):
-            for key in ("bleu", "bleu_by_length", "attention_entropy"):  # keep the splits not evaluated
+            for key in ("bleu", "chrf", "bleu_by_length", "attention_entropy"):  # keep the splits not evaluated
                 card[key] = {**loaded.card.get(key, {}), **result[key]}
         write_card(loaded.path, card)
     return 0

@@ -121,7 +121,7 @@ function bleuTable(card) {
   return el(
     "table",
     { class: "bleu-table" },
-    el("thead", {}, el("tr", {}, el("th", {}, "BLEU"), el("th", {}, "cased"), el("th", {}, "lowercase"))),
+    el("thead", {}, el("tr", {}, el("th", {}, "BLEU"), el("th", {}, "cased"), el("th", {}, "lowercase"), el("th", {}, "chrF"))),
     el(
       "tbody",
       {},
@@ -132,6 +132,7 @@ function bleuTable(card) {
           el("td", {}, SETS[set] || set),
           el("td", { title: s?.signature_cased || "" }, num(s?.cased)),
           el("td", { title: s?.signature_lowercase || "" }, num(s?.lowercase_13a)),
+          el("td", { title: card.chrf?.[set]?.signature || "", dataset: { metric: "chrf" } }, num(card.chrf?.[set]?.score)),
         ),
       ),
     ),

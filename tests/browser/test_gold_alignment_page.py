@@ -1,4 +1,4 @@
-"""The Models page shows a card's gold-alignment scores (written by ``evaluate --alignment-gold`` on a
+"""The Models page shows chrF beside BLEU, and a card's gold-alignment scores (written by ``evaluate --alignment-gold`` on a
 tiny model and a tiny gold file) beside the published lines, cited as such, and the diagonal baseline."""
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ def gold_server(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     (gold / "alignment.talp").write_text("1-1 2-2 3-3 4-5 4p4 5-6\n1-1 2-2 3-3 4-4\n", encoding="utf-8")
     loaded = load_model_folder(folder)
     result = evaluate_gold(loaded, gold, name="tiny-gold", methods=False, progress=False)
-    write_card(folder, {**loaded.card, "alignment_gold": result})
+    bleu = {"test2016": {"cased": 30.0, "lowercase_13a": 31.0}}
+    chrf = {"test2016": {"score": 57.25, "signature": "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no"}}
+    write_card(folder, {**loaded.card, "alignment_gold": result, "bleu": bleu, "chrf": chrf})
     with running_server(root, tmp_path_factory.mktemp("server") / "server.log") as url:
         yield url, json.loads((folder / "card.json").read_text())["alignment_gold"]
 
@@ -56,5 +58,8 @@ def test_models_page_shows_gold_aer_beside_published_lines(browser: Browser, gol
         expect(published.nth(0)).to_contain_text("published:")
         # four lines of ours: best head and best layer average at both reading steps
         expect(table.locator("tr[data-kind=ours]")).to_have_count(4)
+        chrf = page.locator("#model-en-de-transformer .bleu-table").first
+        expect(chrf.locator("th").nth(3)).to_have_text("chrF")
+        expect(chrf.locator("td[data-metric=chrf]")).to_have_text("57.3")  # beside BLEU 30.0 / 31.0
         context.close()
         assert not errors, errors
