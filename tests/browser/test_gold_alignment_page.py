@@ -37,10 +37,10 @@ def gold_server(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory)
 
 def test_models_page_shows_gold_aer_beside_published_lines(browser: Browser, gold_server: tuple[str, dict]) -> None:
     url, gold = gold_server
+    errors: list[str] = []
     for width in (1400, 390):
         context = browser.new_context(viewport={"width": width, "height": 900})
         page = context.new_page()
-        errors: list[str] = []
         page.on("pageerror", lambda err: errors.append(str(err)))
         page.goto(f"{url}/models")
         expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
