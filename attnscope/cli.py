@@ -504,7 +504,7 @@ def _evaluate_alignment(args: argparse.Namespace, loaded: Any, data_dir: str | P
 
 def _evaluate_gold(args: argparse.Namespace, loaded: Any, data_dir: Path) -> int:
     from attnscope.alignment.gold import resolve_gold
-    from attnscope.alignment.gold_eval import evaluate_gold
+    from attnscope.explain.gold import evaluate_gold
     from attnscope.repository import write_card
 
     folder = resolve_gold(args.alignment_gold, data_dir.parent if (data_dir.parent / args.alignment_gold).is_dir() else data_dir)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnscope.alignment.gold import GoldCounts, GoldPair, parse_talp, read_gold, score_links
-from attnscope.alignment.gold_eval import GoldHeadScores, diagonal_baseline
+from attnscope.explain.gold import GoldHeadScores, diagonal_baseline
 from attnscope.alignment.heads import WordMap
 from attnscope.cli import main
 from attnscope.text.corpus import DataError

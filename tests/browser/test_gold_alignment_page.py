@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect
 
-from attnscope.alignment.gold_eval import evaluate_gold
+from attnscope.explain.gold import evaluate_gold
 from attnscope.repository import load_model_folder, write_card
 from attnscope.testing import running_server
 
