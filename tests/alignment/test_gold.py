@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from attnscope.alignment.gold import GoldCounts, GoldPair, parse_talp, read_gold, score_links
-from attnscope.explain.gold import GoldHeadScores, diagonal_baseline
 from attnscope.alignment.heads import WordMap
 from attnscope.cli import main
+from attnscope.explain.gold import GoldHeadScores, diagonal_baseline
 from attnscope.text.corpus import DataError
 
 torch.set_num_threads(1)
