@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from pydantic import BaseModel, Field
 
+from attnscope.engine.schemas import ErrorResponse
 from attnscope.engine.testsets import TestSetJob, TestSetJobs, read_table
 from attnscope.serving.deps import ServiceDep
 
@@ -29,6 +30,23 @@ class JobRequest(BaseModel):
     references: list[str] | None = Field(default=None, description="Their references, one per source (optional).")
     beam_size: int = Field(default=1, ge=1, le=8)
     limit: int | None = Field(default=None, ge=1, description="Only the first N sentences.")
+
+
+class JobStatus(BaseModel):
+    id: str
+    model: str
+    name: str = Field(description="The split's name, or 'upload'.")
+    total: int = Field(description="Sentences in the job.")
+    done: int = Field(description="Sentences translated and scored so far.")
+    state: str = Field(description="running, cancelling, done, cancelled or failed.")
+    error: str | None = Field(default=None, description="Why a failed job failed.")
+
+
+class JobTable(JobStatus):
+    rows: list[dict[str, Any]] = Field(description="One row per sentence (docs/testsets.md names the columns).")
+
+
+ERR = {"model": ErrorResponse}
 
 
 def jobs_of(request: Request) -> TestSetJobs:
@@ -46,7 +64,11 @@ def _job(request: Request, job_id: str) -> TestSetJob:
     return job
 
 
-@router.post("/jobs", status_code=202)
+@router.post(
+    "/jobs", status_code=202, response_model=JobStatus,
+    responses={400: {**ERR, "description": "No such split, or sources and references that do not match."},
+               404: {**ERR, "description": "Unknown model."}},
+)  # fmt: skip
 async def start_job(body: JobRequest, request: Request, service: ServiceDep) -> dict[str, Any]:
     """Start a job; 400 naming the problem for a bad split or mismatched uploads."""
     if (body.split is None) == (body.sources is None):
@@ -77,12 +99,15 @@ async def start_job(body: JobRequest, request: Request, service: ServiceDep) -> 
     return job.status()
 
 
-@router.get("/jobs/{job_id}")
+@router.get("/jobs/{job_id}", response_model=JobStatus, responses={404: {**ERR, "description": "No such job."}})
 async def job_status(job_id: str, request: Request) -> dict[str, Any]:
     return _job(request, job_id).status()
 
 
-@router.get("/jobs/{job_id}/rows")
+@router.get(
+    "/jobs/{job_id}/rows", response_model=JobTable,
+    responses={404: {**ERR, "description": "No such job."}, 409: {**ERR, "description": "The job is not done."}},
+)  # fmt: skip
 async def job_rows(job_id: str, request: Request) -> dict[str, Any]:
     """The job's table; 409 while it runs or when it was cancelled or failed."""
     job = _job(request, job_id)
@@ -91,7 +116,8 @@ async def job_rows(job_id: str, request: Request) -> dict[str, Any]:
     return {**job.status(), "rows": await asyncio.to_thread(read_table, job.path)}
 
 
-@router.delete("/jobs/{job_id}")
+@router.delete("/jobs/{job_id}", response_model=JobStatus, responses={404: {**ERR, "description": "No such job."}})
 async def cancel_job(job_id: str, request: Request) -> dict[str, Any]:
+    job = _job(request, job_id)
     jobs_of(request).cancel(job_id)
-    return _job(request, job_id).status()
+    return job.status()
