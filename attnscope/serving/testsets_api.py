@@ -67,7 +67,8 @@ def _job(request: Request, job_id: str) -> TestSetJob:
 @router.post(
     "/jobs", status_code=202, response_model=JobStatus,
     responses={400: {**ERR, "description": "No such split, or sources and references that do not match."},
-               404: {**ERR, "description": "Unknown model."}},
+               404: {**ERR, "description": "Unknown model."},
+               422: {**ERR, "description": "A body that is not a job request."}},
 )  # fmt: skip
 async def start_job(body: JobRequest, request: Request, service: ServiceDep) -> dict[str, Any]:
     """Start a job; 400 naming the problem for a bad split or mismatched uploads."""

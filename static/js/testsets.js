@@ -94,7 +94,7 @@ async function run(event) {
 
 async function main() {
   const data = await getJSON("/api/models");
-  const models = (data.models || []).filter((m) => (m.attention || []).length >= 0 && m.source_lang);
+  const models = data.models || [];
   setChildren($("ts-model"), ...models.map((m) => el("option", { value: m.id }, m.id)));
   $("ts-split").addEventListener("change", () => { $("ts-upload").hidden = $("ts-split").value !== "upload"; });
   $("testset-form").addEventListener("submit", run);
