@@ -141,6 +141,16 @@ def _add_evaluate(sub: Subparsers) -> None:
     ev.add_argument("--alignment-rows", choices=ROWS, default="produces",
                     help="score each target word by the row of the step that produces it (card key "
                          "'alignment') or of the step that reads it (card key 'alignment_reads')")
+    ev.add_argument("--alignment-gold", default=None, metavar="NAME_OR_DIR",
+                    help="instead of BLEU: AER/precision/recall of every head, layer average and explanation "
+                         "method against human sure/possible links (rwth-de-en, looked up beside --data-dir, "
+                         "or a folder), at both reading steps (card key 'alignment_gold')")
+    ev.add_argument("--gold-sentences", type=int, default=None, help="with --alignment-gold: only the first N pairs")
+    ev.add_argument("--gold-weights-only", action="store_true",
+                    help="with --alignment-gold: score the raw weights only, not the explanation methods")
+    ev.add_argument("--gold-eflomal", action="store_true",
+                    help="with --alignment-gold: add the eflomal baseline, trained on the corpus' train split "
+                         "plus the gold sentences")
     ev.add_argument("--explain", action="store_true",
                     help="instead of BLEU: every explanation method (and the raw weights) per head/layer, scored by "
                          "alignment F1 on --alignment-split and rank correlation with integrated gradients "
@@ -378,6 +388,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     corpus = data_dir(args.data_dir)
     if args.ray is not None and not args.ablate:
         raise ValueError("--ray goes with --ablate (the other evaluations run in-process)")
+    if args.alignment_gold is not None:
+        return _evaluate_gold(args, loaded, corpus)
     if args.alignment:
         return _evaluate_alignment(args, loaded, corpus)
     if args.explain:
@@ -450,7 +462,7 @@ def _evaluate_bleu(
             loaded.card.get("coverage_penalty", 0.0),
         )
         if decoding_was == (args.beam, result["length_penalty"], result["coverage_penalty"]):
-            for key in ("bleu", "bleu_by_length", "attention_entropy"):  # keep the splits not evaluated
+            for key in ("bleu", "chrf", "bleu_by_length", "attention_entropy"):  # keep the splits not evaluated
                 card[key] = {**loaded.card.get(key, {}), **result[key]}
         write_card(loaded.path, card)
     return 0
@@ -493,6 +505,29 @@ def _evaluate_alignment(args: argparse.Namespace, loaded: Any, data_dir: str | P
     print(json.dumps(result, indent=1))  # noqa: T201 - the command's output
     if args.update_card:
         write_card(loaded.path, {**loaded.card, "alignment" if rows == "produces" else "alignment_reads": result})
+    return 0
+
+
+def _evaluate_gold(args: argparse.Namespace, loaded: Any, data_dir: Path) -> int:
+    from attnscope.alignment.gold import resolve_gold
+    from attnscope.explain.gold import evaluate_gold
+    from attnscope.repository import write_card
+
+    folder = resolve_gold(args.alignment_gold, data_dir.parent if (data_dir.parent / args.alignment_gold).is_dir() else data_dir)
+    extra = None
+    if args.gold_eflomal:
+        from attnscope.alignment.words import moses_words
+        from attnscope.training.data import load_parallel
+
+        train = load_parallel(data_dir, "train", loaded.source_lang, loaded.target_lang)
+        extra = [(moses_words(s, loaded.source_lang), moses_words(t, loaded.target_lang)) for s, t in train]
+    result = evaluate_gold(
+        loaded, folder, name=args.alignment_gold, sentences=args.gold_sentences,
+        methods=not args.gold_weights_only, eflomal_extra=extra,
+    )  # fmt: skip
+    print(json.dumps(result, indent=1, ensure_ascii=False))  # noqa: T201 - the command's output
+    if args.update_card:
+        write_card(loaded.path, {**loaded.card, "alignment_gold": result})
     return 0
 
 

@@ -101,6 +101,7 @@ class ServedModel:
             parameters=self.loaded.model.num_parameters,
             attention=list(c.attention_kinds),  # type: ignore[arg-type]
             bleu=bleu if isinstance(bleu, dict | float | int) and not isinstance(bleu, bool) else None,
+            chrf=card["chrf"] if isinstance(card.get("chrf"), dict) else None,
             device=str(device),
             card={k: v for k, v in card.items() if v is None or isinstance(v, str | int | float | bool)},
             max_source_tokens=self.max_source_tokens,

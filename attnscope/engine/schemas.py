@@ -593,6 +593,13 @@ class ModelInfo(BaseModel):
             '({"test2016": {"cased": 35.1, "lowercase_13a": 36.4, ...}, ...}), a number, or null.'
         )
     )
+    chrf: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "chrF from the model's card (sacreBLEU's CHRF, cased), per test split: "
+            '{"test2016": {"score": 61.2, "signature": "nrefs:1|case:mixed|..."}, ...}, or null.'
+        ),
+    )
     device: str
     card: dict[str, Any] = Field(description="The scalar fields of the model's card.json.")
     max_source_tokens: int = Field(

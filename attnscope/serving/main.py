@@ -21,7 +21,16 @@ from attnscope import __version__
 from attnscope.allocator import keep_freed_memory
 from attnscope.config import Settings, get_settings
 from attnscope.engine.service import ModelService
-from attnscope.serving import analysis_api, api, assets, catalog, metrics, pages, stream
+from attnscope.serving import (
+    analysis_api,
+    api,
+    assets,
+    catalog,
+    metrics,
+    pages,
+    stream,
+    testsets_api,
+)
 from attnscope.serving import attribution as attribution_api
 from attnscope.serving import inside as inside_api
 from attnscope.serving import llm as llm_api
@@ -91,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(inside_api.router)  # POST /api/lens, /api/patch
     app.include_router(catalog.router)  # GET /api/score-functions
     app.include_router(analysis_api.router)  # GET /api/models/{id}/analysis
+    app.include_router(testsets_api.router)  # /api/testsets/jobs
     app.include_router(pages.router)
     app.include_router(vision_api.router)
     app.include_router(vision_api.pages)

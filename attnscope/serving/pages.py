@@ -89,6 +89,11 @@ def models_page(request: Request) -> HTMLResponse:
     return _page(request, "models.html", page="models", cards=cards, score_rows=score_rows(cards))
 
 
+@router.get("/testsets", response_class=HTMLResponse)
+def testsets_page(request: Request) -> HTMLResponse:
+    return _page(request, "testsets.html", page="testsets")
+
+
 @router.get("/learn", response_class=HTMLResponse)
 def learn_page(request: Request) -> HTMLResponse:
     """A guided tour of attention in eight stops, each drawn by the loaded models."""

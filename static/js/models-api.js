@@ -83,6 +83,7 @@ export function infoLine(model) {
     model.layers > 1 || model.heads > 1 ? `${model.layers} layers × ${model.heads} heads` : null,
     `${formatCount(model.parameters)} parameters`,
     bleu ? `BLEU ${bleu.value.toFixed(1)}${bleu.set ? ` on ${bleu.set}` : ""} (sacreBLEU${bleu.kind ? `, ${bleu.kind}` : ""})` : "BLEU not measured",
+    bleu && typeof model.chrf?.[bleu.set]?.score === "number" ? `chrF ${model.chrf[bleu.set].score.toFixed(1)}` : null,
     model.device ? `on ${model.device}` : null,
   ];
   return parts.filter(Boolean).join(" · ");

@@ -3,6 +3,7 @@
 import { explainMethods } from "./api.js";
 import { el, formatCount, formatDuration, plotlyReady, setChildren, showError } from "./dom.js";
 import { explanationTable } from "./explain-table.js";
+import { goldAlignmentTable } from "./gold-alignment.js";
 import { ablationGrids, alignmentGrid } from "./head-grids.js";
 import { roleGrid } from "./head-roles.js";
 import { plotlyText } from "./heatmap.js";
@@ -149,7 +150,7 @@ function bleuTable(card) {
   return el(
     "table",
     { class: "bleu-table" },
-    el("thead", {}, el("tr", {}, el("th", {}, "BLEU"), el("th", {}, "cased"), el("th", {}, "lowercase"))),
+    el("thead", {}, el("tr", {}, el("th", {}, "BLEU"), el("th", {}, "cased"), el("th", {}, "lowercase"), el("th", {}, "chrF"))),
     el(
       "tbody",
       {},
@@ -160,6 +161,7 @@ function bleuTable(card) {
           el("td", {}, SETS[set] || set),
           el("td", { title: s?.signature_cased || "" }, num(s?.cased)),
           el("td", { title: s?.signature_lowercase || "" }, num(s?.lowercase_13a)),
+          el("td", { title: card.chrf?.[set]?.signature || "", dataset: { metric: "chrf" } }, num(card.chrf?.[set]?.score)),
         ),
       ),
     ),
@@ -214,6 +216,7 @@ function modelCard(card) {
     imported && !hasCurve ? null : el("h4", {}, "Learning curve"),
     hasCurve ? curveDiv : imported ? null : el("p", { class: "hint" }, "No learning curve in this model's card."),
     ...grids.map((g) => g.node),
+    goldAlignmentTable(card),
     card.hyperparameters && Object.keys(card.hyperparameters).length
       ? el("details", {}, el("summary", {}, "Hyperparameters"), el("pre", {}, JSON.stringify(card.hyperparameters, null, 2)))
       : null,

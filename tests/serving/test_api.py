@@ -52,10 +52,11 @@ def test_models_reports_bleu_from_the_card(tmp_path: Path, tiny_models_dir: Path
     shutil.copytree(tiny_models_dir / folder.name, folder)
     bleu = {"test2016": {"cased": 35.2, "lowercase_13a": 36.01, "signature_cased": "nrefs:1|case:mixed"}}
     card = json.loads((folder / "card.json").read_text())
-    (folder / "card.json").write_text(json.dumps({**card, "bleu": bleu, "curve": [{"epoch": 1}]}))
+    chrf = {"test2016": {"score": 61.3, "signature": "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no"}}
+    (folder / "card.json").write_text(json.dumps({**card, "bleu": bleu, "chrf": chrf, "curve": [{"epoch": 1}]}))
     with client_for(tmp_path) as c:
         (info,) = c.get("/api/models").json()["models"]
-    assert info["bleu"] == bleu
+    assert info["bleu"] == bleu and info["chrf"] == chrf
     assert "curve" not in info["card"] and info["card"]["note"] == card["note"]
 
 

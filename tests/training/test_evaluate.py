@@ -18,6 +18,7 @@ from attnscope.training.data import load_parallel
 from attnscope.training.evaluate import (
     bleu_by_length,
     bleu_scores,
+    chrf_scores,
     coverage_comparison,
     evaluate,
     translate_corpus,
@@ -47,6 +48,15 @@ def test_both_conventions_equal_sacrebleu_called_directly() -> None:
         sacrebleu.corpus_bleu(HYPS, [REFS], lowercase=True).score, 2
     )
     assert 0 < scores["cased"] < scores["lowercase_13a"] < 100  # "a woman" matches only lowercased
+
+
+def test_chrf_equals_sacrebleu_called_directly() -> None:
+    scores = chrf_scores(HYPS, REFS)
+    assert scores["score"] == round(sacrebleu.corpus_chrf(HYPS, [REFS]).score, 2)
+    # chrF credits the partly right words BLEU counts as wrong ("riding"/"reading" vs "reads")
+    assert bleu_scores(HYPS, REFS)["cased"] < scores["score"] < 100
+    with pytest.raises(ValueError, match="2 hypotheses but 4 references"):
+        chrf_scores(HYPS[:2], REFS)
 
 
 def test_signatures_name_the_convention() -> None:
@@ -175,6 +185,7 @@ def test_evaluate_scores_each_split_in_the_model_direction(tiny_corpus: Path) ->
     assert result["attention_entropy"]["test2016"]["normalized"] == 1.0
     for split in ("test2016", "test2017"):
         assert result["bleu"][split]["cased"] == result["bleu"][split]["lowercase_13a"] == 100.0
+        assert result["chrf"][split]["score"] == 100.0 and "nc:6|nw:0" in result["chrf"][split]["signature"]
         assert sum(r["sentences"] for r in result["bleu_by_length"][split]) == len(
             load_parallel(tiny_corpus, split, "en", "de")
         )
