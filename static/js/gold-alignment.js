@@ -5,7 +5,7 @@ import { el } from "./dom.js";
 
 const pct = (v) => (typeof v === "number" ? (100 * v).toFixed(1) : "–");
 const ROW_WORDS = { produces: "step that produces the word", reads: "step that reads the word" };
-const METHOD_WORDS = { weights: "raw attention weights", norm: "‖αf(x)‖ norms", rollout: "attention rollout", alti: "ALTI+", value_zeroing: "value zeroing" };
+const WEIGHTS_WORDS = "raw attention weights"; // the explanation methods' own labels come from /api/explain-methods
 
 function line(kind, name, scores, note) {
   return el("tr", { dataset: { kind } },
@@ -19,14 +19,16 @@ function line(kind, name, scores, note) {
 const cell = (c) => (c && typeof c.layer === "number" ? `L${c.layer + 1}${typeof c.head === "number" ? ` · H${c.head + 1}` : ""}` : "");
 
 /** The card's gold-alignment section as a table node, or null when the card has none. */
-export function goldAlignmentTable(card) {
+/** `methods`: the registered explanation methods (GET /api/explain-methods), for their labels. */
+export function goldAlignmentTable(card, methods = []) {
+  const labels = new Map(methods.map((m) => [m.name, m.long_label || m.label]));
   const g = card.alignment_gold;
   if (!g || typeof g !== "object" || !g.methods || typeof g.methods !== "object") return null;
   const rows = [];
   for (const [method, byRows] of Object.entries(g.methods)) {
     for (const [reading, r] of Object.entries(byRows || {})) {
       if (!r || !r.best_head) continue;
-      const what = `${METHOD_WORDS[method] || method}, ${ROW_WORDS[reading] || reading}`;
+      const what = `${method === "weights" ? WEIGHTS_WORDS : labels.get(method) || method}, ${ROW_WORDS[reading] || reading}`;
       rows.push(line("ours", `${what}: best ${r.best_layer && r.aer?.[0]?.length === 1 ? "layer" : "head"}`, r.best_head, `${cell(r.best_head)} · this model`));
       if (r.best_layer && (r.aer?.[0]?.length ?? 0) > 1) rows.push(line("ours", `${what}: best layer average`, r.best_layer, `${cell(r.best_layer)} · this model`));
     }

@@ -216,7 +216,7 @@ function modelCard(card) {
     imported && !hasCurve ? null : el("h4", {}, "Learning curve"),
     hasCurve ? curveDiv : imported ? null : el("p", { class: "hint" }, "No learning curve in this model's card."),
     ...grids.map((g) => g.node),
-    goldAlignmentTable(card),
+    goldAlignmentTable(card, explainCatalog || []),
     card.hyperparameters && Object.keys(card.hyperparameters).length
       ? el("details", {}, el("summary", {}, "Hyperparameters"), el("pre", {}, JSON.stringify(card.hyperparameters, null, 2)))
       : null,
