@@ -111,7 +111,8 @@ export class Explorer {
   /** The panel contract: a panel is an object with any of `onAnswer(explorer)`, called when a new
    *  answer is shown (explorer.response, explorer.model), and `onView(explorer)`, called after each
    *  redraw of a finished answer (a new answer, or the view changed: kind, layer, head, the head
-   *  grid). Panels register here instead of watching the explorer's DOM. Returns the panel. */
+   *  grid), and `onGrid(explorer)`, after each redraw of the head grid's thumbnails. Panels
+   *  register here instead of watching the explorer's DOM. Returns the panel. */
   addPanel(panel) {
     this.panels.push(panel);
     if (this.response && !this.playing) panel.onView?.(this);
@@ -423,8 +424,11 @@ export class Explorer {
     }
   }
 
+  /** (Re)draw the head grid's thumbnails, then tell the panels that decorate them (`onGrid`):
+   *  on demand the grid is redrawn as each layer's heads arrive, after the view's `onView`. */
   renderGrid() {
     renderHeadGrid(this);
+    for (const panel of this.panels) panel.onGrid?.(this);
   }
 
   /** The model's card's numbers for the heads of the kind shown (see head-facts.js). */

@@ -130,7 +130,8 @@ function badge(h, roles) {
 /** The explorer panel (explorer.addPanel) that badges every thumbnail of the head grid with its
  *  head's role, after each redraw, for the model and attention kind the explorer shows. */
 export function rolePanel() {
-  return {
+  const panel = {
+    onGrid: (explorer) => panel.onView(explorer), // the thumbnails were drawn anew (on demand: a layer at a time)
     async onView(explorer) {
       const grid = explorer.c.grid;
       const id = explorer.response?.model;
@@ -145,6 +146,7 @@ export function rolePanel() {
       }
     },
   };
+  return panel;
 }
 
 /** Badge each chip of the Heads card (the buttons `[data-head="layer:head"]` in `list`, heads of
