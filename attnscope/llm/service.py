@@ -54,6 +54,17 @@ class Budget:
     bytes_per_float: int = 20  # a float in JSON: up to ~20 characters with its separator
 
 
+def best_head(card: dict[str, Any], layers: int, heads: int) -> dict[str, Any] | None:
+    """The card's best-aligning (layer, query head) from ``evaluate --alignment`` with its F1,
+    None without one or when it is not a head of this model (a card copied from another)."""
+    best = (card.get("alignment") or {}).get("best_head") if isinstance(card.get("alignment"), dict) else None
+    try:
+        layer, head, f1 = int(best["layer"]), int(best["head"]), float(best["f1"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return None
+    return {"layer": layer, "head": head, "f1": f1} if 0 <= layer < layers and 0 <= head < heads else None
+
+
 class LLMService:
     """Every decoder-only model folder of ``models_dir``, by folder name."""
 
@@ -78,7 +89,7 @@ class LLMService:
             "name": t.loaded.card.get("name", mid), "model_type": (t.loaded.card.get("origin") or {}).get("model_type"),
             "parameters": t.loaded.model.num_parameters, "layers": t.loaded.config.layers,
             "heads": t.loaded.config.heads, "kv_heads": t.loaded.config.kv_heads, "prompt_template": t.template,
-            "views": list(VIEWS),
+            "views": list(VIEWS), "best_head": best_head(t.loaded.card, t.loaded.config.layers, t.loaded.config.heads),
         } for mid, t in self.models.items()]  # fmt: skip
 
     def get(self, model_id: str) -> LLMTranslator:
