@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from attnscope.llm.explain import explanations
 from attnscope.llm.folder import LLMFolderError, is_llm_folder, load_llm_folder
 from attnscope.llm.prompt import PromptError
 from attnscope.llm.search import LLMOptions
@@ -43,6 +44,7 @@ class LLMRequest:
     views: tuple[str, ...] = ("target_source",)
     heads_off: tuple[tuple[int, int], ...] = ()
     target: str | None = None
+    explain: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,8 @@ class LLMService:
         if views is not None:
             answer["first_target_row"] = views.first_target_row
             answer["attention"] = {name: getattr(views, name).tolist() for name in request.views}
+            if request.explain:
+                answer["explanations"] = explanations(views, p.source_span, request.explain)
             answer["attention"]["outside_source"] = views.outside_source.tolist()
         return answer
 
