@@ -9,6 +9,7 @@ belongs to the encoder-decoder registry.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from attnscope.llm.prompt import PromptError
 from attnscope.llm.search import LLMOptions
 from attnscope.llm.translator import LLMTranslation, LLMTranslator
 from attnscope.llm.views import VIEWS, floats
+from attnscope.nn.ablation import disabled_heads
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +110,8 @@ class LLMService:
         n = prompt_length + output
         kept = c.layers * c.heads * n * n * request.options.beam_size if request.options.need_weights else 0
         sent = floats(c.layers, c.heads, prompt=prompt_length, output=output, source=source, views=request.views)
+        sent += c.layers * output * (source + 1) if "rollout" in request.explain else 0  # + source_share
+        sent += c.layers * c.heads * (output + 1) * source if "norm" in request.explain else 0  # + value_norms
         if kept > self.budget.max_floats:
             raise LLMRequestError("max_new_tokens", f"decoding keeps up to {kept:,} attention floats "
                                   f"({c.layers} layers × {c.heads} query heads × {n}² positions); the limit is "
@@ -154,7 +158,13 @@ class LLMService:
             answer["first_target_row"] = views.first_target_row
             answer["attention"] = {name: getattr(views, name).tolist() for name in request.views}
             if request.explain:
-                answer["explanations"] = explanations(views, p.source_span, request.explain)
+                model = self.get(request.model).loaded.model
+                off = [("decoder_self", layer, head) for layer, head in request.heads_off]
+                with disabled_heads(model, off) if off else nullcontext():
+                    answer["explanations"] = explanations(
+                        views, p.source_span, request.explain, model=model,
+                        ids=(p.ids + result.target_ids)[: views.full.size(-1)],
+                    )  # fmt: skip
             answer["attention"]["outside_source"] = views.outside_source.tolist()
         return answer
 

@@ -75,9 +75,9 @@ class LLMTranslateRequest(BaseModel):
     views: list[ViewName] = Field(default=["target_source"], description="Attention views to return.")
     attention: bool = Field(default=True, description="false: no attention at all (the fused kernel runs).")
     disable_heads: list[HeadOff] = Field(default=[], max_length=4096)
-    explain: list[Literal["rollout"]] = Field(
-        default=[], description="Add `explanations`: attention rollout per layer over the causal stack, cut to "
-        "output × source (docs/llm.md).",
+    explain: list[Literal["rollout", "norm"]] = Field(
+        default=[], description="Add `explanations`: `rollout` (per layer, over the causal stack) and/or `norm` "
+        "(α·‖value·W_O‖ per query head), cut to output × source (docs/llm.md).",
     )  # fmt: skip
 
     @model_validator(mode="after")

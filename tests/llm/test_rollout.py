@@ -1,11 +1,17 @@
-"""Attention rollout on ``/api/llm/translate`` (``explain: ["rollout"]``), over HTTP: recomputed here
-with numpy from the answer's own full causal matrix, layer by layer."""
+"""Explanations on ``/api/llm/translate`` over HTTP: attention rollout recomputed here with numpy from
+the answer's own full causal matrix, layer by layer; the norm per query head from the model's
+value and output projections."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+import torch
 from test_served import SOURCE, post
+
+from attnscope.llm.folder import load_llm_folder
 
 
 @pytest.mark.parametrize("layout", ["qwen2", "gpt2"])
@@ -34,3 +40,33 @@ def test_rollout_without_attention_is_a_422(server: str) -> None:
     assert status == 422 and "explain needs the attention" in str(answer)
     status, answer = post(f"{server}/api/llm/translate", {"model": "en-de-gpt2", "text": SOURCE, "explain": ["alti"]})
     assert status == 422
+
+
+@pytest.mark.parametrize("layout", ["qwen2", "gemma2"])
+def test_norm_per_query_head_is_weight_times_the_value_vector_norm(server: str, llm_models: Path, layout: str) -> None:
+    """Recomputed here from the value projection's outputs (a forward hook on each layer's ``v``)
+    and the output projection's columns of one query head, by hand."""
+    status, answer = post(f"{server}/api/llm/translate", {
+        "model": f"en-de-{layout}", "text": SOURCE, "max_new_tokens": 5, "explain": ["norm"],
+    })  # fmt: skip
+    assert status == 200, answer
+    model = load_llm_folder(llm_models / f"en-de-{layout}").model
+    c = model.config
+    captured: list[torch.Tensor] = []
+    hooks = [layer.attn.v.register_forward_hook(lambda _m, _i, out: captured.append(out[0])) for layer in model.layers]
+    ids = answer["prompt_token_ids"] + answer["target_token_ids"][:-1]
+    with torch.no_grad():
+        model(torch.tensor([ids]))
+    for hook in hooks:
+        hook.remove()
+    s0, s1 = answer["source_span"]
+    weights, got = answer["attention"]["target_source"], answer["explanations"]["norm"]
+    group = c.heads // c.kv_heads
+    for layer in range(c.layers):
+        for head in range(c.heads):
+            kv = head // group
+            w_o = model.layers[layer].attn.o.weight.detach()[:, head * c.head_dim : (head + 1) * c.head_dim]
+            sizes = [float((w_o @ captured[layer][j, kv * c.head_dim : (kv + 1) * c.head_dim]).norm()) for j in range(s0, s1)]
+            np.testing.assert_allclose(got["value_norms"][layer][head], sizes, rtol=1e-4)
+            expected = np.array(weights[layer][head]) * np.array(sizes)[None, :]
+            np.testing.assert_allclose(got["target_source"][layer][head], expected, rtol=1e-4, atol=1e-6)
