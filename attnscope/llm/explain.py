@@ -21,13 +21,13 @@ output so far). Rollout is per layer, not per head: the head average is its defi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
 
 from attnscope.llm.views import Views
-from attnscope.nn.decoder_only import DecoderOnlyLM
+from attnscope.nn.decoder_only import DecoderOnlyLM, Layer
 
 METHODS: tuple[str, ...] = ("rollout", "norm")
 
@@ -53,7 +53,7 @@ def value_norms(model: DecoderOnlyLM, ids: list[int]) -> Tensor:
     norms = []
     for layer, values in zip(model.layers, out.cache.values, strict=True):
         v = values[0].float().repeat_interleave(group, dim=0)  # (H, n, Dh)
-        w_o = layer.attn.o.weight.float().view(c.d_model, c.heads, c.head_dim)  # (D, H, Dh)
+        w_o = cast(Layer, layer).attn.o.weight.float().view(c.d_model, c.heads, c.head_dim)  # (D, H, Dh)
         norms.append(torch.einsum("hnd,Dhd->hnD", v, w_o).norm(dim=-1))  # (H, n)
     return torch.stack(norms)
 
