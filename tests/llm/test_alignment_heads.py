@@ -132,3 +132,27 @@ def test_the_page_opens_on_the_best_head(llm_models: Path, tmp_path: Path) -> No
             page.wait_for_selector("#llm-plot .main-svg", timeout=60_000)
             assert (page.input_value("#llm-layer"), page.input_value("#llm-head")) == (str(best["layer"]), str(best["head"]))
             browser.close()
+
+
+def test_align_corpus_references_score_as_the_links_file(llm_models: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """The same links, once as an align-corpus references file over Moses words (here the same
+    words) beside a corpus split, score every head exactly as the hand-written file does."""
+    from attnscope.alignment.corpus import AlignedPair, references_path, write_references
+    from attnscope.alignment.links import parse_pharaoh
+    from attnscope.alignment.words import word_spans
+    from attnscope.text.corpus import SPLITS
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / f"{SPLITS['test2016']}.en").write_text("\n".join(s for s, _, _ in PAIRS) + "\n", encoding="utf-8")
+    (data / f"{SPLITS['test2016']}.de").write_text("\n".join(t for _, t, _ in PAIRS) + "\n", encoding="utf-8")
+    refs = [AlignedPair(parse_pharaoh(links), word_spans(s, "en"), word_spans(t, "de")) for s, t, links in PAIRS]
+    write_references(references_path(data / "alignments", "test2016", "en", "de"), refs)
+    folder = llm_models / "en-de-gpt2"
+    assert main(["evaluate", str(folder), "--alignment", "--data-dir", str(data)]) == 0
+    from_corpus = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", str(folder), "--alignment", "--links", str(_links_file(tmp_path))]) == 0
+    from_links = json.loads(capsys.readouterr().out)
+    assert from_corpus["split"] == "test2016" and from_corpus["f1"] == from_links["f1"]
+    assert "eflomal" in from_corpus["convention"] and "hand-written" in from_links["convention"]
