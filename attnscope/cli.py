@@ -138,6 +138,10 @@ def _add_evaluate(sub: Subparsers) -> None:
                     help="instead of BLEU: every cross-attention head's word-alignment F1/AER against the "
                          "reference links of --alignment-split (card key 'alignment')")
     ev.add_argument("--alignment-split", default="test2016")
+    ev.add_argument("--links", default=None, metavar="FILE",
+                    help="with --alignment: score against this hand-written links file "
+                         "(source<TAB>target<TAB>Pharaoh links, whitespace words) instead of the split's "
+                         "align-corpus references")
     ev.add_argument("--alignment-rows", choices=ROWS, default="produces",
                     help="score each target word by the row of the step that produces it (card key "
                          "'alignment') or of the step that reads it (card key 'alignment_reads')")
@@ -376,11 +380,16 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from attnscope.device import resolve_device
+    from attnscope.llm.folder import is_llm_folder
     from attnscope.repository import load_model_folder, write_card
     from attnscope.training.data import TEST_SPLITS
     from attnscope.training.evaluate import attention_entropy
     from attnscope.translator import Translator
 
+    if is_llm_folder(args.model):
+        return _evaluate_llm(args)
+    if args.links is not None:
+        raise ValueError("--links scores a decoder-only folder's heads; an encoder-decoder's use align-corpus files")
     loaded = load_model_folder(args.model, resolve_device(args.device), quantize=args.quantize)
     translator = Translator(loaded, max_source_tokens=10_000)
     if args.tune_coverage_penalty and "cross" not in loaded.config.attention_kinds:
@@ -528,6 +537,29 @@ def _evaluate_gold(args: argparse.Namespace, loaded: Any, data_dir: Path) -> int
     print(json.dumps(result, indent=1, ensure_ascii=False))  # noqa: T201 - the command's output
     if args.update_card:
         write_card(loaded.path, {**loaded.card, "alignment_gold": result})
+    return 0
+
+
+def _evaluate_llm(args: argparse.Namespace) -> int:
+    """``evaluate`` of a decoder-only folder: only ``--alignment`` (attnscope.llm.alignment)."""
+    from attnscope.device import resolve_device
+    from attnscope.llm.alignment import evaluate_llm_alignment
+    from attnscope.llm.folder import load_llm_folder
+    from attnscope.llm.translator import LLMTranslator
+    from attnscope.repository import write_card
+
+    if not args.alignment:
+        raise ValueError(f"{args.model} is a decoder-only model: evaluate takes it with --alignment only")
+    loaded = load_llm_folder(args.model, resolve_device(args.device))
+    rows = args.alignment_rows
+    result = evaluate_llm_alignment(
+        LLMTranslator(loaded, max_prompt_tokens=10_000), links=args.links,
+        data_dir=data_dir(args.data_dir) if args.links is None else None,
+        split=args.alignment_split, align_dir=args.align_dir, rows=rows,
+    )  # fmt: skip
+    print(json.dumps(result, indent=1))  # noqa: T201 - the command's output
+    if args.update_card:
+        write_card(loaded.path, {**loaded.card, "alignment" if rows == "produces" else "alignment_reads": result})
     return 0
 
 

@@ -94,10 +94,17 @@ def pieces_to_words(text: str, pieces: list[str], words: list[Span]) -> list[int
     """For each piece of ``text``, the index of the word (``words``: spans) it overlaps most
     (ties: the first). A piece overlapping none (whitespace) joins the next piece's word.
     Special pieces (``</s>``) must not be passed. Returns one word index per piece."""
+    return spans_to_words(piece_spans(text, pieces), words)
+
+
+def spans_to_words(spans: list[Span | None], words: list[Span]) -> list[int]:
+    """For each piece's character span (None: whitespace only), the index of the word it
+    overlaps most (ties: the first); a piece overlapping none joins the next piece's word (the
+    rule of :func:`pieces_to_words`, for tokenizers that give offsets themselves)."""
     if not words:
         raise ValueError("a sentence without words cannot be aligned")
     result: list[int | None] = []
-    for span in piece_spans(text, pieces):
+    for span in spans:
         if span is None:
             result.append(None)
             continue

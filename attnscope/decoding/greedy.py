@@ -18,9 +18,11 @@ from attnscope.decoding import static_greedy
 from attnscope.decoding.history import AttentionHistory
 from attnscope.decoding.output import DecodeOutput, check_stop, never_emit, plan_decoding
 from attnscope.decoding.plan import DecodeKw, DecodeOptions, DecodePlan, make_plan, options_of
+from attnscope.decoding.sampling import Sampling, draw, generators
 from attnscope.decoding.steps import Candidate, DecodeStep, StepCallback
 from attnscope.nn import native
 from attnscope.nn.base import Seq2Seq, reorder_encoder
+from attnscope.nn.config import ModelConfig
 from attnscope.nn.outputs import StepOutput
 
 
@@ -88,6 +90,8 @@ def _decode(
     alive_list = list(range(batch))
     rows_enc, state = model.step_inputs(enc), model.init_state(enc, path=plan.step)
     tokens = torch.full((batch,), c.bos_id, dtype=torch.long, device=device)
+    sampling = options.sampling
+    drawers = generators(sampling, batch, device) if sampling is not None else []  # one per sentence
     steps = 0
     for t in range(limit):
         check_stop(should_stop, t)
@@ -95,11 +99,7 @@ def _decode(
         history.record(step)
         alive_per_step.append(alive_list)
         log_probs = step.log_probs  # (N, V)
-        best = native.best_words(log_probs, (c.pad_id, c.bos_id)) if plan.native_search else None  # (N,) each
-        if best is None:
-            log_probs = never_emit(log_probs, c.pad_id, c.bos_id, inplace=True)
-            best = log_probs.max(dim=-1)
-        logp, tokens = best
+        logp, tokens = _choose(log_probs, c, plan, sampling, [drawers[s] for s in alive_list] if drawers else [])
         if t < forced_width:
             wanted = forced[alive, t]
             tokens = torch.where(wanted >= 0, wanted, tokens)
@@ -140,6 +140,23 @@ def _decode(
         decoder_self=decoder_self,
         forced_tokens=None if options.prefix is None else [len(p) for p in prefixes],
     )
+
+
+def _choose(
+    log_probs: Tensor, c: ModelConfig, plan: DecodePlan, sampling: Sampling | None, rows: list[torch.Generator]
+) -> tuple[Tensor, Tensor]:
+    """log_probs: (N, V), pad and BOS set to -inf in place -> (N,) each: the chosen tokens'
+    log-probabilities and the tokens, the argmax (natively where built) or, with ``sampling``,
+    a draw with each row's sentence's generator ``rows[i]``."""
+    best = native.best_words(log_probs, (c.pad_id, c.bos_id)) if plan.native_search and sampling is None else None
+    if best is not None:
+        return best
+    never_emit(log_probs, c.pad_id, c.bos_id, inplace=True)
+    if sampling is None:
+        logp, tokens = log_probs.max(dim=-1)
+        return logp, tokens
+    drawn = draw(log_probs, sampling, rows)
+    return log_probs.gather(1, drawn[:, None])[:, 0], drawn
 
 
 def _forced(prefixes: list[list[int]], device: torch.device) -> Tensor:

@@ -21,6 +21,7 @@ from typing import Literal, TypedDict
 from torch import Tensor
 
 from attnscope.decoding import static_greedy
+from attnscope.decoding.sampling import Sampling
 from attnscope.nn import native
 from attnscope.nn.base import Seq2Seq, StepPath
 
@@ -54,10 +55,13 @@ class DecodeOptions:
     return_tree: bool = False
     max_len_ratio: float = 1.5
     max_len_offset: int = 10
+    sampling: Sampling | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_length", "prefix"):
             object.__setattr__(self, name, _tuples(getattr(self, name)))
+        if self.sampling is not None and (self.beam_size != 1 or self.return_tree):
+            raise ValueError("sampling draws one output: it needs beam_size 1 and no beam tree")
 
     @property
     def search(self) -> Search:
@@ -77,6 +81,7 @@ class DecodeKw(TypedDict, total=False):
     return_tree: bool
     max_len_ratio: float
     max_len_offset: int
+    sampling: Sampling | None
 
 
 OPTION_NAMES = frozenset(f.name for f in fields(DecodeOptions))
@@ -115,6 +120,7 @@ def make_plan(
     static = (
         search == "greedy"
         and not streamed
+        and options.sampling is None
         and static_greedy.applies(model, src.device, options.prefix)
     )
     coverage = (options.coverage_penalty or 0.0) > 0

@@ -21,6 +21,7 @@ from typing import Any
 from attnscope.alignment.hard import Choice
 from attnscope.alignment.rows import Rows
 from attnscope.decoding.plan import OPTION_NAMES, DecodeOptions
+from attnscope.decoding.sampling import Sampling
 from attnscope.decoding.steps import StepCallback
 from attnscope.engine.attention_store import AttentionStore
 from attnscope.engine.explain import NO_EXTRAS, Extras
@@ -76,6 +77,7 @@ class ServiceRequest:
     target: str | None = None
     source_lang: str | None = None  # a multilingual import's language codes (None: the card's)
     target_lang: str | None = None
+    sampling: Sampling | None = None
 
     @property
     def languages(self) -> tuple[str | None, str | None]:
@@ -92,6 +94,8 @@ class ServiceRequest:
         values["texts"] = tuple(body.texts) if isinstance(body, BatchTranslateRequest) else (body.text,)
         values["batch"] = batch
         values["disable_heads"] = tuple(values.get("disable_heads", ()))
+        sampled = values.get("sampling")
+        values["sampling"] = None if sampled is None else Sampling(**sampled.model_dump())
         extras = {f.name: getattr(body, f.name) for f in fields(Extras) if f.name in given}
         values["extras"] = Extras(**{**extras, "explain": tuple(extras.get("explain", ()))})
         kinds = body.attention

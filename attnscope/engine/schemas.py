@@ -225,6 +225,35 @@ class AnswerFields(StrictRequest):
     precision: Precision = 6
 
 
+class SamplingRequest(StrictRequest):
+    """Draw the translation instead of searching it (``attnscope.decoding.sampling``)."""
+
+    temperature: float = Field(default=1.0, ge=0.0, le=10.0, allow_inf_nan=False,
+                               description="Divides the log-probabilities; 0 is greedy decoding.")  # fmt: skip
+    top_k: int = Field(default=0, ge=0, description="Draw among the k most likely tokens only; 0: every token.")
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, allow_inf_nan=False,
+                         description="Draw among the most likely tokens whose mass reaches p; 1: every token.")  # fmt: skip
+    seed: int = Field(ge=0, le=2**31 - 1, description="Same seed, same model, text and device: same translation.")
+
+
+SAMPLING_DESCRIPTION = (
+    "Sample each token (temperature, then top-k, then top-p) with a per-sentence generator seeded by `seed`, "
+    "instead of beam or greedy search. Needs beam_size 1 (the default when sampling) and no return_beam."
+)
+
+
+def _one_output(body: Any) -> Any:
+    """A sampled request decodes one output: beam_size 1 unless given (then it must be 1)."""
+    if body.sampling is None:
+        return body
+    if "beam_size" in body.model_fields_set and body.beam_size != 1:
+        raise ValueError("sampling draws one output: use beam_size 1")
+    if getattr(body, "return_beam", False):
+        raise ValueError("sampling has no beam tree: leave return_beam out")
+    body.beam_size = 1
+    return body
+
+
 class TranslateRequest(AnswerFields):
     model_config = ConfigDict(
         json_schema_extra={
@@ -258,6 +287,11 @@ class TranslateRequest(AnswerFields):
     explain: ExplainMethods = []
     alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
     disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
+    sampling: SamplingRequest | None = Field(default=None, description=SAMPLING_DESCRIPTION)
+
+    @model_validator(mode="after")
+    def _sampled(self) -> Any:
+        return _one_output(self)
 
 
 class BatchTranslateRequest(AnswerFields):
@@ -283,6 +317,11 @@ class BatchTranslateRequest(AnswerFields):
     target_lang: LanguageCode = None
     alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
     disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
+    sampling: SamplingRequest | None = Field(default=None, description=SAMPLING_DESCRIPTION)
+
+    @model_validator(mode="after")
+    def _sampled(self) -> Any:
+        return _one_output(self)
 
 
 class AlignRequest(AnswerFields):

@@ -9,17 +9,20 @@ belongs to the encoder-decoder registry.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from attnscope.llm.explain import explanations
 from attnscope.llm.folder import LLMFolderError, is_llm_folder, load_llm_folder
 from attnscope.llm.prompt import PromptError
 from attnscope.llm.search import LLMOptions
 from attnscope.llm.translator import LLMTranslation, LLMTranslator
 from attnscope.llm.views import VIEWS, floats
+from attnscope.nn.ablation import disabled_heads
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ class LLMRequest:
     views: tuple[str, ...] = ("target_source",)
     heads_off: tuple[tuple[int, int], ...] = ()
     target: str | None = None
+    explain: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,17 @@ class Budget:
     max_floats: int
     max_answer_bytes: int
     bytes_per_float: int = 20  # a float in JSON: up to ~20 characters with its separator
+
+
+def best_head(card: dict[str, Any], layers: int, heads: int) -> dict[str, Any] | None:
+    """The card's best-aligning (layer, query head) from ``evaluate --alignment`` with its F1,
+    None without one or when it is not a head of this model (a card copied from another)."""
+    best = (card.get("alignment") or {}).get("best_head") if isinstance(card.get("alignment"), dict) else None
+    try:
+        layer, head, f1 = int(best["layer"]), int(best["head"]), float(best["f1"])  # type: ignore[index]
+    except (TypeError, KeyError, ValueError):
+        return None
+    return {"layer": layer, "head": head, "f1": f1} if 0 <= layer < layers and 0 <= head < heads else None
 
 
 class LLMService:
@@ -78,7 +93,7 @@ class LLMService:
             "name": t.loaded.card.get("name", mid), "model_type": (t.loaded.card.get("origin") or {}).get("model_type"),
             "parameters": t.loaded.model.num_parameters, "layers": t.loaded.config.layers,
             "heads": t.loaded.config.heads, "kv_heads": t.loaded.config.kv_heads, "prompt_template": t.template,
-            "views": list(VIEWS),
+            "views": list(VIEWS), "best_head": best_head(t.loaded.card, t.loaded.config.layers, t.loaded.config.heads),
         } for mid, t in self.models.items()]  # fmt: skip
 
     def get(self, model_id: str) -> LLMTranslator:
@@ -95,6 +110,8 @@ class LLMService:
         n = prompt_length + output
         kept = c.layers * c.heads * n * n * request.options.beam_size if request.options.need_weights else 0
         sent = floats(c.layers, c.heads, prompt=prompt_length, output=output, source=source, views=request.views)
+        sent += c.layers * output * (source + 1) if "rollout" in request.explain else 0  # + source_share
+        sent += c.layers * c.heads * (output + 1) * source if "norm" in request.explain else 0  # + value_norms
         if kept > self.budget.max_floats:
             raise LLMRequestError("max_new_tokens", f"decoding keeps up to {kept:,} attention floats "
                                   f"({c.layers} layers × {c.heads} query heads × {n}² positions); the limit is "
@@ -140,6 +157,14 @@ class LLMService:
         if views is not None:
             answer["first_target_row"] = views.first_target_row
             answer["attention"] = {name: getattr(views, name).tolist() for name in request.views}
+            if request.explain:
+                model = self.get(request.model).loaded.model
+                off = [("decoder_self", layer, head) for layer, head in request.heads_off]
+                with disabled_heads(model, off) if off else nullcontext():
+                    answer["explanations"] = explanations(
+                        views, p.source_span, request.explain, model=model,
+                        ids=(p.ids + result.target_ids)[: views.full.size(-1)],
+                    )  # fmt: skip
             answer["attention"]["outside_source"] = views.outside_source.tolist()
         return answer
 

@@ -75,11 +75,17 @@ class LLMTranslateRequest(BaseModel):
     views: list[ViewName] = Field(default=["target_source"], description="Attention views to return.")
     attention: bool = Field(default=True, description="false: no attention at all (the fused kernel runs).")
     disable_heads: list[HeadOff] = Field(default=[], max_length=4096)
+    explain: list[Literal["rollout", "norm"]] = Field(
+        default=[], description="Add `explanations`: `rollout` (per layer, over the causal stack) and/or `norm` "
+        "(α·‖value·W_O‖ per query head), cut to output × source (docs/llm.md).",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _one_search(self) -> LLMTranslateRequest:
         if self.sample and self.beam_size > 1:
             raise ValueError("sampling draws one output: use beam_size 1")
+        if self.explain and not self.attention:
+            raise ValueError("explain needs the attention: leave attention true")
         return self
 
     def to_request(self, target: str | None = None) -> LLMRequest:
@@ -95,6 +101,7 @@ class LLMTranslateRequest(BaseModel):
             model=self.model, text=self.text, options=options, template=self.prompt_template,
             views=tuple(dict.fromkeys(self.views)) if self.attention else (),
             heads_off=tuple((h.layer, h.head) for h in self.disable_heads), target=target,
+            explain=tuple(dict.fromkeys(self.explain)),
         )  # fmt: skip
 
 

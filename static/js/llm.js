@@ -53,8 +53,10 @@ async function translate(event) {
   try {
     answer = await postJSON("/api/llm/translate", body);
     $("llm-output").textContent = answer.text;
-    fillSelect($("llm-layer"), model.layers, "layer", model.layers - 1);
-    fillSelect($("llm-head"), model.heads, "head", 0);
+    // opens on the card's best-aligning head (evaluate --alignment), else the last layer's first
+    const best = model.best_head;
+    fillSelect($("llm-layer"), model.layers, "layer", best ? best.layer : model.layers - 1);
+    fillSelect($("llm-head"), model.heads, "head", best ? best.head : 0);
     $("llm-result").hidden = false;
     await draw();
   } catch (err) {
