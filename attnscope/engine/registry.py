@@ -19,8 +19,8 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -308,10 +308,19 @@ class ModelRegistry:
     async def acquire(self, model_id: str, timeout_s: float) -> ServedModel:
         """:meth:`get`, but a model that is not loaded (bounded memory) is loaded and waited for
         up to ``timeout_s``, then 503 "model X is loading" with Retry-After."""
+        async with self.holding(model_id, timeout_s) as served:
+            return served
+
+    @asynccontextmanager
+    async def holding(self, model_id: str, timeout_s: float) -> AsyncIterator[ServedModel]:
+        """:meth:`acquire`, the model kept loaded until the block ends (a request's whole life:
+        queued, decoding, answered), so bounded memory never unloads it under a request."""
         if model_id not in self.residency.folders:
-            return self.get(model_id)
+            yield self.get(model_id)
+            return
         try:
-            return await self.residency.acquire(model_id, timeout_s)
+            async with self.residency.holding(model_id, timeout_s) as served:
+                yield served
         except LoadFailed:
             raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
 

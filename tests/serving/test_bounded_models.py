@@ -95,13 +95,13 @@ def test_the_pages_show_the_state(bounded: TestClient) -> None:
     assert {c["id"]: c["state"] for c in cards} == {A: "loaded", B: "not_loaded"}
 
 
-def test_a_route_that_cannot_wait_answers_503_model_is_loading(bounded: TestClient) -> None:
+def test_a_stream_waits_for_its_model_to_load(bounded: TestClient) -> None:
+    """Issue 45.3: a stream for a model that is not loaded waited for nothing and answered 503
+    "model X is loading"; it now waits for the load like /api/translate and streams."""
     response = bounded.post("/api/translate/stream", json={"model": B, "text": "a dog"})
-    assert response.status_code == 503
-    assert response.headers["Retry-After"] == "2"
-    assert f"model {B} is loading" in response.text
-    # ... and that started the load: the model shows as loading, then loaded
-    assert _states(bounded)[B] in ("loading", "loaded")
+    assert response.status_code == 200, response.text
+    assert "event: step" in response.text and "event: answer" in response.text
+    assert _states(bounded) == {A: "not_loaded", B: "loaded"}
 
 
 def test_a_folder_whose_weights_fail_is_listed_then_unavailable(two_models: Path, tmp_path: Path) -> None:
@@ -169,16 +169,21 @@ def test_concurrent_requests_for_one_model_load_it_once() -> None:
     assert loads.calls == {"b": 1}
 
 
-def test_a_model_in_use_is_never_unloaded() -> None:
+def test_a_model_in_use_is_never_unloaded_and_a_load_waits_for_room() -> None:
+    """A held model stays; another model's load waits until a hold ends instead of going over
+    the bound (issue 45.3: memory was bounded by nothing while every model was in use)."""
     loads = Loads()
     residency = _residency(1, loads)
     with residency.pinned("a") as model:
         assert model == "model a"
-        with residency.pinned("b"):  # over the bound while "a" decodes: both stay
-            assert set(residency.resident) == {"a", "b"}
-        assert set(residency.resident) == {"a"}  # back under the bound at once: "b" is idle, "a" held
-    assert set(residency.resident) == {"a"}
-    with residency.pinned("c"):  # nothing held: "a" makes room before "c" loads
+        with pytest.raises(Unavailable, match="model b is loading"):
+            run_loop(residency.acquire("b", timeout_s=0.2))  # no room while "a" decodes
+        assert set(residency.resident) == {"a"} and residency.state("b") == "loading"
+        assert loads.calls == {"a": 1}  # "b" waits for room, unloaded nothing, loaded nothing
+    # the hold ended: the waiting load starts at once, unloading "a" first
+    assert run_loop(residency.acquire("b", timeout_s=10)) == "model b"
+    assert set(residency.resident) == {"b"}
+    with residency.pinned("c"):  # nothing held: "b" makes room before "c" loads
         assert set(residency.resident) == {"c"}
     assert loads.calls == {"a": 1, "b": 1, "c": 1}
 
