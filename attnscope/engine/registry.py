@@ -145,6 +145,7 @@ class ModelRegistry:
         quantize: str | None = None,
         max_loaded: int | None = None,
         added_dir: Path | None = None,
+        max_loaded_bytes: int | None = None,
     ) -> None:
         self.models_dir = models_dir
         # the repositories served: the main one, and the one `--models-dir` adds (ids unique)
@@ -161,7 +162,9 @@ class ModelRegistry:
         # the listed models' previews (meta weights, for the list and the pages) where the bound
         # leaves some folders unloaded; a resident model is listed as itself
         self._previews: dict[str, ServedModel] = {}
-        self.residency: Residency[ServedModel] = Residency(max_loaded or 0, self._load_one, ServedModel)
+        self.residency: Residency[ServedModel] = Residency(
+            max_loaded or 0, self._load_one, ServedModel, max_bytes=max_loaded_bytes
+        )
 
     @property
     def ready(self) -> bool:
@@ -194,7 +197,7 @@ class ModelRegistry:
         self.total = len(folders)
         begun = time.perf_counter()
         self.residency.bound = len(folders) if self.max_loaded is None else self.max_loaded
-        if self.residency.bound < len(folders):
+        if self.residency.bound < len(folders) or self.residency.max_bytes is not None:
             self._list_all(folders, self.residency)
             self._loaded.set()
             return
@@ -243,7 +246,8 @@ class ModelRegistry:
 
     def _list_all(self, folders: list[Path], residency: Residency[ServedModel]) -> None:
         """Bounded memory: list every folder (a preview, or unavailable), then load the first
-        ``residency.bound`` of them, so the first requests find them loaded."""
+        ``residency.bound`` of them (those that fit the byte budget), so the first requests find
+        them loaded."""
         for folder in folders:
             try:
                 self._previews[folder.name] = _preview(folder, self.max_tokens)
@@ -254,6 +258,8 @@ class ModelRegistry:
         for model_id in list(residency.folders)[: residency.bound]:
             if self._stop.is_set():
                 return
+            if residency.resident and not residency.fits(model_id):
+                break
             residency.load_now(model_id)
         logger.info(
             "listing %d model(s) from %s, at most %d loaded at once (%d loaded now)",

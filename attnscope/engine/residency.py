@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import threading
 import time
@@ -46,8 +47,19 @@ class Residency(Generic[M]):
     else for a folder that failed (it is then dropped from the folders and :class:`LoadFailed`
     carries it to whoever waited)."""
 
-    def __init__(self, bound: int, load: Callable[[Path], object], loaded_type: type[M]) -> None:
+    def __init__(
+        self,
+        bound: int,
+        load: Callable[[Path], object],
+        loaded_type: type[M],
+        *,
+        max_bytes: int | None = None,
+        cost: Callable[[Path], int] | None = None,
+    ) -> None:
         self.bound = bound
+        self.max_bytes = max_bytes  # None: only the count bounds them
+        self._cost = cost or weights_bytes
+        self._costs: dict[str, int] = {}  # model -> what its load costs (its weights' bytes)
         self._load = load
         self._type = loaded_type
         self.folders: dict[str, Path] = {}  # every listed model, resident or not
@@ -153,18 +165,40 @@ class Residency(Generic[M]):
     def _start_due(self) -> None:
         """Start the waiting loads, in arrival order, while there is room. Under the lock."""
         for model_id in list(self._pending):
-            if not self._make_room():
+            if not self._make_room(model_id):
                 return
             event = self._loading[model_id] = self._pending.pop(model_id)
             name = f"attnscope-load-{model_id}"
             threading.Thread(target=self._run_load, args=(model_id, event), name=name, daemon=True).start()
 
-    def _make_room(self) -> bool:
-        """Unload idle models (least recently used first) until one more load fits under the
-        bound; False when the held ones fill it. The first load always fits. Under the lock."""
+    def _make_room(self, model_id: str) -> bool:
+        """Unload idle models (least recently used first) until ``model_id``'s load fits under
+        the bound and the byte budget; False when the held ones fill it. The first load always
+        fits. Under the lock."""
         self._evict(self.bound - len(self._loading) - 1)  # free memory before the load, not after
+        need = self.cost_of(model_id)
+        while self.max_bytes is not None and self.bytes_taken() + need > self.max_bytes and self._evict_one():
+            pass
         taken = len(self.resident) + len(self._loading)
-        return taken == 0 or taken < self.bound
+        fits = self.max_bytes is None or self.bytes_taken() + need <= self.max_bytes
+        return taken == 0 or (taken < self.bound and fits)
+
+    def cost_of(self, model_id: str) -> int:
+        """What loading ``model_id`` costs: its folder's weights in bytes (read once)."""
+        if model_id not in self._costs:
+            try:
+                self._costs[model_id] = self._cost(self.folders[model_id])
+            except (OSError, ValueError, KeyError):
+                self._costs[model_id] = 0  # unreadable: its load reports the folder
+        return self._costs[model_id]
+
+    def fits(self, model_id: str) -> bool:
+        """Whether ``model_id`` loads within the byte budget beside the models there now."""
+        return self.max_bytes is None or self.bytes_taken() + self.cost_of(model_id) <= self.max_bytes
+
+    def bytes_taken(self) -> int:
+        """The weights' bytes of the models resident and loading."""
+        return sum(self.cost_of(m) for m in [*self.resident, *self._loading])
 
     def _run_load(self, model_id: str, event: threading.Event) -> None:
         try:
@@ -194,10 +228,30 @@ class Residency(Generic[M]):
     def _evict(self, keep: int) -> None:
         """Unload least recently used models until at most ``keep`` are resident, skipping those
         held (a request waits for them or decodes with them). Under the lock."""
-        while len(self.resident) > max(keep, 0):
-            idle = [m for m in self.resident if self._holds[m] == 0]
-            if not idle:
-                return
-            victim = min(idle, key=lambda m: self._used.get(m, -1))
-            del self.resident[victim]
-            logger.info("unloaded %s (at most %d model(s) stay loaded; least recently used)", victim, self.bound)
+        while len(self.resident) > max(keep, 0) and self._evict_one():
+            pass
+
+    def _evict_one(self) -> bool:
+        """Unload the least recently used model no request holds; False when none is idle."""
+        idle = [m for m in self.resident if self._holds[m] == 0]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda m: self._used.get(m, -1))
+        del self.resident[victim]
+        logger.info("unloaded %s (at most %d model(s) stay loaded; least recently used)", victim, self.bound)
+        return True
+
+
+def weights_bytes(folder: Path) -> int:
+    """The bytes of the tensors in ``folder``'s ``*.safetensors`` files, from each file's header
+    (an 8-byte little-endian length, then JSON giving every tensor's ``data_offsets``): what the
+    weights take once loaded (as stored; ``int8`` serving takes less)."""
+    total = 0
+    for path in sorted(folder.glob("*.safetensors")):
+        with path.open("rb") as file:
+            size = int.from_bytes(file.read(8), "little")
+            if size <= 0 or size > 100_000_000:
+                raise ValueError(f"{path}: not a safetensors header")
+            header = json.loads(file.read(size))
+        total += sum(t["data_offsets"][1] - t["data_offsets"][0] for k, t in header.items() if k != "__metadata__")
+    return total

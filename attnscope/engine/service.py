@@ -48,6 +48,7 @@ class ModelService:
         self.registry = ModelRegistry(
             settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize,
             max_loaded=settings.max_loaded_models, added_dir=settings.added_models_dir,
+            max_loaded_bytes=settings.max_loaded_bytes,
         )  # fmt: skip
         self.pool = InferencePool(settings.inference_threads)
         self.scheduler = Scheduler(

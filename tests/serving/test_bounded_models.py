@@ -242,3 +242,44 @@ def test_a_family_that_cannot_be_built_on_meta_is_listed_from_a_full_load(
         preview = client.app.state.service.registry._previews[B]
         assert {p.device.type for p in preview.loaded.model.parameters()} == {"meta"}  # no weights kept
         assert client.post("/api/translate", json={**REQUEST, "model": B}).status_code == 200
+
+
+def test_the_byte_budget_bounds_what_is_loaded_beside_the_count() -> None:
+    """``ATTNSCOPE_MAX_LOADED_BYTES``: a load costs its weights' bytes; under a budget of 100,
+    "a" (60) and "b" (60) never stay together although the count would allow three, while
+    "b" and "c" (30) do; a held model is still never unloaded for a load, which waits."""
+    loads = Loads()
+    costs = {"a": 60, "b": 60, "c": 30}
+    residency: Residency[str] = Residency(3, loads, str, max_bytes=100, cost=lambda folder: costs[folder.name])
+    residency.folders = {name: Path(name) for name in "abc"}
+    with residency.pinned("a"):
+        with pytest.raises(Unavailable):
+            run_loop(residency.acquire("b", timeout_s=0.2))  # 120 > 100 while "a" is held
+        assert set(residency.resident) == {"a"}
+    assert run_loop(residency.acquire("b", timeout_s=10)) == "model b"  # "a" unloaded for it
+    assert set(residency.resident) == {"b"}
+    assert run_loop(residency.acquire("c", timeout_s=10)) == "model c"
+    assert set(residency.resident) == {"b", "c"} and residency.bytes_taken() == 90
+    assert loads.calls == {"a": 1, "b": 1, "c": 1}
+
+
+def test_a_folders_cost_is_its_safetensors_headers_tensor_bytes(two_models: Path) -> None:
+    from safetensors import safe_open
+
+    from attnscope.engine.residency import weights_bytes
+
+    folder = two_models / B
+    with safe_open(str(folder / "model.safetensors"), "pt") as weights:  # an independent count
+        expected = sum(weights.get_tensor(k).numel() * weights.get_tensor(k).element_size() for k in weights.keys())
+    assert weights_bytes(folder) == expected > 0
+
+
+def test_a_byte_budget_over_http_keeps_one_model_loaded(two_models: Path) -> None:
+    from attnscope.engine.residency import weights_bytes
+
+    budget = max(weights_bytes(two_models / m) for m in (A, B)) + 1  # room for either, not both
+    with make_client(two_models, max_loaded_bytes=budget) as client:
+        residency = client.app.state.service.registry.residency  # type: ignore[attr-defined]
+        for model in (A, B, A):
+            assert client.post("/api/translate", json={**REQUEST, "model": model}).status_code == 200
+            assert list(residency.resident) == [model] and residency.bytes_taken() <= budget
