@@ -61,7 +61,7 @@ def test_requests_spread_over_more_models_than_the_bound_are_all_answered(four_m
     assert outcomes == {"200": 5 * len(MODELS)}, outcomes
     assert states["loaded"] == 1  # the bound holds once they are answered
     loads = re.findall(r"loading (\S+) \(at most 1 stay loaded\)", log.read_text())
-    # start-up's included: each model about once per turn (measured: 4), never once per request
+    # start-up's included: each model about once per turn (measured: 4 to 6), never once per request
     assert len(loads) <= 2 * len(MODELS), Counter(loads)
     resident = 0  # and never two at once: each load starts after the previous model is unloaded
     for line in log.read_text().splitlines():
