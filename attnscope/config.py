@@ -303,6 +303,14 @@ class Settings(BaseSettings):
             "on first use, the least recently used one unloaded beyond the bound. None: all, loaded at start-up."
         ),
     )
+    max_loaded_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Bytes of weights (from each folder's safetensors header) that may be loaded at once, beside "
+            "max_loaded_models: a load waits for room under both (the first always loads). None: no byte budget."
+        ),
+    )
     ray_min_replicas: int = Field(default=1, ge=1, description="serve --ray: fewest replicas (each loads the models).")
     ray_max_replicas: int = Field(
         default=1, ge=1, description="serve --ray: most replicas; above ray_min_replicas Serve autoscales between them."

@@ -32,7 +32,14 @@ stays within ``batch_limit``, so 32 concurrent copies of a request at the limit 
 after another instead of all at once (issue 35: 15 of 32 ran past the deadline, 4.4 GB). A
 request the queue could not reach before its deadline (its work and the work ahead of it, at
 the seconds per unit of work recent decodes took) gets 503 at once, with a ``Retry-After`` of
-that estimate, instead of a 504 after waiting."""
+that estimate, instead of a 504 after waiting.
+
+The rate is what the machine does now (issue 45.2: 30 of 64 requests admitted on a loaded
+machine ran past their deadline, the rate being that of decodes finished before the load came):
+a large decode still running past its own estimate shows the machine slower than the recent
+rate says, before any decode has ended, and the rate is scaled by the worst such lag. A
+request whose own estimate alone passes its deadline, nothing ahead of it, is refused up front
+too (503 with ``Retry-After``), never admitted to time out."""
 
 from __future__ import annotations
 
@@ -111,7 +118,7 @@ class Scheduler:
         self.batch_limit = batch_limit or Cost(2**62, 2**62, 2**62)
         self._decode_s = 0.5  # running mean of one decode's duration, for Retry-After
         self._work_s = PRIOR_S_PER_WORK  # seconds per unit of work, from large decodes
-        self._in_flight: dict[int, tuple[float, float]] = {}  # running batch -> (started, estimated s)
+        self._in_flight: dict[int, tuple[float, int]] = {}  # running batch -> (started, work)
         self._closed = threading.Event()
 
     def close(self) -> None:
@@ -126,15 +133,24 @@ class Scheduler:
     def running(self) -> int:
         return self.slots - self._free
 
-    def estimate_s(self, ticket: Ticket) -> float:
-        """About how long ``ticket``'s share of a decode takes: its work at the recent rate."""
-        return ticket.cost.work * self._work_s
+    def s_per_work(self, now: float | None = None) -> float:
+        """Seconds per unit of work now: the recent decodes' rate, scaled up by how far the
+        large decodes running now are past their estimate at that rate (a machine that became
+        busy shows there first)."""
+        now = time.monotonic() if now is None else now
+        lags = [(now - started) / (work * self._work_s) for started, work in self._in_flight.values() if work >= RATE_MIN_WORK]
+        return self._work_s * max([1.0, *lags])
+
+    def estimate_s(self, ticket: Ticket, rate: float | None = None) -> float:
+        """About how long ``ticket``'s share of a decode takes: its work at the rate now."""
+        return ticket.cost.work * (self.s_per_work() if rate is None else rate)
 
     def wait_s(self) -> float:
         """About how long until the work queued and running now is done (all slots busy)."""
         now = time.monotonic()
-        queued = sum(self.estimate_s(t) for group in self._groups.values() for t in group)
-        running = sum(max(0.0, est - (now - started)) for started, est in self._in_flight.values())
+        rate = self.s_per_work(now)
+        queued = sum(self.estimate_s(t, rate) for group in self._groups.values() for t in group)
+        running = sum(max(0.0, work * rate - (now - started)) for started, work in self._in_flight.values())
         batches = math.ceil(self._queued / self.max_texts)
         return (queued + running) / self.slots + self._decode_s * batches / self.slots
 
@@ -156,12 +172,14 @@ class Scheduler:
                 retry_after_s=self.retry_after_s(),
             )
         ahead, own = self.wait_s(), self.estimate_s(ticket)
-        if ahead > 0 and ahead + own > ticket.timeout_s:
+        if ahead + own > ticket.timeout_s:
             metrics.REJECTED.labels("queue_time").inc()
+            busy = f"the decodes queued and running need about {ahead:.0f} s, this one" if ahead >= 0.5 else "this decode"
             raise Unavailable(
-                f"the server is busy: the decodes queued and running need about {ahead:.0f} s, this one about "
-                f"{own:.0f} s more, past the {ticket.timeout_s:g} s deadline (ATTNSCOPE_REQUEST_TIMEOUT_S); retry later",
-                retry_after_s=max(1, math.ceil(ahead)),
+                f"the server is busy: at the rate decodes run now, {busy} about {own:.1f} s more, past the "
+                f"{ticket.timeout_s:g} s deadline (ATTNSCOPE_REQUEST_TIMEOUT_S); retry later or ask for less "
+                "(a shorter max_length, a smaller beam_size)",
+                retry_after_s=max(1, math.ceil(ahead + self._decode_s)),
             )
         loop = asyncio.get_running_loop()
         ticket.future = loop.create_future()
@@ -262,7 +280,7 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         work = _total(batch).work
         job = loop.run_in_executor(self.executor, _run_batch, loop, key, batch, runner, self._closed)
-        self._in_flight[id(job)] = (time.monotonic(), work * self._work_s)
+        self._in_flight[id(job)] = (time.monotonic(), work)
         job.add_done_callback(lambda f: self._finished(key, f, work))
 
     def _finished(self, key: Hashable, job: asyncio.Future[float], work: int = 0) -> None:

@@ -19,8 +19,8 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,7 @@ class ModelRegistry:
         quantize: str | None = None,
         max_loaded: int | None = None,
         added_dir: Path | None = None,
+        max_loaded_bytes: int | None = None,
     ) -> None:
         self.models_dir = models_dir
         # the repositories served: the main one, and the one `--models-dir` adds (ids unique)
@@ -162,7 +163,9 @@ class ModelRegistry:
         # the listed models' previews (meta weights, for the list and the pages) where the bound
         # leaves some folders unloaded; a resident model is listed as itself
         self._previews: dict[str, ServedModel] = {}
-        self.residency: Residency[ServedModel] = Residency(max_loaded or 0, self._load_one, ServedModel)
+        self.residency: Residency[ServedModel] = Residency(
+            max_loaded or 0, self._load_one, ServedModel, max_bytes=max_loaded_bytes
+        )
 
     @property
     def ready(self) -> bool:
@@ -195,7 +198,7 @@ class ModelRegistry:
         self.total = len(folders)
         begun = time.perf_counter()
         self.residency.bound = len(folders) if self.max_loaded is None else self.max_loaded
-        if self.residency.bound < len(folders):
+        if self.residency.bound < len(folders) or self.residency.max_bytes is not None:
             self._list_all(folders, self.residency)
             self._loaded.set()
             return
@@ -244,7 +247,8 @@ class ModelRegistry:
 
     def _list_all(self, folders: list[Path], residency: Residency[ServedModel]) -> None:
         """Bounded memory: list every folder (a preview, or unavailable), then load the first
-        ``residency.bound`` of them, so the first requests find them loaded."""
+        ``residency.bound`` of them (those that fit the byte budget), so the first requests find
+        them loaded."""
         for folder in folders:
             try:
                 self._previews[folder.name] = _preview(folder, self.max_tokens)
@@ -255,6 +259,8 @@ class ModelRegistry:
         for model_id in list(residency.folders)[: residency.bound]:
             if self._stop.is_set():
                 return
+            if residency.resident and not residency.fits(model_id):
+                break
             residency.load_now(model_id)
         logger.info(
             "listing %d model(s) from %s, at most %d loaded at once (%d loaded now)",
@@ -309,10 +315,19 @@ class ModelRegistry:
     async def acquire(self, model_id: str, timeout_s: float) -> ServedModel:
         """:meth:`get`, but a model that is not loaded (bounded memory) is loaded and waited for
         up to ``timeout_s``, then 503 "model X is loading" with Retry-After."""
+        async with self.holding(model_id, timeout_s) as served:
+            return served
+
+    @asynccontextmanager
+    async def holding(self, model_id: str, timeout_s: float) -> AsyncIterator[ServedModel]:
+        """:meth:`acquire`, the model kept loaded until the block ends (a request's whole life:
+        queued, decoding, answered), so bounded memory never unloads it under a request."""
         if model_id not in self.residency.folders:
-            return self.get(model_id)
+            yield self.get(model_id)
+            return
         try:
-            return await self.residency.acquire(model_id, timeout_s)
+            async with self.residency.holding(model_id, timeout_s) as served:
+                yield served
         except LoadFailed:
             raise UnknownModel(model_id, self.ids, self._failure(model_id)) from None
 

@@ -1,22 +1,27 @@
 """The resident models (``ATTNSCOPE_MAX_LOADED_MODELS``; unset, the bound is the number of
 folders): at most ``bound`` models are resident; the others are listed (their config and card are
 known) and loaded on first use, the least recently used model unloaded to make room, never one
-that a running decode has pinned.
+that a request holds (one waiting for it, queued with it, or decoding with it).
 
 One load per model at a time (single flight): requests for a model that is loading wait for
-that load. The event loop never blocks on a load: :meth:`Residency.acquire` polls, and the
+that load. A load starts only when there is room (fewer than ``bound`` models resident or
+loading once the idle ones are unloaded): while every resident model is held, the loads wait in
+arrival order and start as soon as a hold ends, so the bound holds for memory too and a model is
+never unloaded under the requests that wait for it (issue 45.3: 282 loads for 400 requests over
+16 models, each waiting request answered 503 "loading" as its model was unloaded again). The event loop never blocks on a load: :meth:`Residency.acquire` polls, and the
 decode threads load what they need in their own thread (:meth:`Residency.pinned`)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
@@ -42,13 +47,25 @@ class Residency(Generic[M]):
     else for a folder that failed (it is then dropped from the folders and :class:`LoadFailed`
     carries it to whoever waited)."""
 
-    def __init__(self, bound: int, load: Callable[[Path], object], loaded_type: type[M]) -> None:
+    def __init__(
+        self,
+        bound: int,
+        load: Callable[[Path], object],
+        loaded_type: type[M],
+        *,
+        max_bytes: int | None = None,
+        cost: Callable[[Path], int] | None = None,
+    ) -> None:
         self.bound = bound
+        self.max_bytes = max_bytes  # None: only the count bounds them
+        self._cost = cost or weights_bytes
+        self._costs: dict[str, int] = {}  # model -> what its load costs (its weights' bytes)
         self._load = load
         self._type = loaded_type
         self.folders: dict[str, Path] = {}  # every listed model, resident or not
         self.resident: dict[str, M] = {}
         self._loading: dict[str, threading.Event] = {}
+        self._pending: dict[str, threading.Event] = {}  # loads waiting for room, in arrival order
         self._failed: dict[str, object] = {}
         self._holds: Counter[str] = Counter()  # requests waiting for or decoding with a model
         self._used: dict[str, int] = {}
@@ -59,7 +76,7 @@ class Residency(Generic[M]):
     def state(self, model_id: str) -> State:
         if model_id in self.resident:
             return "loaded"
-        return "loading" if model_id in self._loading else "not_loaded"
+        return "loading" if model_id in self._loading or model_id in self._pending else "not_loaded"
 
     def get_now(self, model_id: str) -> M | None:
         """The model if it is resident (marked as used), else None and its load started."""
@@ -74,6 +91,13 @@ class Residency(Generic[M]):
         """The model, loading it first if needed, waiting at most ``timeout_s`` (polling: the
         event loop never blocks); then 503 "model X is loading" with Retry-After. While it
         waits, the model once loaded is held (never unloaded before this request has it)."""
+        async with self.holding(model_id, timeout_s) as served:
+            return served
+
+    @asynccontextmanager
+    async def holding(self, model_id: str, timeout_s: float) -> AsyncIterator[M]:
+        """:meth:`acquire`, and the model stays held (never unloaded) until the block ends: a
+        request holds its model from its arrival until its answer, queued or decoding."""
         deadline = time.monotonic() + timeout_s
         with self._held(model_id):
             while (served := self.get_now(model_id)) is None:
@@ -81,7 +105,7 @@ class Residency(Generic[M]):
                 if time.monotonic() >= deadline:
                     raise Unavailable(f"model {model_id} is loading; try again shortly", retry_after_s=RETRY_AFTER_S)
                 await asyncio.sleep(POLL_S)
-        return served
+            yield served
 
     @contextmanager
     def pinned(self, model_id: str) -> Iterator[M]:
@@ -120,7 +144,8 @@ class Residency(Generic[M]):
         finally:
             with self._lock:
                 self._holds[model_id] -= 1
-                self._evict(self.bound)  # a load that had to go over the bound is settled now
+                self._start_due()  # the loads waiting for room first
+                self._evict(self.bound)
 
     def _event(self, model_id: str) -> threading.Event:
         """The event set when ``model_id``'s load ends, starting that load unless one runs."""
@@ -131,11 +156,49 @@ class Residency(Generic[M]):
                 return done
             if model_id in self._loading:
                 return self._loading[model_id]
-            event = self._loading[model_id] = threading.Event()
-            self._evict(self.bound - len(self._loading))  # free memory before the load, not after
-        name = f"attnscope-load-{model_id}"
-        threading.Thread(target=self._run_load, args=(model_id, event), name=name, daemon=True).start()
-        return event
+            if model_id in self._pending:
+                return self._pending[model_id]
+            event = self._pending[model_id] = threading.Event()
+            self._start_due()
+            return event
+
+    def _start_due(self) -> None:
+        """Start the waiting loads, in arrival order, while there is room. Under the lock."""
+        for model_id in list(self._pending):
+            if not self._make_room(model_id):
+                return
+            event = self._loading[model_id] = self._pending.pop(model_id)
+            name = f"attnscope-load-{model_id}"
+            threading.Thread(target=self._run_load, args=(model_id, event), name=name, daemon=True).start()
+
+    def _make_room(self, model_id: str) -> bool:
+        """Unload idle models (least recently used first) until ``model_id``'s load fits under
+        the bound and the byte budget; False when the held ones fill it. The first load always
+        fits. Under the lock."""
+        self._evict(self.bound - len(self._loading) - 1)  # free memory before the load, not after
+        need = self.cost_of(model_id)
+        while self.max_bytes is not None and self.bytes_taken() + need > self.max_bytes and self._evict_one():
+            pass
+        taken = len(self.resident) + len(self._loading)
+        fits = self.max_bytes is None or self.bytes_taken() + need <= self.max_bytes
+        return taken == 0 or (taken < self.bound and fits)
+
+    def cost_of(self, model_id: str) -> int:
+        """What loading ``model_id`` costs: its folder's weights in bytes (read once)."""
+        if model_id not in self._costs:
+            try:
+                self._costs[model_id] = self._cost(self.folders[model_id])
+            except (OSError, ValueError, KeyError):
+                self._costs[model_id] = 0  # unreadable: its load reports the folder
+        return self._costs[model_id]
+
+    def fits(self, model_id: str) -> bool:
+        """Whether ``model_id`` loads within the byte budget beside the models there now."""
+        return self.max_bytes is None or self.bytes_taken() + self.cost_of(model_id) <= self.max_bytes
+
+    def bytes_taken(self) -> int:
+        """The weights' bytes of the models resident and loading."""
+        return sum(self.cost_of(m) for m in [*self.resident, *self._loading])
 
     def _run_load(self, model_id: str, event: threading.Event) -> None:
         try:
@@ -152,6 +215,7 @@ class Residency(Generic[M]):
                 self.folders.pop(model_id, None)
             del self._loading[model_id]
             event.set()
+            self._start_due()
             self._evict(self.bound)
 
     def _raise_if_failed(self, model_id: str) -> None:
@@ -163,12 +227,31 @@ class Residency(Generic[M]):
 
     def _evict(self, keep: int) -> None:
         """Unload least recently used models until at most ``keep`` are resident, skipping those
-        held (a request waits for them or decodes with them): they stay even over the bound.
-        Under the lock."""
-        while len(self.resident) > max(keep, 0):
-            idle = [m for m in self.resident if self._holds[m] == 0]
-            if not idle:
-                return
-            victim = min(idle, key=lambda m: self._used.get(m, -1))
-            del self.resident[victim]
-            logger.info("unloaded %s (at most %d model(s) stay loaded; least recently used)", victim, self.bound)
+        held (a request waits for them or decodes with them). Under the lock."""
+        while len(self.resident) > max(keep, 0) and self._evict_one():
+            pass
+
+    def _evict_one(self) -> bool:
+        """Unload the least recently used model no request holds; False when none is idle."""
+        idle = [m for m in self.resident if self._holds[m] == 0]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda m: self._used.get(m, -1))
+        del self.resident[victim]
+        logger.info("unloaded %s (at most %d model(s) stay loaded; least recently used)", victim, self.bound)
+        return True
+
+
+def weights_bytes(folder: Path) -> int:
+    """The bytes of the tensors in ``folder``'s ``*.safetensors`` files, from each file's header
+    (an 8-byte little-endian length, then JSON giving every tensor's ``data_offsets``): what the
+    weights take once loaded (as stored; ``int8`` serving takes less)."""
+    total = 0
+    for path in sorted(folder.glob("*.safetensors")):
+        with path.open("rb") as file:
+            size = int.from_bytes(file.read(8), "little")
+            if size <= 0 or size > 100_000_000:
+                raise ValueError(f"{path}: not a safetensors header")
+            header = json.loads(file.read(size))
+        total += sum(t["data_offsets"][1] - t["data_offsets"][0] for k, t in header.items() if k != "__metadata__")
+    return total

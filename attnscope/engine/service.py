@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
@@ -47,6 +48,7 @@ class ModelService:
         self.registry = ModelRegistry(
             settings.models_dir, self.device, settings.max_tokens, quantize=settings.quantize,
             max_loaded=settings.max_loaded_models, added_dir=settings.added_models_dir,
+            max_loaded_bytes=settings.max_loaded_bytes,
         )  # fmt: skip
         self.pool = InferencePool(settings.inference_threads)
         self.scheduler = Scheduler(
@@ -86,6 +88,11 @@ class ModelService:
     def get(self, model_id: str) -> ServedModel:
         return self.registry.get(model_id)
 
+    def holding(self, model_id: str) -> AbstractAsyncContextManager[ServedModel]:
+        """The model, loaded if needed (waiting up to the request timeout) and kept loaded until
+        the block ends: a route's whole request (``ModelRegistry.holding``)."""
+        return self.registry.holding(model_id, self.settings.request_timeout_s)
+
     def describe(self) -> list[ModelInfo]:
         return self.registry.describe()
 
@@ -110,7 +117,18 @@ class ModelService:
         (:func:`resolve_protect`). ``request.languages``: a multilingual import's source_lang and
         target_lang (None: the card's); 422 naming the valid codes otherwise."""
         _check_protect(request, streamed=on_step is not None)
-        served = await self.registry.acquire(request.model, self.settings.request_timeout_s)  # loads it if needed
+        async with self.holding(request.model) as served:  # loaded if needed, kept while queued
+            return await self._translate(served, request, gone=gone, log=log, on_step=on_step)
+
+    async def _translate(
+        self,
+        served: ServedModel,
+        request: ServiceRequest,
+        *,
+        gone: threading.Event | None,
+        log: dict[str, Any] | None,
+        on_step: StepCallback | None,
+    ) -> list[TranslationResponse]:
         wanted = False if on_step is not None else request.protect  # the steps streamed are the search's own
         protect = resolve_protect(served, wanted, request.texts, prefix=request.prefix, return_beam=request.extras.return_beam)
         extras = replace(request.extras, return_beam=False) if protect else request.extras
@@ -152,7 +170,12 @@ class ModelService:
         self, request: ServiceRequest, *, gone: threading.Event | None = None, log: dict[str, Any] | None = None
     ) -> TranslationResponse:
         """Teacher-force the model on ``request.target`` as the translation of its one text."""
-        served = await self.registry.acquire(request.model, self.settings.request_timeout_s)  # loads it if needed
+        async with self.holding(request.model) as served:  # loaded if needed, kept while queued
+            return await self._align(served, request, gone=gone, log=log)
+
+    async def _align(
+        self, served: ServedModel, request: ServiceRequest, *, gone: threading.Event | None, log: dict[str, Any] | None
+    ) -> TranslationResponse:
         (text,), target = request.texts, request.target or ""
         n = limits.check_text(self.settings, served, text, ("body", "text"))
         m = limits.check_text(self.settings, served, target, ("body", "target"), empty_ok=True)

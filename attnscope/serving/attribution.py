@@ -14,6 +14,7 @@ from attnscope.attribution import attribute, normalise_rows, summary
 from attnscope.engine import limits
 from attnscope.engine.answers import matrix
 from attnscope.engine.errors import InvalidInput
+from attnscope.engine.registry import ServedModel
 from attnscope.engine.schemas import BeamSize, ErrorResponse, ModelId, Target, Text
 from attnscope.explain.contrastive import contrastive
 from attnscope.repository import LoadedModel
@@ -107,7 +108,13 @@ class AttributionResponse(BaseModel):
 async def attribution(body: AttributionRequest, service: ServiceDep, request: Request) -> AttributionResponse:
     """Which source tokens the output depends on by gradients, and how well each attention head's
     ranking of the source agrees (Jain & Wallace 2019)."""
-    served = service.get(body.model)
+    async with service.holding(body.model) as served:  # loaded if needed, kept until answered
+        return await _attribution(served, body, service, request)
+
+
+async def _attribution(
+    served: ServedModel, body: AttributionRequest, service: ServiceDep, request: Request
+) -> AttributionResponse:
     settings = service.settings
     source_length = limits.check_text(settings, served, body.text, ("body", "text"))
     if body.target is not None:

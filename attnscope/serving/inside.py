@@ -148,7 +148,11 @@ def _target(
 async def lens_route(body: LensRequest, service: ServiceDep, request: Request) -> LensResponse:
     """Each decoder sublayer's residual stream read through the final norm and output layer, and
     the written word's logit split into heads, feed-forward blocks and embeddings."""
-    served = service.get(body.model)
+    async with service.holding(body.model) as served:  # loaded if needed, kept until answered
+        return await _lens(served, body, service, request)
+
+
+async def _lens(served: ServedModel, body: LensRequest, service: ServiceDep, request: Request) -> LensResponse:
     model = _model(served)
     source_length = limits.check_text(service.settings, served, body.text, ("body", "text"))
 
@@ -184,7 +188,11 @@ def _patch_cost(model: Transformer, source: int, target: int) -> int:
 async def patch_route(body: PatchRequest, service: ServiceDep, request: Request) -> PatchResponse:
     """How much of the difference between two sources each decoder head and each encoder
     position carries: the clean run with one piece from the corrupted run."""
-    served = service.get(body.model)
+    async with service.holding(body.model) as served:  # loaded if needed, kept until answered
+        return await _patch(served, body, service, request)
+
+
+async def _patch(served: ServedModel, body: PatchRequest, service: ServiceDep, request: Request) -> PatchResponse:
     model = _model(served)
     clean = limits.check_text(service.settings, served, body.clean, ("body", "clean"))
     corrupted = limits.check_text(service.settings, served, body.corrupted, ("body", "corrupted"))

@@ -9,7 +9,10 @@ that never reads its answer (the answer stays buffered in memory, the connection
 - an answer the client stops reading is dropped once writing has been blocked for
   ``client_send_timeout_s`` (the connection is aborted, its buffer freed).
 
-Each is counted in ``attnscope_slow_clients_total{phase}``. ``attnscope serve`` runs with it;
+Each is counted in ``attnscope_slow_clients_total{phase}``. A request h11 cannot parse (a bad
+``Content-Length``, no ``Host`` header or two, a malformed request line) is answered here, before
+any app runs: its 400 is JSON like the app's, with the security headers and an ``X-Request-ID``
+(issue 45.8: uvicorn's own was plain text without them). ``attnscope serve`` runs with it;
 the timeouts come from the settings given to :func:`configure` (else the environment's)."""
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import logging
 from typing import Any, Literal
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from attnscope.config import Settings, get_settings
@@ -136,6 +140,18 @@ class TimedH11Protocol(H11Protocol):
             _peer(self), self._limits["send"], self.transport.get_write_buffer_size(),
         )  # fmt: skip
         self.transport.abort()  # drops the buffered answer; connection_lost wakes the app's send
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request h11 refused, as the app would give it (module docstring)."""
+        body = json.dumps({"detail": f"{msg.rstrip('.')}: a malformed request line or header, a bad Content-Length, "
+                           "or no Host header or more than one"}).encode()  # fmt: skip
+        request_id = new_request_id()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"connection", b"close"), *SECURITY_HEADERS, (b"x-request-id", request_id.encode())]  # fmt: skip
+        logger.info("%s 400 from %s: a request h11 could not parse", request_id, _peer(self))
+        for event in (h11.Response(status_code=400, headers=headers, reason=b"Bad Request"), h11.Data(data=body), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_read()

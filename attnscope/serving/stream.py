@@ -30,6 +30,7 @@ from prometheus_client import Counter
 
 from attnscope.decoding.steps import Candidate, DecodeStep
 from attnscope.engine.answers import answer_json, matrix
+from attnscope.engine.registry import ServedModel
 from attnscope.engine.request import AnswerOptions, ServiceRequest
 from attnscope.engine.schemas import ErrorResponse, TranslateRequest, TranslationResponse
 from attnscope.engine.stream_flow import StepBuffer
@@ -135,7 +136,11 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     probabilities and the step's new attention rows for every kind, layer and head; for beam
     search the live hypotheses with back-pointers), then an ``answer`` event holding exactly what
     ``/api/translate`` answers (see docs/api.md, "Streaming"). Not with ``protect``."""
-    served = service.get(body.model)
+    async with service.holding(body.model) as served:  # waits for its load; translate holds it on
+        return await _stream(served, body, service, request)
+
+
+async def _stream(served: ServedModel, body: TranslateRequest, service: ServiceDep, request: Request) -> Response:
     asked = ServiceRequest.of(body)  # as /api/translate's, explain included (issue 34)
     encoder = StepEvents(
         served.loaded, asked.answer, lambda: served.translator.for_languages(*asked.languages).source_ids(body.text)

@@ -184,3 +184,57 @@ def test_the_size_estimate_is_an_upper_bound(client: Any, options: dict[str, Any
         source = len(answer["source_tokens"])
         estimate = answer_bytes(served.loaded.config, [source], [40], Asked(kinds, options.get("precision", 6), extras, 3))
         assert len(json.dumps(answer, separators=(",", ":")).encode()) <= estimate, model
+
+
+def test_a_lone_request_estimated_past_its_deadline_is_refused_before_decoding() -> None:
+    """Issue 45.2: nothing ahead, the request's own estimate passes its deadline: 503 with
+    Retry-After up front (before, admitted because the queue was empty, then a 504)."""
+    ran: list[str] = []
+
+    def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[str]:
+        ran.extend(t.texts[0] for t in tickets)
+        return [t.texts[0] for t in tickets]
+
+    heavy = Cost(work=10_000_000)
+
+    async def test() -> None:
+        with ThreadPoolExecutor(1) as pool:
+            scheduler = Scheduler(pool, slots=1, max_queue=16, window_s=0.0, max_texts=1)
+            scheduler._work_s = 1e-5  # 100 s for this one, 60 s allowed
+            with pytest.raises(Unavailable) as refused:
+                await scheduler.submit("k", _ticket("slow", heavy), runner)
+            assert refused.value.retry_after_s >= 1 and "about 100.0 s" in str(refused.value)
+            scheduler._work_s = 1e-7  # 1 s: admitted and answered
+            assert await scheduler.submit("k", _ticket("fast", heavy), runner) == "fast"
+
+    _in_loop(test)
+    assert ran == ["fast"]
+
+
+def test_a_decode_running_late_slows_the_estimate_of_the_next() -> None:
+    """The rate is what the machine does now: a large decode running 20× past its estimate
+    scales the next request's estimate 20× before it ends (before, only finished decodes set
+    the rate, so a machine that had just become busy admitted what it could not finish)."""
+    release = threading.Event()
+
+    def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[str]:
+        assert release.wait(30)
+        return [t.texts[0] for t in tickets]
+
+    async def test() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            scheduler = Scheduler(pool, slots=2, max_queue=16, window_s=0.0, max_texts=1)
+            scheduler._work_s = 1e-7
+            running = asyncio.ensure_future(scheduler.submit("a", _ticket("a", Cost(work=10_000_000)), runner))
+            await asyncio.sleep(0.01)
+            ((started, work),) = scheduler._in_flight.values()  # estimated 1 s ...
+            key = next(iter(scheduler._in_flight))
+            scheduler._in_flight[key] = (started - 20, work)  # ... and running for 20 s
+            assert scheduler.s_per_work() == pytest.approx(2e-6, rel=0.01)
+            with pytest.raises(Unavailable):  # 4 s at the recent rate, ~80 s at the rate now
+                await scheduler.submit("b", _ticket("b", Cost(work=40_000_000)), runner)
+            release.set()
+            assert await running == "a"
+            assert scheduler.s_per_work() < 2e-6  # nothing late running: the recent rate again
+
+    _in_loop(test)

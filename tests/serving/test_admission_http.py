@@ -8,6 +8,8 @@ import base64
 import io
 import re
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -92,3 +94,28 @@ def test_a_caption_names_the_beam_size_that_fits(limited: tuple[httpx.Client, in
     beams = re.search(r"beam_size ≤ (\d+)", detail)
     assert beams, detail
     assert client.post("/api/vision/caption", json={**body, "beam_size": int(beams.group(1))}).status_code == 200
+
+
+def test_admission_refuses_what_the_rate_now_cannot_finish_before_any_decode(
+    tiny_models_dir: Path, client_for: Any
+) -> None:
+    """Issue 45.2 over the app: with the seconds per unit of work forced high, /api/translate is
+    a 503 with Retry-After and no decode starts; forced low, the same request is a 200."""
+    body = {"model": "en-de-transformer", "text": "a dog runs on the grass", "beam_size": 4, "max_length": 60}
+    with client_for(tiny_models_dir, request_timeout_s=30) as c:
+        scheduler = c.app.state.service.scheduler
+        decodes = _batches(c)
+        scheduler._work_s = 1.0  # a second per unit of work: hours for this request
+        r = c.post("/api/translate", json=body)
+        assert r.status_code == 503, r.text
+        assert int(r.headers["Retry-After"]) >= 1 and "ATTNSCOPE_REQUEST_TIMEOUT_S" in r.json()["detail"]
+        assert _batches(c) == decodes  # refused up front: nothing decoded
+        scheduler._work_s = 1e-12
+        assert c.post("/api/translate", json=body).status_code == 200
+        assert _batches(c) == decodes + 1
+
+
+def _batches(client: Any) -> float:
+    """Decodes run so far (the batch histogram's count, from /metrics)."""
+    text = client.get("/metrics").text
+    return float(re.search(r"^attnscope_batch_requests_count (\S+)$", text, re.M)[1])  # type: ignore[index]

@@ -95,13 +95,13 @@ def test_the_pages_show_the_state(bounded: TestClient) -> None:
     assert {c["id"]: c["state"] for c in cards} == {A: "loaded", B: "not_loaded"}
 
 
-def test_a_route_that_cannot_wait_answers_503_model_is_loading(bounded: TestClient) -> None:
+def test_a_stream_waits_for_its_model_to_load(bounded: TestClient) -> None:
+    """Issue 45.3: a stream for a model that is not loaded waited for nothing and answered 503
+    "model X is loading"; it now waits for the load like /api/translate and streams."""
     response = bounded.post("/api/translate/stream", json={"model": B, "text": "a dog"})
-    assert response.status_code == 503
-    assert response.headers["Retry-After"] == "2"
-    assert f"model {B} is loading" in response.text
-    # ... and that started the load: the model shows as loading, then loaded
-    assert _states(bounded)[B] in ("loading", "loaded")
+    assert response.status_code == 200, response.text
+    assert "event: step" in response.text and "event: answer" in response.text
+    assert _states(bounded) == {A: "not_loaded", B: "loaded"}
 
 
 def test_a_folder_whose_weights_fail_is_listed_then_unavailable(two_models: Path, tmp_path: Path) -> None:
@@ -169,16 +169,21 @@ def test_concurrent_requests_for_one_model_load_it_once() -> None:
     assert loads.calls == {"b": 1}
 
 
-def test_a_model_in_use_is_never_unloaded() -> None:
+def test_a_model_in_use_is_never_unloaded_and_a_load_waits_for_room() -> None:
+    """A held model stays; another model's load waits until a hold ends instead of going over
+    the bound (issue 45.3: memory was bounded by nothing while every model was in use)."""
     loads = Loads()
     residency = _residency(1, loads)
     with residency.pinned("a") as model:
         assert model == "model a"
-        with residency.pinned("b"):  # over the bound while "a" decodes: both stay
-            assert set(residency.resident) == {"a", "b"}
-        assert set(residency.resident) == {"a"}  # back under the bound at once: "b" is idle, "a" held
-    assert set(residency.resident) == {"a"}
-    with residency.pinned("c"):  # nothing held: "a" makes room before "c" loads
+        with pytest.raises(Unavailable, match="model b is loading"):
+            run_loop(residency.acquire("b", timeout_s=0.2))  # no room while "a" decodes
+        assert set(residency.resident) == {"a"} and residency.state("b") == "loading"
+        assert loads.calls == {"a": 1}  # "b" waits for room, unloaded nothing, loaded nothing
+    # the hold ended: the waiting load starts at once, unloading "a" first
+    assert run_loop(residency.acquire("b", timeout_s=10)) == "model b"
+    assert set(residency.resident) == {"b"}
+    with residency.pinned("c"):  # nothing held: "b" makes room before "c" loads
         assert set(residency.resident) == {"c"}
     assert loads.calls == {"a": 1, "b": 1, "c": 1}
 
@@ -237,3 +242,44 @@ def test_a_family_that_cannot_be_built_on_meta_is_listed_from_a_full_load(
         preview = client.app.state.service.registry._previews[B]
         assert {p.device.type for p in preview.loaded.model.parameters()} == {"meta"}  # no weights kept
         assert client.post("/api/translate", json={**REQUEST, "model": B}).status_code == 200
+
+
+def test_the_byte_budget_bounds_what_is_loaded_beside_the_count() -> None:
+    """``ATTNSCOPE_MAX_LOADED_BYTES``: a load costs its weights' bytes; under a budget of 100,
+    "a" (60) and "b" (60) never stay together although the count would allow three, while
+    "b" and "c" (30) do; a held model is still never unloaded for a load, which waits."""
+    loads = Loads()
+    costs = {"a": 60, "b": 60, "c": 30}
+    residency: Residency[str] = Residency(3, loads, str, max_bytes=100, cost=lambda folder: costs[folder.name])
+    residency.folders = {name: Path(name) for name in "abc"}
+    with residency.pinned("a"):
+        with pytest.raises(Unavailable):
+            run_loop(residency.acquire("b", timeout_s=0.2))  # 120 > 100 while "a" is held
+        assert set(residency.resident) == {"a"}
+    assert run_loop(residency.acquire("b", timeout_s=10)) == "model b"  # "a" unloaded for it
+    assert set(residency.resident) == {"b"}
+    assert run_loop(residency.acquire("c", timeout_s=10)) == "model c"
+    assert set(residency.resident) == {"b", "c"} and residency.bytes_taken() == 90
+    assert loads.calls == {"a": 1, "b": 1, "c": 1}
+
+
+def test_a_folders_cost_is_its_safetensors_headers_tensor_bytes(two_models: Path) -> None:
+    from safetensors import safe_open
+
+    from attnscope.engine.residency import weights_bytes
+
+    folder = two_models / B
+    with safe_open(str(folder / "model.safetensors"), "pt") as weights:  # an independent count
+        expected = sum(weights.get_tensor(k).numel() * weights.get_tensor(k).element_size() for k in weights.keys())
+    assert weights_bytes(folder) == expected > 0
+
+
+def test_a_byte_budget_over_http_keeps_one_model_loaded(two_models: Path) -> None:
+    from attnscope.engine.residency import weights_bytes
+
+    budget = max(weights_bytes(two_models / m) for m in (A, B)) + 1  # room for either, not both
+    with make_client(two_models, max_loaded_bytes=budget) as client:
+        residency = client.app.state.service.registry.residency  # type: ignore[attr-defined]
+        for model in (A, B, A):
+            assert client.post("/api/translate", json={**REQUEST, "model": model}).status_code == 200
+            assert list(residency.resident) == [model] and residency.bytes_taken() <= budget

@@ -73,6 +73,7 @@ def test_the_worst_request_on_the_shipped_transformer_is_refused(tmp_path: Path,
 
 def test_a_decode_past_its_deadline_is_a_504(tiny_models_dir: Path, client_for: Any) -> None:
     with client_for(tiny_models_dir, request_timeout_s=0.001) as c:
+        c.app.state.service.scheduler._work_s = 1e-15  # admitted (estimated far inside the deadline), then late
         r = c.post("/api/translate", json={"model": TRANSFORMER, "text": LONG, "beam_size": 4, "max_length": 200})
         assert r.status_code == 504
         assert "ran past its 0.001 s deadline (ATTNSCOPE_REQUEST_TIMEOUT_S)" in r.json()["detail"]
