@@ -38,9 +38,10 @@ export class HeadView {
       this.root.hidden = true;
       return;
     }
+    const layer = state.layer ?? 0;
+    if (response.attention[kind][layer]?.some((m) => m === null)) return; // on demand: not fetched yet
     this.root.hidden = false;
     const { heads } = shapeOf(response, kind);
-    const layer = state.layer ?? 0;
     const options = { layer, merge: state.merge, hideEos: state.hideEos };
     const views = Array.from({ length: heads }, (_, head) => viewOf(response, kind, { ...options, head }));
     const first = views[0];

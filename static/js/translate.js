@@ -50,11 +50,14 @@ const explorer = new Explorer($("#explorer"), {
     // On demand (attention-client.js): the coverage reads the cross-attention's layer averages,
     // the head view every head of the layer shown; fetched once each, then kept with the answer.
     const response = current.response;
-    await Promise.all([
-      ensureAverages(response, "cross"),
-      ensureLayer(response, explorer.state.kind, explorer.state.layer ?? 0),
-    ]).catch((err) => showError(errorBox, err.message));
-    if (current?.response !== response) return;
+    let kind, layer; // fetch for the view shown after the fetch: it may have moved meanwhile
+    do {
+      kind = explorer.state.kind;
+      layer = explorer.state.layer ?? 0;
+      const fetched = await Promise.all([ensureAverages(response, "cross"), ensureLayer(response, kind, layer)])
+        .then(() => true, (err) => { showError(errorBox, err.message); return false; });
+      if (!fetched || current?.response !== response) return;
+    } while (kind !== explorer.state.kind || layer !== (explorer.state.layer ?? 0));
     renderInsight();
     renderHeadView();
   },
