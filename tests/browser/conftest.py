@@ -13,6 +13,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
@@ -212,3 +213,33 @@ def shoot(tmp_path: Path):  # type: ignore[no-untyped-def]
         return path
 
     return take
+
+
+def origin_of(page_url: str) -> str:
+    """scheme://host:port of a page's URL (the server that answered it)."""
+    from urllib.parse import urlparse
+
+    parts = urlparse(page_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def inline_attention(server_url: str, answer: dict[str, Any], precision: int | None = None) -> dict[str, Any]:
+    """An on-demand answer (the Translate page asks for attention on demand) with its matrices
+    filled in from GET /api/attention/{id}/{kind}/{layer}, as an inline answer carries them; other
+    answers as they are. ``precision``: the request's (6, the default, when not given)."""
+    if not answer.get("attention_id"):
+        return answer
+    import json as _json
+    import urllib.request as _request
+
+    decimals = 6 if precision is None else precision
+    filled = dict(answer)
+    filled["attention"] = {}
+    for kind, shape in (answer.get("attention_shapes") or {}).items():
+        layers = []
+        for layer in range(shape["layers"]):
+            url = f"{server_url}/api/attention/{answer['attention_id']}/{kind}/{layer}?precision={decimals}"
+            with _request.urlopen(url, timeout=30) as reply:
+                layers.append(_json.loads(reply.read()))
+        filled["attention"][kind] = layers
+    return filled

@@ -25,7 +25,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from attnscope.testing import free_port
-from tests.browser.conftest import REPO, PageWatch
+from tests.browser.conftest import REPO, PageWatch, inline_attention
 
 pytestmark = pytest.mark.browser
 
@@ -106,7 +106,7 @@ def gated(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     port = free_port()
     log = root / "server.log"
     command = [sys.executable, str(wrapper), "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--models-dir", str(models), "--device", "cpu", "--workers", "1"]  # fmt: skip
+               "--models-dir", str(models), "--only-models-dir", "--device", "cpu", "--workers", "1"]  # fmt: skip
     with log.open("wb") as sink:
         process = subprocess.Popen(command, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
     server = GatedServer(f"http://127.0.0.1:{port}", gate)
@@ -189,7 +189,7 @@ def test_a_head_trained_on_reading_rows_is_labelled_by_the_word_each_step_reads(
     page = gated_page
     with page.expect_response("**/api/translate") as answer:
         page.goto(f"{gated.url}/?model=en-de-transformer&text={SENTENCE}&beam=2")
-    response = answer.value.json()
+    response = inline_attention(gated.url, answer.value.json())
     page.wait_for_selector("body[data-ready=true]")
     caption = page.locator("#explorer [data-role=caption-main]")
     layer, head = READING
@@ -207,7 +207,7 @@ def test_a_model_without_alignment_numbers_opens_on_the_average_of_heads(gated_p
     page = gated_page
     with page.expect_response("**/api/translate") as answer:
         page.goto(f"{gated.url}/?model=en-de-transformer-plain&text={SENTENCE}&beam=2")
-    cross = answer.value.json()["attention"]["cross"]
+    cross = inline_attention(gated.url, answer.value.json())["attention"]["cross"]
     page.wait_for_selector("body[data-ready=true]")
     caption = page.locator("#explorer [data-role=caption-main]")
     expect(caption).to_contain_text(f"layer {len(cross)} · average of 2 heads · shown first: the model's card has no alignment numbers")

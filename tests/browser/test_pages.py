@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import F1
+from tests.browser.conftest import F1, inline_attention, origin_of
 
 pytestmark = pytest.mark.browser
 
@@ -34,7 +34,7 @@ def translate(page: Page, text: str, model: str = TRANSFORMER, beam: int = 2) ->
     page.fill("#text", text)
     with page.expect_response("**/api/translate") as answer:
         page.press("#text", "Enter")
-    response = answer.value.json()
+    response = inline_attention(origin_of(page.url), answer.value.json())
     expect(page.locator("#translate-btn")).to_be_enabled()
     wait_drawn(page, "#explorer [data-role=plot-main]")
     return response
@@ -197,7 +197,7 @@ def test_user_text_stays_text(page: Page, server_url: str) -> None:
         page.fill("#target", payload)
         with page.expect_response(is_align_of(payload)) as answer:
             page.click("#align-btn")
-        aligned = answer.value.json()
+        aligned = inline_attention(origin_of(page.url), answer.value.json())
         wait_drawn(page, "#explorer [data-role=plot-aligned]")
         chips = page.locator("#probs [data-role=target-probs] .prob-token")
         expect(chips).to_have_text(aligned["target_tokens"])
@@ -221,7 +221,7 @@ def test_own_target_shows_teacher_forced_attention_and_probabilities(
     page.fill("#target", "Ein Mann fährt Fahrrad.")
     with page.expect_response(is_align_of("Ein Mann fährt Fahrrad.")) as answer:
         page.press("#target", "Enter")
-    aligned = answer.value.json()
+    aligned = inline_attention(origin_of(page.url), answer.value.json())
     wait_drawn(page, "#explorer [data-role=plot-aligned]")
     plot = heatmap(page, "#explorer [data-role=plot-aligned]")
     assert shape(plot["z"]) == (len(aligned["target_tokens"]), len(aligned["source_tokens"]))
@@ -583,7 +583,7 @@ def test_beam_tree_and_what_if(page: Page, server_url: str, shoot) -> None:
     second = tree["best"][2]
     with page.expect_response("**/api/align") as answer:
         card.locator(f"[data-role=tree-main] .node[data-id='{second}']").click()
-    aligned = answer.value.json()
+    aligned = inline_attention(origin_of(page.url), answer.value.json())
     wait_drawn(page, "#beam-card [data-role=beam-plot]")
     partial = heatmap(page, "#beam-card [data-role=beam-plot]")
     layer, head = best_aligned()
@@ -604,13 +604,13 @@ def test_beam_tree_and_what_if(page: Page, server_url: str, shoot) -> None:
     # what-if: another token at position 1 changes the translation, the original stays in view
     with page.expect_response("**/api/translate") as first:
         page.locator("#whatif-original [data-role=original-back]").click()
-    original = first.value.json()
+    original = inline_attention(origin_of(page.url), first.value.json())
     page.locator("#insight [data-role=confidence] .prob").nth(0).click()
     choice = page.locator("#whatif .chip.alt:not([disabled])[data-token^='▁']").first  # a whole word
     token = choice.get_attribute("data-token")
     with page.expect_response("**/api/translate") as answer:
         choice.click()
-    changed = answer.value.json()
+    changed = inline_attention(origin_of(page.url), answer.value.json())
     assert changed["target_tokens"][0] == token != original["target_tokens"][0]
     assert changed["forced_tokens"] == 1
     expect(page.locator("#translation")).to_have_text(changed["translation"] or "(empty translation)")

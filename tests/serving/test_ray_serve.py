@@ -115,7 +115,7 @@ def ray_server(two_models: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     """``serve --ray`` started here; yields its URL, every 200-or-not /api/ready answer seen while
     it started (JSON bodies of the 200s), and its processes, and checks they all end after SIGTERM."""
     port, log = free_port(), tmp_path_factory.mktemp("ray-log") / "serve.log"
-    command = [sys.executable, "-m", "attnscope.cli", "serve", "--ray", "--port", str(port), "--models-dir", str(two_models), "--device", "cpu"]  # fmt: skip
+    command = [sys.executable, "-m", "attnscope.cli", "serve", "--ray", "--port", str(port), "--models-dir", str(two_models), "--only-models-dir", "--device", "cpu"]  # fmt: skip
     with log.open("wb") as sink:
         process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **WIDE_WINDOW})
     url, seen = f"http://127.0.0.1:{port}", []

@@ -149,7 +149,7 @@ def _slow_models_dir(root: Path, tiny_models_dir: Path, copies: int = 1500) -> P
 def _start(models_dir: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     command = [sys.executable, "-m", "attnscope.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--models-dir", str(models_dir), "--device", "cpu"]  # fmt: skip
+               "--models-dir", str(models_dir), "--only-models-dir", "--device", "cpu"]  # fmt: skip
     with log.open("wb") as sink:
         process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=dict(os.environ))
     return process, f"http://127.0.0.1:{port}"
