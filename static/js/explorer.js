@@ -49,9 +49,23 @@ export class Explorer {
       const table = this.c[`table-${which}`];
       table?.addEventListener("toggle", () => this.renderTable(which));
     }
-    this.c.json.addEventListener("click", () => {
-      const data = this.aligned ? { translation: this.response, aligned: this.aligned } : this.response;
-      download(`${this.name}-${this.response.model}.json`, data);
+    this.c.json.addEventListener("click", async () => {
+      // on demand: every matrix is fetched first, so the file is the answer as an inline one holds it
+      const whole = async (answer) => {
+        if (!answer || !isOnDemand(answer)) return answer;
+        for (const [kind, layers] of Object.entries(answer.attention)) {
+          for (let layer = 0; layer < layers.length; layer++) await ensureLayer(answer, kind, layer);
+        }
+        const { averages, ...rest } = answer; // the page's own cache of head averages
+        return rest;
+      };
+      try {
+        const translation = await whole(this.response);
+        const data = this.aligned ? { translation, aligned: await whole(this.aligned) } : translation;
+        download(`${this.name}-${this.response.model}.json`, data);
+      } catch (err) {
+        this.showEmpty(err.message);
+      }
     });
   }
 
