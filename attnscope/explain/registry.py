@@ -150,7 +150,7 @@ class ExplainMethod:
             return self.unavailable(config)
         if family.explainer in self.reasons:
             return self.reasons[family.explainer]
-        return f"no explanations are defined for the {config.architecture} family"
+        return family.explain_elsewhere or f"no explanations are defined for the {config.architecture} family"
 
     def to_dict(self) -> dict[str, Any]:
         """The API's form (``GET /api/explain-methods``): ``families``: architecture -> null
@@ -171,7 +171,10 @@ class ExplainMethod:
         RNN without attention), else why not."""
         if explainer in self.runs:
             return None
-        return self.reasons.get(explainer, f"no explanations are defined for the {architecture} family")
+        if explainer in self.reasons:
+            return self.reasons[explainer]
+        known = families().get(architecture)
+        return (known.explain_elsewhere if known else "") or f"no explanations are defined for the {architecture} family"
 
 
 _METHODS: dict[str, ExplainMethod] = {}

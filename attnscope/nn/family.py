@@ -100,6 +100,9 @@ class Family(ABC):
     # Which runner of each explanation method explains its models (a key of ExplainMethod.runs in
     # attnscope.explain.registry: "transformer", "recurrent"; "": every method unavailable).
     explainer: ClassVar[str] = ""
+    # Why the registered methods do not run on it, where the family says more than "none defined"
+    # (the decoder-only LLMs are explained by their own routes).
+    explain_elsewhere: ClassVar[str] = ""
 
     @abstractmethod
     def build(self, config: Any) -> Seq2Seq:

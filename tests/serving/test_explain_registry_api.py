@@ -34,7 +34,9 @@ def test_the_catalog_lists_the_shipped_methods_with_papers_and_families(client: 
     by_name = {m["name"]: m for m in data}
     assert list(by_name)[:4] == ["norm", "rollout", "value_zeroing", "alti"]
     assert by_name["alti"]["label"] == "ALTI+" and by_name["alti"]["url"].startswith("https://")
-    assert by_name["norm"]["families"] == {"rnn": None, "self_attentive_rnn": None, "transformer": None}
+    norm = by_name["norm"]["families"]
+    assert {k: v for k, v in norm.items() if k != "decoder_only"} == {"rnn": None, "self_attentive_rnn": None, "transformer": None}
+    assert "/api/llm/translate" in norm["decoder_only"]  # the LLMs' own explanations, not "none defined"
     assert "residual" in by_name["rollout"]["families"]["rnn"]
     assert by_name["norm"]["fields"] == ["norm", "norm_values"] and by_name["norm"]["draw"]["per"] == "head"
     assert by_name["alti"]["draw"]["parts"] == {"cross": "source", "decoder_self": "target", "encoder_self": "encoder"}
