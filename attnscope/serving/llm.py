@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from attnscope.config import Settings
 from attnscope.device import resolve_device
+from attnscope.engine.schemas import ErrorResponse
 from attnscope.llm.search import LLMOptions
 from attnscope.llm.service import Budget, LLMRequest, LLMRequestError, LLMService
 from attnscope.serving.errors import InvalidInput
@@ -38,6 +39,14 @@ async def load(app: FastAPI, service: LLMService) -> None:
 
 
 router = APIRouter(prefix="/api/llm", tags=["llm"])
+# What the decoding routes may answer besides 200 (422: the app's own error body, as every route's).
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    422: {"model": ErrorResponse, "description": "A field out of range or malformed JSON, with a message per field."},
+    404: {"model": ErrorResponse, "description": "No decoder-only model of that id is served."},
+    413: {"model": ErrorResponse, "description": "The answer would pass the size bound: a shorter text or max_new_tokens."},
+    503: {"model": ErrorResponse, "description": "The decoder-only models are still loading, or the server is busy (Retry-After)."},
+    504: {"model": ErrorResponse, "description": "The decode passed its deadline."},
+}
 pages = APIRouter(include_in_schema=False, tags=["pages"])
 
 
@@ -119,12 +128,12 @@ async def _answer(request: Request, service: LLMService, body: LLMRequest) -> di
     return answer
 
 
-@router.get("/models", summary="The decoder-only models served, with their prompt templates")
+@router.get("/models", responses={503: _RESPONSES[503]}, summary="The decoder-only models served, with their prompt templates")
 async def models(service: ServiceDep) -> dict[str, Any]:
     return {"models": service.describe(), "unavailable": service.failed}
 
 
-@router.post("/translate", summary="Translate with a decoder-only model and see where each output token looked")
+@router.post("/translate", responses=_RESPONSES, summary="Translate with a decoder-only model and see where each output token looked")
 async def translate(body: LLMTranslateRequest, service: ServiceDep, request: Request) -> dict[str, Any]:
     """The answer names exactly what ran (``prompt``, ``prompt_tokens``, ``prompt_token_ids``,
     ``source_span`` [start, end) in prompt tokens, ``target_token_ids``) and carries the asked
@@ -134,7 +143,7 @@ async def translate(body: LLMTranslateRequest, service: ServiceDep, request: Req
     return await _answer(request, service, body.to_request())
 
 
-@router.post("/align", summary="Teacher-forced: the attention a decoder-only model pays reading your translation")
+@router.post("/align", responses=_RESPONSES, summary="Teacher-forced: the attention a decoder-only model pays reading your translation")
 async def align(body: LLMAlignRequest, service: ServiceDep, request: Request) -> dict[str, Any]:
     return await _answer(request, service, body.to_request(target=body.target))
 
