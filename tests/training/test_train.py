@@ -87,6 +87,7 @@ def test_two_steps_write_a_model_folder_that_loads_and_translates(
 
     assert sorted(p.name for p in folder.iterdir()) == [
         "card.json",
+        "complete.json",  # the completion marker (attnscope.staging): written last, trusted by loaders
         "config.json",
         "model.safetensors",
         "tokenizer.model",
