@@ -122,16 +122,19 @@ def test_the_page_opens_on_the_best_head(llm_models: Path, tmp_path: Path) -> No
         with urllib.request.urlopen(f"{url}/api/llm/models", timeout=30) as response:
             served = json.loads(response.read())["models"][0]
         assert served["best_head"] == best
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_page()
-            page.goto(f"{url}/llm")
-            page.wait_for_function("sel => document.querySelector(sel).value !== ''", arg="#llm-model")
-            page.fill("#llm-text", "A man reads.")
-            page.click("#llm-go")
-            page.wait_for_selector("#llm-plot .main-svg", timeout=60_000)
-            assert (page.input_value("#llm-layer"), page.input_value("#llm-head")) == (str(best["layer"]), str(best["head"]))
-            browser.close()
+        def drive() -> None:
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+                page = browser.new_page()
+                page.goto(f"{url}/llm")
+                page.wait_for_function("sel => document.querySelector(sel).value !== ''", arg="#llm-model")
+                page.fill("#llm-text", "A man reads.")
+                page.click("#llm-go")
+                page.wait_for_selector("#llm-plot .main-svg", timeout=60_000)
+                assert (page.input_value("#llm-layer"), page.input_value("#llm-head")) == (str(best["layer"]), str(best["head"]))
+                browser.close()
+
+        _in_own_thread(drive)
 
 
 def test_align_corpus_references_score_as_the_links_file(llm_models: Path, tmp_path: Path,
@@ -156,3 +159,24 @@ def test_align_corpus_references_score_as_the_links_file(llm_models: Path, tmp_p
     from_links = json.loads(capsys.readouterr().out)
     assert from_corpus["split"] == "test2016" and from_corpus["f1"] == from_links["f1"]
     assert "eflomal" in from_corpus["convention"] and "hand-written" in from_links["convention"]
+
+
+def _in_own_thread(drive) -> None:  # type: ignore[no-untyped-def]
+    """Run ``drive()`` (Playwright's sync API) in a thread of its own: after the browser tests,
+    their session's Playwright keeps an asyncio loop running in the main thread, where the sync
+    API refuses to start. Its exception, if any, is raised here."""
+    import threading
+
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            drive()
+        except BaseException as err:  # noqa: BLE001 - handed to the test's thread
+            failures.append(err)
+
+    thread = threading.Thread(target=run, name="llm-page-test")
+    thread.start()
+    thread.join()
+    if failures:
+        raise failures[0]
