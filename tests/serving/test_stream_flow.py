@@ -36,27 +36,31 @@ def _until(condition: object, what: str, bound_s: float = 60.0) -> None:
 
 
 def test_the_buffer_holds_at_most_its_bytes_and_the_producer_waits() -> None:
-    loop = asyncio.new_event_loop()
-    gone = threading.Event()
-    buffer = StepBuffer(loop, max_bytes=3000, send_timeout_s=600, gone=gone)
-    put = []
 
-    def produce() -> None:
-        for i in range(10):
-            buffer.put(bytes([i]) * 1000)
-            put.append(i)
+    def body() -> None:
+        loop = asyncio.new_event_loop()
+        gone = threading.Event()
+        buffer = StepBuffer(loop, max_bytes=3000, send_timeout_s=600, gone=gone)
+        put = []
 
-    producer = threading.Thread(target=produce, daemon=True)
-    producer.start()
-    _until(lambda: buffer.waits == 1, "the producer never waited")
-    assert put == [0, 1, 2] and buffer.queued_bytes == 3000  # full: the decode waits
-    assert loop.run_until_complete(buffer.get()) == b"\0" * 1000  # the writer sends one ...
-    _until(lambda: len(put) == 4 and buffer.waits == 2, "one more event once there was room")
-    assert buffer.queued_bytes == 3000 and buffer.peak_bytes == 3000
-    got = [loop.run_until_complete(buffer.get()) for _ in range(9)]
-    producer.join(60)
-    assert [g[0] for g in got] == list(range(1, 10)) and buffer.peak_bytes == 3000 and not gone.is_set()
-    loop.close()
+        def produce() -> None:
+            for i in range(10):
+                buffer.put(bytes([i]) * 1000)
+                put.append(i)
+
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        _until(lambda: buffer.waits == 1, "the producer never waited")
+        assert put == [0, 1, 2] and buffer.queued_bytes == 3000  # full: the decode waits
+        assert loop.run_until_complete(buffer.get()) == b"\0" * 1000  # the writer sends one ...
+        _until(lambda: len(put) == 4 and buffer.waits == 2, "one more event once there was room")
+        assert buffer.queued_bytes == 3000 and buffer.peak_bytes == 3000
+        got = [loop.run_until_complete(buffer.get()) for _ in range(9)]
+        producer.join(60)
+        assert [g[0] for g in got] == list(range(1, 10)) and buffer.peak_bytes == 3000 and not gone.is_set()
+        loop.close()
+
+    _in_own_thread(body)  # a loop of its own: the browser tests' Playwright keeps one running here
 
 
 def test_a_reader_that_never_reads_is_dropped_and_the_decode_told() -> None:
@@ -145,3 +149,21 @@ def test_clients_that_never_read_keep_the_queue_bounded(tiny_models_dir: Path, t
 def test_the_setting_is_validated() -> None:
     with pytest.raises(ValueError, match="stream_buffer_bytes"):
         Settings(stream_buffer_bytes=10)
+
+
+def _in_own_thread(body) -> None:  # type: ignore[no-untyped-def]
+    """Run ``body`` in a thread: after the browser tests, their Playwright keeps an asyncio loop
+    running in the main thread, where another loop cannot run. Its exception is raised here."""
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            body()
+        except BaseException as err:  # noqa: BLE001 - handed to the test's thread
+            failures.append(err)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if failures:
+        raise failures[0]

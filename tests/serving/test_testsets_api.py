@@ -52,7 +52,7 @@ def test_bad_requests_are_4xx_with_a_message(client: TestClient) -> None:
         ({"model": "en-de-transformer"}, 400, "either split"),
         ({"model": "en-de-transformer", "sources": ["a"], "references": ["x", "y"]}, 400, "1 sources but 2 references"),
         ({"model": "en-de-transformer", "sources": []}, 400, "no sentences"),
-        ({"model": "en-de-transformer", "split": "dev"}, 400, "data folder"),  # no corpus here
+        ({"model": "en-de-transformer", "split": "dev"}, 400, "unknown split 'dev'"),
     ]
     for body, status, words in cases:
         r = client.post("/api/testsets/jobs", json=body)
