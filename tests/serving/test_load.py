@@ -126,5 +126,11 @@ def test_two_workers_serve_from_two_processes(tiny_models_dir: Path, tmp_path: P
         workers = [c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
         assert len(workers) == 2
         for _ in range(4):
-            r = httpx.post(f"{url}/api/translate", json={"model": "en-de-rnn-additive", "text": "A man.", "max_length": 5})
-            assert r.status_code == 200
+            # /api/ready answered from one worker; the other may still be loading (a 503 with
+            # Retry-After, which a client honours): every request is answered 200 in the end
+            for _attempt in range(30):
+                r = httpx.post(f"{url}/api/translate", json={"model": "en-de-rnn-additive", "text": "A man.", "max_length": 5})
+                if r.status_code != 503:
+                    break
+                time.sleep(min(float(r.headers.get("retry-after", "1")), 2.0))
+            assert r.status_code == 200, r.text
