@@ -178,3 +178,24 @@ def _healthy(url: str) -> bool:
             return False
     except OSError:
         return False
+
+
+def in_own_thread(body: Any) -> None:
+    """Run ``body()`` in a thread of its own and raise its exception here. For tests that run an
+    event loop (or Playwright's sync API) after the browser tests, whose session keeps an asyncio
+    loop running in the main thread, where another cannot start."""
+    import threading
+
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            body()
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+            failures.append(err)
+
+    thread = threading.Thread(target=run, name="attnscope-test-loop")
+    thread.start()
+    thread.join()
+    if failures:
+        raise failures[0]

@@ -15,7 +15,7 @@ import pytest
 from attnscope.cli import main
 from attnscope.llm.folder import load_llm_folder
 from attnscope.llm.translator import LLMTranslator
-from attnscope.testing import running_server
+from attnscope.testing import in_own_thread, running_server
 
 CHROMIUM = os.environ.get("ATTNSCOPE_CHROMIUM", "/usr/bin/chromium")
 PAIRS = [  # source, target, links (source word - target word)
@@ -134,7 +134,7 @@ def test_the_page_opens_on_the_best_head(llm_models: Path, tmp_path: Path) -> No
                 assert (page.input_value("#llm-layer"), page.input_value("#llm-head")) == (str(best["layer"]), str(best["head"]))
                 browser.close()
 
-        _in_own_thread(drive)
+        in_own_thread(drive)
 
 
 def test_align_corpus_references_score_as_the_links_file(llm_models: Path, tmp_path: Path,
@@ -159,24 +159,3 @@ def test_align_corpus_references_score_as_the_links_file(llm_models: Path, tmp_p
     from_links = json.loads(capsys.readouterr().out)
     assert from_corpus["split"] == "test2016" and from_corpus["f1"] == from_links["f1"]
     assert "eflomal" in from_corpus["convention"] and "hand-written" in from_links["convention"]
-
-
-def _in_own_thread(drive) -> None:  # type: ignore[no-untyped-def]
-    """Run ``drive()`` (Playwright's sync API) in a thread of its own: after the browser tests,
-    their session's Playwright keeps an asyncio loop running in the main thread, where the sync
-    API refuses to start. Its exception, if any, is raised here."""
-    import threading
-
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            drive()
-        except BaseException as err:  # noqa: BLE001 - handed to the test's thread
-            failures.append(err)
-
-    thread = threading.Thread(target=run, name="llm-page-test")
-    thread.start()
-    thread.join()
-    if failures:
-        raise failures[0]

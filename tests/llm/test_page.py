@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from attnscope.testing import in_own_thread
+
 CHROMIUM = os.environ.get("ATTNSCOPE_CHROMIUM", "/usr/bin/chromium")
 
 
@@ -50,25 +52,4 @@ def test_the_page_shows_target_by_source_then_the_full_matrix(server: str, tmp_p
             page.screenshot(path=str(tmp_path / "llm.png"))
             browser.close()
 
-    _in_own_thread(drive)
-
-
-def _in_own_thread(drive) -> None:  # type: ignore[no-untyped-def]
-    """Run ``drive()`` (Playwright's sync API) in a thread of its own: after the browser tests,
-    their session's Playwright keeps an asyncio loop running in the main thread, where the sync
-    API refuses to start. Its exception, if any, is raised here."""
-    import threading
-
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            drive()
-        except BaseException as err:  # noqa: BLE001 - handed to the test's thread
-            failures.append(err)
-
-    thread = threading.Thread(target=run, name="llm-page-test")
-    thread.start()
-    thread.join()
-    if failures:
-        raise failures[0]
+    in_own_thread(drive)

@@ -19,7 +19,7 @@ from attnscope.config import Settings
 from attnscope.engine.limits import Asked, answer_bytes
 from attnscope.engine.registry import ServedModel
 from attnscope.engine.stream_flow import StepBuffer, stream_bytes
-from attnscope.testing import running_server
+from attnscope.testing import in_own_thread, running_server
 
 from .conftest import make_client
 
@@ -60,7 +60,7 @@ def test_the_buffer_holds_at_most_its_bytes_and_the_producer_waits() -> None:
         assert [g[0] for g in got] == list(range(1, 10)) and buffer.peak_bytes == 3000 and not gone.is_set()
         loop.close()
 
-    _in_own_thread(body)  # a loop of its own: the browser tests' Playwright keeps one running here
+    in_own_thread(body)  # a loop of its own: the browser tests' Playwright keeps one running here
 
 
 def test_a_reader_that_never_reads_is_dropped_and_the_decode_told() -> None:
@@ -149,21 +149,3 @@ def test_clients_that_never_read_keep_the_queue_bounded(tiny_models_dir: Path, t
 def test_the_setting_is_validated() -> None:
     with pytest.raises(ValueError, match="stream_buffer_bytes"):
         Settings(stream_buffer_bytes=10)
-
-
-def _in_own_thread(body) -> None:  # type: ignore[no-untyped-def]
-    """Run ``body`` in a thread: after the browser tests, their Playwright keeps an asyncio loop
-    running in the main thread, where another loop cannot run. Its exception is raised here."""
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            body()
-        except BaseException as err:  # noqa: BLE001 - handed to the test's thread
-            failures.append(err)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if failures:
-        raise failures[0]
