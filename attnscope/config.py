@@ -97,10 +97,10 @@ class Settings(BaseSettings):
         description="Folder of the native libraries; None: <venv>/share/attnscope/native. Read afresh.",
     )
     cuda_graphs: bool = Field(
-        default=False,
+        default=True,
         description=(
-            "Greedy decoding on CUDA replays captured CUDA graphs (attnscope/decoding/static_greedy.py); "
-            "off until timed on a GPU (docs/decoding.md). Read afresh."
+            "Greedy and beam decoding on CUDA replay captured CUDA graphs (attnscope/decoding/static_greedy.py, "
+            "static_beam.py; timed in docs/gpu.md); false (0): the eager steps. No effect on the CPU. Read afresh."
         ),
     )
     device: str | None = Field(

@@ -104,11 +104,13 @@ def main() -> None:
     systems: dict[str, Run] = {"attnscope (all attention)": with_graphs(attnscope_runner(loaded.model, True), False)}
     systems["attnscope (no attention)"] = with_graphs(attnscope_runner(loaded.model, need_weights=False), False)
     graphs = with_graphs(attnscope_runner(loaded.model, need_weights=True), True)
-    if device.type == "cuda":  # greedy steps replayed as CUDA graphs (attnscope/decoding/static_greedy.py)
+    if device.type == "cuda":  # steps replayed as CUDA graphs (attnscope/decoding/static_greedy.py, static_beam.py)
         plain = systems["attnscope (all attention)"]
-        pairs = zip(decode_all(graphs, sources, 1, 1), decode_all(plain, sources, 1, 1), strict=True)
-        same = sum(a == b for a, b in pairs)
-        print(f"CUDA graphs: greedy output identical on {same}/{len(sources)} sentences")
+        for beam in (1, 5):
+            for batch in (1, 32):
+                pairs = zip(decode_all(graphs, sources, beam, batch), decode_all(plain, sources, beam, batch), strict=True)
+                same = sum(a == b for a, b in pairs)
+                print(f"CUDA graphs: beam {beam}, batch {batch}: output identical on {same}/{len(sources)} sentences")
         systems["attnscope (all attention), CUDA graphs"] = graphs
     ct2 = ctranslate2_on(loaded, Path(args.model), out, device)
     if ct2 is not None:

@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -93,28 +94,45 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--cpu-parity", action=argparse.BooleanOptionalAction, default=True,
+                        help="also start a CPU server and compare every answer (default: yes)")  # fmt: skip
+    parser.add_argument("--eager-too", action="store_true",
+                        help="a second GPU server with ATTNSCOPE_CUDA_GRAPHS=0, timed interleaved with the first")  # fmt: skip
     parser.add_argument("--out", default="out/cuda-served.json")
     args = parser.parse_args()
     logs = Path(args.out).parent
     logs.mkdir(parents=True, exist_ok=True)
-    with (
-        server_process(args.models, logs / "cpu-server.log") as (cpu, _),
-        server_process(args.models, logs / "gpu-server.log", args=("--device", args.device)) as (gpu, _),
-    ):
+    with ExitStack() as stack:
+        gpus = {"default": stack.enter_context(server_process(args.models, logs / "gpu-server.log", args=("--device", args.device)))[0]}
+        if args.eager_too:
+            eager = server_process(args.models, logs / "gpu-eager-server.log", env={"ATTNSCOPE_CUDA_GRAPHS": "0"}, args=("--device", args.device))
+            gpus["eager (ATTNSCOPE_CUDA_GRAPHS=0)"] = stack.enter_context(eager)[0]
+        gpu = gpus["default"]
         models = [m["id"] for m in httpx.get(f"{gpu}/api/models", timeout=30).json()["models"]]
-        results: dict[str, Any] = {"parity": parity(cpu, gpu, models), "speed": []}
-        print("\n| model | 1 client greedy p50 (ms) | 1 client beam 5 p50 (ms) | 32 clients greedy (req/s) | 32 clients beam 5 (req/s) |")
-        print("| --- | ---: | ---: | ---: | ---: |")
+        results: dict[str, Any] = {"parity": [], "speed": []}
+        if args.cpu_parity:
+            cpu = stack.enter_context(server_process(args.models, logs / "cpu-server.log"))[0]
+            results["parity"] = parity(cpu, gpu, models)
+        if args.eager_too:
+            results["graphs_vs_eager"] = parity(gpus["eager (ATTNSCOPE_CUDA_GRAPHS=0)"], gpu, models)
+        print("\n| model | server | 1 client greedy p50 (ms) | 1 client beam 5 p50 (ms) | 32 clients greedy (req/s) | 32 clients beam 5 (req/s) |")
+        print("| --- | --- | ---: | ---: | ---: | ---: |")
         for model in models:
-            row = {"model": model}
+            rows = {name: {"model": model, "server": name} for name in gpus}
             for beam in (1, 5):
-                row[f"p50_beam{beam}_ms"] = one_client_ms(gpu, model, beam, args.requests)
-                row[f"rps_beam{beam}"] = many_clients_rps(gpu, model, beam, args.clients, 4)
-            results["speed"].append(row)
-            print(
-                f"| {model} | {row['p50_beam1_ms']:.1f} | {row['p50_beam5_ms']:.1f} | {row['rps_beam1']:.0f} | {row['rps_beam5']:.0f} |",
-                flush=True,
-            )
+                times: dict[str, list[float]] = {name: [] for name in gpus}
+                for _ in range(3):  # interleaved: a third of the requests on each server in turn
+                    for name, url in gpus.items():
+                        times[name].append(one_client_ms(url, model, beam, max(1, args.requests // 3)))
+                for name, url in gpus.items():
+                    rows[name][f"p50_beam{beam}_ms"] = statistics.median(times[name])
+                    rows[name][f"rps_beam{beam}"] = many_clients_rps(url, model, beam, args.clients, 4)
+            for row in rows.values():
+                results["speed"].append(row)
+                print(
+                    f"| {model} | {row['server']} | {row['p50_beam1_ms']:.1f} | {row['p50_beam5_ms']:.1f} | {row['rps_beam1']:.0f} | {row['rps_beam5']:.0f} |",
+                    flush=True,
+                )
     Path(args.out).write_text(json.dumps(results, indent=1))
 
 

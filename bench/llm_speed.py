@@ -70,21 +70,27 @@ def measure(model: DecoderOnlyLM, prompt: list[int], tokens: int, runs: int) -> 
     return out
 
 
-def peer(model: DecoderOnlyLM, prompt: list[int], tokens: int, runs: int) -> dict[str, float]:
-    """Hugging Face Qwen2 (eager) with the same weights: generate(max_new_tokens=tokens)."""
+def peer(model: DecoderOnlyLM, prompt: list[int], tokens: int, runs: int, attentions: bool) -> dict[str, float]:
+    """Hugging Face Qwen2 of the same shape and dtype (its own random weights), eager attention
+    (the implementation that can return the weights): ``generate(max_new_tokens=tokens)``, with
+    ``output_attentions=True`` (every layer's weights of every step, as attnscope's "with
+    attention" row returns them) or without."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     c = model.config
+    dtype = next(model.parameters()).dtype
     hf = Qwen2ForCausalLM(Qwen2Config(
         vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.ff_dim, num_hidden_layers=c.layers,
         num_attention_heads=c.heads, num_key_value_heads=c.kv_heads, max_position_embeddings=c.max_positions,
         rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta}, tie_word_embeddings=True,
-    ), ).eval().to(model.device)  # fmt: skip
+        attn_implementation="eager",
+    ), ).eval().to(model.device, dtype)  # fmt: skip
     ids = torch.tensor([prompt], device=model.device)
-    run = {"max_new_tokens": tokens, "min_new_tokens": tokens, "do_sample": False, "pad_token_id": 0}
+    run = {"max_new_tokens": tokens, "min_new_tokens": tokens, "do_sample": False, "pad_token_id": 0,
+           "output_attentions": attentions, "return_dict_in_generate": attentions}  # fmt: skip
     with torch.inference_mode():
         hf.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=0)
-        prefill = min(timed(lambda: hf(ids), model.device) for _ in range(runs))
+        prefill = min(timed(lambda: hf(ids, output_attentions=attentions), model.device) for _ in range(runs))
         total = min(timed(lambda: hf.generate(ids, **run), model.device) for _ in range(runs))
     return {"prefill_s": prefill, "per_token_ms": 1000 * (total - prefill) / (tokens - 1), "total_s": total}
 
@@ -97,19 +103,23 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     parser.add_argument("--peer", action="store_true", help="also time transformers' generate on the same shape")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
-    model = DecoderOnlyLM(qwen_shape(args.vocab)).eval().to(device)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[args.dtype]
+    model = DecoderOnlyLM(qwen_shape(args.vocab)).eval().to(device, dtype)
     prompt = torch.randint(10, args.vocab, (args.prompt,)).tolist()
     result = {
-        "device": str(device), "threads": args.threads, "parameters": model.num_parameters,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "dtype": args.dtype,
+        "threads": args.threads, "parameters": model.num_parameters,
         "prompt": args.prompt, "tokens": args.tokens,
     } | measure(model, prompt, args.tokens, args.runs)  # fmt: skip
     if args.peer:
-        result["transformers_eager"] = peer(model, prompt, args.tokens, args.runs)
+        result["transformers_eager_with_attention"] = peer(model, prompt, args.tokens, args.runs, True)
+        result["transformers_eager"] = peer(model, prompt, args.tokens, args.runs, False)
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
 

@@ -114,7 +114,7 @@ def test_every_variable_named_in_the_code_is_a_setting() -> None:
 @pytest.mark.parametrize(
     ("name", "raw", "value"),
     [("native", "", True), ("native", "off", False), ("native", "0", False), ("native", "1", True),
-     ("cuda_graphs", "", False), ("cuda_graphs", "yes", True), ("native_dir", "", None)],
+     ("cuda_graphs", "", True), ("cuda_graphs", "yes", True), ("native_dir", "", None)],
 )
 def test_current_reads_a_switch_afresh(monkeypatch: pytest.MonkeyPatch, name: str, raw: str, value: object) -> None:
     monkeypatch.setenv(f"ATTNSCOPE_{name.upper()}", raw)

@@ -27,8 +27,10 @@ from torch import Tensor
 
 from attnscope.decoding.history import AttentionHistory, gnmt_coverage, last_layer_cross
 from attnscope.decoding.output import (
+    DEFAULT_ALPHA,
     DecodeOutput,
     check_stop,
+    length_penalty,
     never_emit,
     plan_decoding,
     stack_padded,
@@ -41,7 +43,6 @@ from attnscope.nn.base import Seq2Seq, reorder_encoder
 from attnscope.nn.outputs import StepOutput
 
 NEG_INF = float("-inf")
-DEFAULT_ALPHA = 0.6  # GNMT's length penalty, when none is given
 
 
 @dataclass
@@ -91,10 +92,6 @@ class _BackPointers:
         return tokens[::-1], logprobs[::-1], rows[::-1]
 
 
-def length_penalty(length: int, alpha: float) -> float:
-    return ((5.0 + length) / 6.0) ** alpha
-
-
 @torch.no_grad()
 def beam_search(
     model: Seq2Seq,
@@ -126,6 +123,12 @@ def beam_search(
     if beta > 0 and "cross" not in model.config.attention_kinds:
         raise ValueError("coverage_penalty needs a model with cross-attention")
     plan = plan or make_plan(model, src, opts, search="beam", streamed=on_step is not None)
+    if plan.static:  # fixed shapes, each step a CUDA graph (attnscope/decoding/static_beam.py)
+        from attnscope.decoding.static_beam import static_beam_search
+
+        out = static_beam_search(model, src, opts, should_stop=should_stop)
+        if out is not None:
+            return out
     search = _Search(model, src, opts, plan)
     for t in range(search.limit):
         check_stop(should_stop, t)

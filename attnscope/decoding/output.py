@@ -76,6 +76,14 @@ class DecodeOutput:
         return out
 
 
+DEFAULT_ALPHA = 0.6  # GNMT's length penalty, when none is given
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT's length normaliser ``((5 + |y|) / 6) ** alpha`` (beam search ranks ``score / this``)."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
 def never_emit(log_probs: Tensor, pad_id: int, bos_id: int, *, inplace: bool = False) -> Tensor:
     """log_probs: (N, V) -> a copy (or, with ``inplace``, the same tensor: the decoders own their
     step's output, and copying (N, V) every step costs) where padding and BOS can never be chosen.

@@ -2,7 +2,7 @@
 
 The options are one frozen value that travels unchanged from the caller (the web service, the
 translator, evaluation) to the decoder. The plan is decided once per decode, here, from the
-options, the model and the device: greedy or beam search, the fixed-shape CUDA-graph greedy path,
+options, the model and the device: greedy or beam search, the fixed-shape CUDA-graph paths,
 the native search operations, whether attention rows are recorded, and which code runs each
 decoder step (the model's :meth:`~attnscope.nn.base.Seq2Seq.step_path`: a native step, the layers on
 prepared weights, or the layers on the modules' own). The decoders read the plan and ask nothing
@@ -96,8 +96,9 @@ def options_of(options: DecodeOptions | None, keywords: DecodeKw) -> DecodeOptio
 class DecodePlan:
     """Which code runs one decode, decided once by :func:`make_plan`.
 
-    search: greedy or beam. static: greedy in fixed shapes, each step a CUDA graph
-    (:mod:`attnscope.decoding.static_greedy`). record_weights: the steps return attention rows (asked
+    search: greedy or beam. static: in fixed shapes, each step a CUDA graph
+    (:mod:`attnscope.decoding.static_greedy`, :mod:`attnscope.decoding.static_beam`: no prefix,
+    stream, sampling, beam tree or coverage penalty). record_weights: the steps return attention rows (asked
     for, or needed by beam search's coverage penalty). native_search: beam's top candidates and
     greedy's best words through the native operations (:mod:`attnscope.nn.native`, where built).
     step: the decoder step's path (:data:`~attnscope.nn.base.StepPath`), handed to the model's state
@@ -117,13 +118,13 @@ def make_plan(
     caller has picked its decoder, else by the options; ``streamed``: a step callback listens
     (the fixed-shape path reports no steps)."""
     search = search or options.search
+    coverage = (options.coverage_penalty or 0.0) > 0
     static = (
-        search == "greedy"
-        and not streamed
+        not streamed
         and options.sampling is None
+        and (search == "greedy" or not (options.return_tree or coverage))
         and static_greedy.applies(model, src.device, options.prefix)
     )
-    coverage = (options.coverage_penalty or 0.0) > 0
     record = options.need_weights or (search == "beam" and coverage)
     rows = src.size(0) * (options.beam_size if search == "beam" else 1)  # the widest step
     return DecodePlan(

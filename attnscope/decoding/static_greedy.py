@@ -57,6 +57,7 @@ KEEP = 8  # captured shapes kept per model (least recently used dropped)
 logger = logging.getLogger(__name__)
 
 Key = tuple[int, int, int]  # (batch, source capacity, length capacity)
+RunnerKey = tuple[object, ...]  # Key, or another decoder's key (static_beam: ("beam", B, k, S, L))
 
 
 def enabled() -> bool:
@@ -70,10 +71,21 @@ def applies(model: Seq2Seq, device: torch.device, prefix: Sequence[Sequence[int]
     return (
         device.type == "cuda"
         and prefix is None
-        and family_of(model.config).fast_paths(model.config)  # the shipped Transformer layout
+        and isinstance(model, Transformer)
+        and fixed_shape_layout(model)
         and getattr(model, "quantized_output", None) is None
-        and model.step_path(1) != "general"
+        and model.plain_inference()
         and enabled()
+    )
+
+
+def fixed_shape_layout(model: Transformer) -> bool:
+    """Whether the fixed-shape step computes this Transformer: the shipped layout, and the imported
+    ones whose decoder has no relative position bias (T5's) and the encoder's head count and
+    size (every layer through its modules' own weights, :func:`attnscope.nn.layers.general`)."""
+    c = model.config
+    return family_of(c).fast_paths(c) or (
+        c.positions != "relative" and c.decoder_heads is None and c.key_size_of("decoder") * c.heads == c.d_model
     )
 
 
@@ -92,9 +104,9 @@ class StaticGreedy:
     """The fixed-size buffers of one (batch, source capacity, length capacity) and its step."""
 
     def __init__(self, model: Transformer, key: Key, device: torch.device) -> None:
-        weights = layers.prepare(model.decoder_layers)
-        if weights is None:
-            raise ValueError("the decoder layers cannot take the prepared step")
+        weights = layers.prepare(model.decoder_layers) if model.config.standard_layout else None
+        if weights is None:  # an imported layout: each layer through its modules' own weights
+            weights = [layers.general(cast(layers.DecoderLayer, layer)) for layer in model.decoder_layers]
         self.model, self.weights = model, weights
         self.lock = threading.Lock()
         self.graph: torch.cuda.CUDAGraph | None = None
@@ -108,20 +120,33 @@ class StaticGreedy:
             self.tokens = zeros(batch, dtype=torch.long)
             self.position = zeros(1, dtype=torch.long)
             self.key_positions = torch.arange(length, device=device)
-            self.self_kv = [zeros(2, batch, heads, length, dh) for _ in range(count)]
-            self.cross_kv = [(zeros(batch, heads, source, dh), zeros(batch, heads, source, dh)) for _ in range(count)]
+            dtype = model.embed.weight.dtype  # fp16/bf16 models keep their keys, values and rows so
+            self.self_kv = [zeros(2, batch, heads, length, dh, dtype=dtype) for _ in range(count)]
+            self.cross_kv = [
+                (zeros(batch, heads, source, dh, dtype=dtype), zeros(batch, heads, source, dh, dtype=dtype))
+                for _ in range(count)
+            ]
             self.source_mask = torch.zeros(batch, 1, 1, source, dtype=torch.bool, device=device)
             self.limits = zeros(batch, dtype=torch.long)
             self.lengths = zeros(batch, dtype=torch.long)
             self.done = zeros(batch, dtype=torch.bool)
             self.out_tokens = zeros(batch, length, dtype=torch.long)
             self.out_lp = zeros(batch, length)
-            self.self_rows = zeros(batch, count, heads, length, length)
-            self.cross_rows = zeros(batch, count, heads, length, source)
+            self.self_rows = zeros(batch, count, heads, length, length, dtype=dtype)
+            self.cross_rows = zeros(batch, count, heads, length, source, dtype=dtype)
 
     def load(self, cross_kv: list[tuple[Tensor, Tensor]], cross_mask: Tensor, limits: Tensor) -> None:
         """Start a decode: the sentences' cross keys/values (B, H, S, Dh) and mask (B, 1, 1, S),
         each sentence's budget (B,)."""
+        self.load_source(cross_kv, cross_mask)
+        with torch.no_grad():
+            self.limits.copy_(limits)
+            self.lengths.copy_(limits)
+            self.done.zero_()
+
+    def load_source(self, cross_kv: list[tuple[Tensor, Tensor]], cross_mask: Tensor) -> None:
+        """The rows' cross keys/values (N, H, S, Dh) and mask (N, 1, 1, S), zero and masked past S;
+        every row back at the first position with BOS as its input."""
         s = cross_mask.size(-1)
         with torch.no_grad():
             for (k, v), (k_buf, v_buf) in zip(cross_kv, self.cross_kv, strict=True):
@@ -133,9 +158,6 @@ class StaticGreedy:
             self.source_mask[..., s:].fill_(False)
             self.tokens.fill_(self.model.config.bos_id)
             self.position.zero_()
-            self.limits.copy_(limits)
-            self.lengths.copy_(limits)
-            self.done.zero_()
 
     def _layer(self, index: int, w: layers.LayerWeights, x: Tensor, written: Tensor) -> Tensor:
         """:func:`attnscope.nn.layers.decoder_layer` on the fixed buffers: x (N, 1, D); the keys and
@@ -158,8 +180,7 @@ class StaticGreedy:
         the position, run the layers, pick each row's best token, record it, move on."""
         m, c = self.model, self.model.config
         pos = self.position
-        x = nn.functional.embedding(self.tokens, m.embed.weight, m.embed.padding_idx)
-        x = (x * math.sqrt(c.d_model) + m.positions.index_select(0, pos))[:, None]  # (N, 1, D)
+        x = self.embed()
         written = self.key_positions.le(pos)  # (Lc,) keys written so far
         for index, w in enumerate(self.weights):
             x = self._layer(index, w, x, written)
@@ -172,6 +193,17 @@ class StaticGreedy:
         self.out_lp.index_copy_(1, pos, logp[:, None])
         self.tokens.copy_(tokens)
         pos.add_(1)
+
+    def embed(self) -> Tensor:
+        """The input tokens at the position (N, 1, D), as :meth:`Transformer._embed` computes them
+        (the position a tensor here, so that a graph replays it at every step)."""
+        m, c = self.model, self.model.config
+        x = nn.functional.embedding(self.tokens, m.embed.weight, m.embed.padding_idx)
+        if c.scale_embedding:
+            x = x * math.sqrt(c.d_model)
+        table = m.positions if c.positions == "sinusoidal" else m.decoder_positions
+        x = (x + table.index_select(0, self.position))[:, None]  # (N, 1, D)
+        return m.decoder_embed_norm(x) if c.embedding_norm else x  # type: ignore[no-any-return]
 
     def capture(self) -> None:
         """Record :meth:`step` as a CUDA graph (after two warm-up steps on a side stream, as
@@ -200,7 +232,7 @@ class _Runners:
     for (a model trained further gets new ones)."""
 
     def __init__(self) -> None:
-        self.by_key: OrderedDict[Key, StaticGreedy] = OrderedDict()
+        self.by_key: OrderedDict[RunnerKey, StaticGreedy] = OrderedDict()
         self.params: tuple[tuple[int, int], ...] = ()
 
 
@@ -210,7 +242,15 @@ _capture_failed = False  # set when a capture raised: later calls do not try aga
 
 
 def _runner(model: Transformer, key: Key, device: torch.device, graphs: bool) -> tuple[StaticGreedy, bool]:
-    """A runner of ``key`` for ``model`` (new or kept) and whether it is new."""
+    """A greedy runner of ``key`` for ``model`` (new or kept) and whether it is new."""
+    return runner_for(model, key, device, graphs, lambda: StaticGreedy(model, key, device))
+
+
+def runner_for(
+    model: Transformer, key: RunnerKey, device: torch.device, graphs: bool, make: Callable[[], StaticGreedy]
+) -> tuple[StaticGreedy, bool]:
+    """The runner of ``key`` for ``model`` (kept from an earlier call, or ``make()``'s) and whether
+    it is new; a model's runners of every kind share one least-recently-used bound (``KEEP``)."""
     params = tuple((p._version, p.data_ptr()) for p in model.parameters())
     with _lock:
         entry = _runners.setdefault(model, _Runners())
@@ -221,7 +261,7 @@ def _runner(model: Transformer, key: Key, device: torch.device, graphs: bool) ->
         if runner is not None and (runner.graph is not None) == graphs:
             entry.by_key.move_to_end(key)
             return runner, False
-        runner = StaticGreedy(model, key, device)
+        runner = make()
         entry.by_key[key] = runner
         entry.by_key.move_to_end(key)
         while len(entry.by_key) > KEEP:
@@ -229,7 +269,12 @@ def _runner(model: Transformer, key: Key, device: torch.device, graphs: bool) ->
         return runner, True
 
 
-def _capture(runner: StaticGreedy) -> None:
+def capture_failed() -> bool:
+    """Whether a capture has failed in this process (later decodes then run the steps eagerly)."""
+    return _capture_failed
+
+
+def capture(runner: StaticGreedy) -> None:
     """Capture the runner's step; if this torch or GPU cannot, say so once and go on without
     graphs from then on (the same fixed-shape step, run eagerly)."""
     global _capture_failed
@@ -275,7 +320,7 @@ def static_greedy_decode(
         row_limits = torch.tensor(limits, device=src.device)
         runner.load(state.cross_kv, state.cross_mask, row_limits)
         if new and graphs:
-            _capture(runner)
+            capture(runner)
             runner.load(state.cross_kv, state.cross_mask, row_limits)
         steps = 0
         while steps < limit:

@@ -198,13 +198,16 @@ class Transformer(Seq2Seq):
         :func:`attnscope.nn.inference.packs`) and :func:`attnscope.nn.native.enabled`; else the layers on
         prepared weights."""
         c = self.config
-        if self.training or not inference.decoding() or not c.standard_layout:
-            return "general"
-        if ablation.any_off() or recording.active():
+        if not c.standard_layout or not self.plain_inference():
             return "general"
         if c.pre_norm and native.enabled() and (self.quantized_output is not None or inference.packs(rows)):
             return "native"
         return "prepared"
+
+    def plain_inference(self) -> bool:
+        """Decoding for inference only: not training, no gradients recorded, no head switched off
+        and no scores recorded (what the fast step paths and the fixed-shape decoders leave out)."""
+        return not self.training and inference.decoding() and not ablation.any_off() and not recording.active()
 
     def native_parts(self) -> tuple[native.NativeEncoder, native.NativeStep] | None:
         """The native int8 encoder and step of a quantised pre-norm model (None otherwise, or
