@@ -30,8 +30,10 @@ from bench.cuda_parity import SENTENCES  # noqa: E402  (the same four sentences 
 
 
 def ask(client: httpx.Client, url: str, model: str, text: str, beam: int) -> dict[str, Any]:
-    """One translation with every attention matrix (the default answer)."""
-    body = {"model": model, "text": text, "beam_size": beam, "max_length": 40}
+    """One translation with every attention matrix (the default answer; a ``url`` ending in
+    ``#on_demand`` asks for ``"attention": "on_demand"``: every matrix kept on the server, none sent)."""
+    url, _, mode = url.partition("#")
+    body = {"model": model, "text": text, "beam_size": beam, "max_length": 40} | ({"attention": mode} if mode else {})
     answer = client.post(f"{url}/api/translate", json=body, timeout=120)
     answer.raise_for_status()
     return answer.json()  # type: ignore[no-any-return]
@@ -98,6 +100,8 @@ def main() -> None:
                         help="also start a CPU server and compare every answer (default: yes)")  # fmt: skip
     parser.add_argument("--eager-too", action="store_true",
                         help="a second GPU server with ATTNSCOPE_CUDA_GRAPHS=0, timed interleaved with the first")  # fmt: skip
+    parser.add_argument("--on-demand-too", action="store_true",
+                        help="also time the default server answering with \"attention\": \"on_demand\"")  # fmt: skip
     parser.add_argument("--out", default="out/cuda-served.json")
     args = parser.parse_args()
     logs = Path(args.out).parent
@@ -108,6 +112,8 @@ def main() -> None:
             eager = server_process(args.models, logs / "gpu-eager-server.log", env={"ATTNSCOPE_CUDA_GRAPHS": "0"}, args=("--device", args.device))
             gpus["eager (ATTNSCOPE_CUDA_GRAPHS=0)"] = stack.enter_context(eager)[0]
         gpu = gpus["default"]
+        if args.on_demand_too:
+            gpus["default, attention on demand"] = gpu + "#on_demand"
         models = [m["id"] for m in httpx.get(f"{gpu}/api/models", timeout=30).json()["models"]]
         results: dict[str, Any] = {"parity": [], "speed": []}
         if args.cpu_parity:

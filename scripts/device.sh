@@ -9,6 +9,8 @@
 #   there:  scripts/device.sh setup                # installs .whl/ into /tmp/site (once per warm machine)
 #   there:  scripts/device.sh check  "$OUT"        # CUDA parity and latency (CUDA graphs on and off), CT2 if it loads
 #   there:  scripts/device.sh serve-check "$OUT"   # the real server on CUDA vs CPU over HTTP, shipped + imported models
+#   there:  scripts/device.sh graphs-check "$OUT"  # CUDA graphs (greedy, beam) vs eager: parity, latency, served p50
+#   there:  scripts/device.sh ct2-check "$OUT"     # opus-mt-shaped Marian vs CTranslate2; 0.5B LLM vs transformers
 #   there:  scripts/device.sh evaluate "$OUT"      # test2016 BLEU of every model in gpu/models, side by side on its cores
 #   there:  scripts/device.sh distill              # the teachers' translations of train, for the long run
 #   there:  scripts/device.sh train  NAME SECONDS [attnscope train options...]   # detached; log in gpu/NAME.log
@@ -129,6 +131,38 @@ PY
   "$PYTHON" bench/cuda_served.py --models gpu/models --device "$DEVICE" --out "$out/served.json" 2>&1 | tee "$out/served.txt"
   "$PYTHON" bench/hf_import.py --device "$DEVICE" --shipped-dir gpu/models 2>&1 | tee "$out/hf_import.txt"
   ;;
+graphs-check)  # issue 49's first goal: CUDA graphs (greedy and beam) against the eager steps, in process and over HTTP
+  out=${2:?usage: device.sh graphs-check OUT}
+  setup
+  mkdir -p "$out"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1 || true
+  "$PYTHON" bench/cuda_parity.py --models gpu/models 2>&1 | tee "$out/parity.txt"
+  "$PYTHON" bench/cuda_latency.py --model gpu/models/en-de-transformer --out "$out/latency" 2>&1 | tee "$out/latency.txt"
+  "$PYTHON" bench/cuda_served.py --models gpu/models --device "$DEVICE" --no-cpu-parity --eager-too --on-demand-too \
+    --requests 30 --out "$out/served.json" 2>&1 | tee "$out/served.txt"
+  "$PYTHON" bench/served_profile.py --model gpu/models/en-de-transformer --device "$DEVICE" 2>&1 | tee "$out/profile.txt"
+  ;;
+ct2-check)  # its second and third: an opus-mt-shaped Marian against CTranslate2, a 0.5B LLM against transformers
+  # carries .whl-ct2 and .whl-min (pydantic and the rest the engine imports): with .whl the tree passes 64 MiB
+  out=${2:?usage: device.sh ct2-check OUT}
+  mkdir -p "$out"
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl-min/*.whl .whl-ct2/*.whl
+  export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+  # CTranslate2's wheel opens CUDA 12's cuBLAS by name; a CUDA 13 image has libcublas.so.13, whose
+  # functions CTranslate2 calls keep their names: offer it under the old name unless a real one is there
+  if ! ldconfig -p | grep -q libcublas.so.12; then
+    lib=$(find "$("$PYTHON" -c 'import sys; print(sys.prefix)')" /usr/local/cuda*/ -name 'libcublas.so.1[23]*' 2>/dev/null | sort | head -n 1)
+    mkdir -p /tmp/cublas12 && [ -n "$lib" ] && ln -sf "$lib" /tmp/cublas12/libcublas.so.12
+    export LD_LIBRARY_PATH="/tmp/cublas12:$(dirname "${lib:-/x}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "cuBLAS for CTranslate2: ${lib:-none found}" | tee "$out/cublas.txt"
+  fi
+  "$PYTHON" bench/marian_ct2.py --device "$DEVICE" --out "$out/marian.json" 2>&1 | tee "$out/marian.txt"
+  for dtype in float32 bfloat16; do
+    "$PYTHON" bench/llm_speed.py --device "$DEVICE" --dtype $dtype --vocab 151936 --prompt 64 --tokens 64 --runs 3 --peer \
+      > "$out/llm-$dtype.json" 2> "$out/llm-$dtype.log" || tail -n 5 "$out/llm-$dtype.log"
+    cat "$out/llm-$dtype.json"
+  done
+  ;;
 evaluate)  # every model in gpu/models on test2016, side by side on the CPU cores (as the cards measured)
   out=${2:?usage: device.sh evaluate OUT}
   setup
@@ -194,7 +228,7 @@ unpack)
   ls -l "$dest"
   ;;
 *)
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
   ;;
 esac

@@ -98,7 +98,7 @@ class DecodePlan:
 
     search: greedy or beam. static: in fixed shapes, each step a CUDA graph
     (:mod:`attnscope.decoding.static_greedy`, :mod:`attnscope.decoding.static_beam`: no prefix,
-    stream, sampling, beam tree or coverage penalty). record_weights: the steps return attention rows (asked
+    stream, sampling or beam tree). record_weights: the steps return attention rows (asked
     for, or needed by beam search's coverage penalty). native_search: beam's top candidates and
     greedy's best words through the native operations (:mod:`attnscope.nn.native`, where built).
     step: the decoder step's path (:data:`~attnscope.nn.base.StepPath`), handed to the model's state
@@ -122,7 +122,7 @@ def make_plan(
     static = (
         not streamed
         and options.sampling is None
-        and (search == "greedy" or not (options.return_tree or coverage))
+        and not options.return_tree
         and static_greedy.applies(model, src.device, options.prefix)
     )
     record = options.need_weights or (search == "beam" and coverage)

@@ -22,9 +22,12 @@ The rules are :mod:`~attnscope.decoding.beam`'s, one for one:
   each step's back-pointers; the output is backtracked once, at the end, and its attention taken
   along its own rows, as the ordinary search does.
 
-The self-attention keys and values are reordered by the survivors' parents every step (an
-``index_select`` on the device). No prefix, beam tree, step callback or coverage penalty: the
-decode plan sends those to the ordinary search. The tokens are the ordinary search's, up to
+GNMT's coverage penalty, when asked for, is the ordinary search's: each row's coverage sums the
+last layer's cross-attention row (averaged over heads) step by step and is reordered with the
+row; its penalty is added to the ranking of the hypotheses it finishes. The self-attention keys
+and values are reordered by the survivors' parents every step (an ``index_select`` on the
+device). No prefix, beam tree or step callback: the decode plan sends those to the ordinary
+search. The tokens are the ordinary search's, up to
 ties between exactly equal scores (``topk`` over ``k * V`` instead of ``V`` at the first step)
 and float rounding in another batch shape; tests/decoding/test_static_beam.py checks them on the
 CPU, where the same step runs eagerly.
@@ -33,6 +36,7 @@ CPU, where the same step runs eagerly.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import cast
 
 import torch
@@ -60,8 +64,8 @@ class StaticBeam(sg.StaticGreedy):
 
     Rows ``b * k .. b * k + k - 1`` are sentence ``b``'s hypotheses (``N = B * k`` rows)."""
 
-    def __init__(self, model: Transformer, key: tuple[int, int, int, int], device: torch.device) -> None:
-        batch, beam, source, length = key
+    def __init__(self, model: Transformer, key: tuple[int, int, int, int, bool], device: torch.device) -> None:
+        batch, beam, source, length, self.with_coverage = key
         super().__init__(model, (batch * beam, source, length), device)
         self.batch, self.beam = batch, beam
         n = batch * beam
@@ -70,6 +74,8 @@ class StaticBeam(sg.StaticGreedy):
                 return torch.zeros(*shape, dtype=dtype, device=device)
 
             self.scores = zeros(n)
+            self.coverage = zeros(n, source)  # GNMT's coverage: the attention each source position got
+            self.beta = zeros(1)
             self.penalty = zeros(length, dtype=torch.float64)  # length_penalty(t + 1, alpha) of step t
             self.limits = zeros(batch, dtype=torch.long)  # per sentence (the base class: per row)
             self.alive = zeros(batch, dtype=torch.bool)  # still searching
@@ -86,10 +92,11 @@ class StaticBeam(sg.StaticGreedy):
             self.slots = torch.arange(2 * beam, device=device)  # (2K,)
 
     def load_beams(
-        self, cross_kv: list[tuple[Tensor, Tensor]], cross_mask: Tensor, limits: Tensor, alpha: float
+        self, cross_kv: list[tuple[Tensor, Tensor]], cross_mask: Tensor, limits: Tensor, penalties: tuple[float, float]
     ) -> None:
         """Start a search: per sentence, cross keys/values (B, H, S, Dh), mask (B, 1, 1, S) and
-        budget (B,); ``alpha`` the length penalty."""
+        budget (B,); ``penalties`` GNMT's alpha (length) and beta (coverage)."""
+        alpha, beta = penalties
         k = self.beam
         rows = [(key.repeat_interleave(k, 0), value.repeat_interleave(k, 0)) for key, value in cross_kv]
         self.load_source(rows, cross_mask.repeat_interleave(k, 0))
@@ -103,6 +110,8 @@ class StaticBeam(sg.StaticGreedy):
             self.best_lp.zero_()
             self.scores.fill_(NEG_INF)
             self.scores[::k] = 0.0  # one real row per sentence at the first step
+            self.coverage.zero_()
+            self.beta.fill_(beta)
             self.parent.zero_()
             self.in_token.zero_()
             self.in_lp.zero_()
@@ -119,12 +128,17 @@ class StaticBeam(sg.StaticGreedy):
         for index, w in enumerate(self.weights):
             x = self._layer(index, w, x, written)
         log_probs = torch.log_softmax(m.logits(m.decoder_norm(x[:, 0])).float(), dim=-1)
-        self._choose(never_emit(log_probs, c.pad_id, c.bos_id, inplace=True))
+        penalties = None
+        if self.with_coverage:  # as beam.py: the last layer's row averaged over heads, summed over steps
+            self.coverage.add_(self.cross_rows[:, -1].index_select(2, pos)[:, :, 0].mean(dim=1))
+            mask = self.source_mask[:, 0, 0]  # (N, Sc) True at real positions
+            penalties = (self.beta * self.coverage.clamp(min=1e-6, max=1.0).log().masked_fill(~mask, 0.0).sum(-1)).double()
+        self._choose(never_emit(log_probs, c.pad_id, c.bos_id, inplace=True), penalties)
         pos.add_(1)
 
-    def _choose(self, log_probs: Tensor) -> None:
+    def _choose(self, log_probs: Tensor, penalties: Tensor | None) -> None:
         """log_probs (N, V): finish, keep and reorder as :class:`attnscope.decoding.beam._Search`
-        does at this step."""
+        does at this step; penalties (N,) each row's coverage penalty (float64), or None."""
         c, k, b = self.model.config, self.beam, self.batch
         pos, vocab = self.position, log_probs.size(-1)
         sums = (self.scores[:, None] + log_probs).view(b, k * vocab)
@@ -147,8 +161,11 @@ class StaticBeam(sg.StaticGreedy):
         last = self.limits.eq(pos + 1) & self.alive  # (B,) out of budget: survivors finish
         kept = new_score > NEG_INF
         penalty = self.penalty.index_select(0, pos)  # (1,) float64
-        rank_end = torch.where(ends, top.double() / penalty, NEG_INF)
-        rank_kept = torch.where(kept & last[:, None], new_score.double() / penalty, NEG_INF)
+        end_rank, kept_rank = top.double() / penalty, new_score.double() / penalty
+        if penalties is not None:
+            end_rank, kept_rank = end_rank + penalties[parent], kept_rank + penalties[new_parent]
+        rank_end = torch.where(ends, end_rank, NEG_INF)
+        rank_kept = torch.where(kept & last[:, None], kept_rank, NEG_INF)
         ranks = torch.cat([rank_end, rank_kept], 1)  # (B, 3K) in the host's order of finishing
         best_rank, at = ranks.max(dim=1)  # the first of equals
         better = best_rank > self.best_rank
@@ -164,6 +181,8 @@ class StaticBeam(sg.StaticGreedy):
         rows = new_parent.reshape(-1)  # (N,)
         for cache in self.self_kv:
             cache.copy_(cache.index_select(1, rows))
+        if penalties is not None:
+            self.coverage.copy_(self.coverage.index_select(0, rows))
         nxt = pos + 1
         self.parent.index_copy_(0, nxt, rows[None])
         self.in_token.index_copy_(0, nxt, new_word.reshape(1, -1))
@@ -206,10 +225,19 @@ def static_beam_search(
     graphs: bool | None = None,
 ) -> DecodeOutput | None:
     """:func:`~attnscope.decoding.beam.beam_search` in fixed shapes, for ``options`` without a
-    prefix, tree or coverage penalty (the plan's check); ``graphs`` (default: on CUDA) replays
+    prefix or tree (the plan's check); ``graphs`` (default: on CUDA) replays
     each step as a CUDA graph. None when this path cannot take the call (the budget exceeds the
     model's positions, or the shape's graph is serving another call): the caller searches the
     ordinary way."""
+    padded, budgets = sg.bucketed(src, options.max_length)
+    out = _search(model, padded, replace(options, max_length=budgets), should_stop, graphs)
+    return None if out is None else sg.trimmed(out, src.size(0))
+
+
+def _search(
+    model: Seq2Seq, src: Tensor, options: DecodeOptions, should_stop: Callable[[], bool] | None, graphs: bool | None
+) -> DecodeOutput | None:
+    """:func:`static_beam_search` on a batch of a bucket's size."""
     model = cast(Transformer, model)
     c = model.config
     _, limits = plan_decoding(
@@ -220,7 +248,8 @@ def static_beam_search(
     if caps is None:
         return None
     graphs = src.device.type == "cuda" and not sg.capture_failed() if graphs is None else graphs
-    key = (src.size(0), options.beam_size, *caps)
+    beta = options.coverage_penalty or 0.0
+    key = (src.size(0), options.beam_size, *caps, beta > 0)
     runner, new = sg.runner_for(model, ("beam", *key), src.device, graphs, lambda: StaticBeam(model, key, src.device))
     runner = cast(StaticBeam, runner)
     if not runner.lock.acquire(blocking=False):
@@ -230,11 +259,11 @@ def static_beam_search(
         enc = model.encode(src, need_weights=options.need_weights)
         state = model.init_state(enc)
         budgets = torch.tensor(limits, device=src.device)
-        a = DEFAULT_ALPHA if options.alpha is None else options.alpha
-        runner.load_beams(state.cross_kv, state.cross_mask, budgets, a)
+        penalties = (DEFAULT_ALPHA if options.alpha is None else options.alpha, beta)
+        runner.load_beams(state.cross_kv, state.cross_mask, budgets, penalties)
         if new and graphs:
             sg.capture(runner)
-            runner.load_beams(state.cross_kv, state.cross_mask, budgets, a)
+            runner.load_beams(state.cross_kv, state.cross_mask, budgets, penalties)
         steps = 0
         while steps < limit:
             runner.run()

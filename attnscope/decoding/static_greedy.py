@@ -53,7 +53,8 @@ from attnscope.nn.transformer import Transformer
 SOURCE_BUCKET = 16  # source positions are rounded up to a multiple of this
 LENGTH_BUCKET = 32  # and the decoding budget to a multiple of this
 CHECK_EVERY = 4  # steps between the host's "all finished?" checks
-KEEP = 8  # captured shapes kept per model (least recently used dropped)
+KEEP = 12  # captured shapes kept per model (least recently used dropped)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)  # batches are rounded up to one of these (bucketed)
 logger = logging.getLogger(__name__)
 
 Key = tuple[int, int, int]  # (batch, source capacity, length capacity)
@@ -87,6 +88,42 @@ def fixed_shape_layout(model: Transformer) -> bool:
     return family_of(c).fast_paths(c) or (
         c.positions != "relative" and c.decoder_heads is None and c.key_size_of("decoder") * c.heads == c.d_model
     )
+
+
+def bucketed(src: Tensor, max_length: int | Sequence[int] | None) -> tuple[Tensor, int | Sequence[int] | None]:
+    """src (B, S) with copies of its first sentence added up to the next of ``BATCH_BUCKETS``
+    (and ``max_length``, when given per sentence, likewise), so that a server's batches of every
+    size share a few captured graphs; :func:`trimmed` drops the copies' rows again. A copy is
+    computed exactly as its original, so it changes no other row's result."""
+    batch = src.size(0)
+    size = next((b for b in BATCH_BUCKETS if b >= batch), batch)
+    if size == batch:
+        return src, max_length
+    extra = size - batch
+    if max_length is not None and not isinstance(max_length, int):
+        max_length = [*max_length, *[max_length[0]] * extra]
+    return torch.cat([src, src[:1].expand(extra, -1)]), max_length
+
+
+def trimmed(out: DecodeOutput, batch: int) -> DecodeOutput:
+    """``out`` of a :func:`bucketed` batch cut back to its first ``batch`` sentences."""
+    if out.tokens.size(0) == batch:
+        return out
+    length = int(out.lengths[:batch].max())
+
+    def rows(t: Tensor | None, query_dim: int | None = None) -> Tensor | None:
+        if t is None:
+            return None
+        t = t[:batch]
+        return t if query_dim is None else t.narrow(query_dim, 0, length)
+
+    decoder_self = rows(out.decoder_self, 3)
+    return DecodeOutput(
+        tokens=out.tokens[:batch, :length], lengths=out.lengths[:batch], source_lengths=out.source_lengths[:batch],
+        scores=out.scores[:batch], token_logprobs=out.token_logprobs[:batch, :length],
+        encoder_self=rows(out.encoder_self), cross=rows(out.cross, 3),
+        decoder_self=None if decoder_self is None else decoder_self[..., :length],
+    )  # fmt: skip
 
 
 def capacities(source_length: int, limit: int, max_positions: int) -> tuple[int, int] | None:
@@ -216,7 +253,7 @@ class StaticGreedy:
                 self.step()
         torch.cuda.current_stream(device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # a server's other threads go on
             self.step()
         self.graph = graph
 
@@ -301,7 +338,28 @@ def static_greedy_decode(
     (default: on CUDA) replays each step as a CUDA graph. Returns None when this path cannot
     take the call (the budget exceeds the model's positions, or the shape's graph is serving
     another call): the caller decodes the ordinary way. ``should_stop`` is asked before the
-    first step and at every check (every ``CHECK_EVERY`` steps)."""
+    first step and at every check (every ``CHECK_EVERY`` steps). The batch is rounded up to a
+    bucket (:func:`bucketed`)."""
+    padded, budgets = bucketed(src, max_length)
+    out = _static_greedy(
+        model, padded, need_weights=need_weights, max_len_ratio=max_len_ratio, max_len_offset=max_len_offset,
+        max_length=budgets, should_stop=should_stop, graphs=graphs,
+    )  # fmt: skip
+    return None if out is None else trimmed(out, src.size(0))
+
+
+def _static_greedy(
+    model: Seq2Seq,
+    src: Tensor,
+    *,
+    need_weights: bool = True,
+    max_len_ratio: float = 1.5,
+    max_len_offset: int = 10,
+    max_length: int | Sequence[int] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    graphs: bool | None = None,
+) -> DecodeOutput | None:
+    """static_greedy_decode on a batch of a bucket's size."""
     model = cast(Transformer, model)
     c = model.config
     _, limits = plan_decoding(c, src, None, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length)
