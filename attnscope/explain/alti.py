@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnscope.llm.explain import UNAVAILABLE
 from attnscope.explain.registry import (
     AnswerField,
     Draw,
@@ -163,6 +164,7 @@ register(
         ),
         runs={"transformer": lambda sentence: alti(sentence.trace)},
         reasons={
+            "decoder_only": UNAVAILABLE["alti"],
             "recurrent": (
                 "ALTI+ splits each layer's residual stream into one vector per input token; a GRU's "
                 "recurrent state is not a sum of per-token vectors"

@@ -23,6 +23,7 @@ from typing import cast
 import torch
 from torch import Tensor
 
+from attnscope.llm.explain import UNAVAILABLE
 from attnscope.explain.registry import (
     AnswerField,
     Draw,
@@ -98,6 +99,7 @@ register(
         ),
         runs={"transformer": _run},
         reasons={
+            "decoder_only": UNAVAILABLE["value_zeroing"],
             "recurrent": (
                 "value zeroing reruns a Transformer layer with one token's value vector zeroed; an RNN has "
                 "no value projection or layer to rerun (its attention's context is defined by the recurrence)"
