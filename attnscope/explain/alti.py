@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attnscope.llm.explain import UNAVAILABLE
 from attnscope.explain.registry import (
     AnswerField,
     Draw,
@@ -40,6 +39,7 @@ from attnscope.explain.registry import (
     rounded,
 )
 from attnscope.explain.trace import Block, Trace, bias_of, transformed
+from attnscope.llm.explain import UNAVAILABLE
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import cast
 import torch
 from torch import Tensor
 
+from attnscope.explain.decoder_only import teacher_forced
 from attnscope.explain.registry import (
     AnswerField,
     Draw,
@@ -36,7 +37,6 @@ from attnscope.explain.registry import (
     per_kind,
     register,
 )
-from attnscope.explain.decoder_only import teacher_forced
 from attnscope.explain.trace import Block, Trace, transformed, weight_of
 from attnscope.llm.explain import source_norms
 from attnscope.nn.ablation import is_off

@@ -21,15 +21,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnscope.explain.decoder_only import teacher_forced
 from attnscope.explain.registry import (
     AnswerField,
     Draw,
     ExplainMethod,
+    Sentence,
     kinds_json,
     per_kind,
     register,
 )
-from attnscope.explain.decoder_only import teacher_forced
 from attnscope.explain.trace import Block, Trace
 from attnscope.llm.explain import source_rollout
 

@@ -23,7 +23,6 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from attnscope.llm.explain import UNAVAILABLE
 from attnscope.explain.registry import (
     AnswerField,
     Draw,
@@ -35,6 +34,7 @@ from attnscope.explain.registry import (
     register,
 )
 from attnscope.explain.trace import Trace, decoder_layer, encoder_layer
+from attnscope.llm.explain import UNAVAILABLE
 from attnscope.nn.layers import DecoderLayer, EncoderLayer
 from attnscope.nn.transformer import Transformer
 

@@ -22,6 +22,7 @@ from fastapi import HTTPException, Request
 from attnscope.engine.answers import words
 from attnscope.engine.attention_store import Recorded, kept
 from attnscope.engine.errors import InvalidInput
+from attnscope.engine.head_scores import CardAlignment, card_head_scores
 from attnscope.engine.heads import HeadRef
 from attnscope.engine.schemas import (
     AttentionShape,
@@ -35,9 +36,11 @@ from attnscope.engine.schemas import (
 from attnscope.engine.service import ModelService
 from attnscope.explain import registry as explain_registry
 from attnscope.llm.common import KINDS, context, kind_tensors, kinds_asked, llm_requests, rounded
-from attnscope.llm.service import LLMRequest, LLMRequestError, LLMService, best_head
+from attnscope.llm.service import LLMRequest, LLMRequestError, LLMService
 from attnscope.llm.translator import LLMTranslation, LLMTranslator
 from attnscope.nn.ablation import disabled_heads
+
+MAX_NEW_TOKENS = 512  # /api/llm/translate's bound on max_new_tokens (and the common max_length's)
 
 
 def served_llm(request: Request, model_id: str) -> LLMService | None:
@@ -170,21 +173,43 @@ def _matrices(found: Any) -> dict[str, Any]:
 
 def model_infos(llm: LLMService | None, device: str) -> tuple[list[ModelInfo], dict[str, str]]:
     """``GET /api/models`` entries of the decoder-only models (architecture ``decoder_only``,
-    heads = query heads, the three kinds), and the folders that failed, by id."""
+    heads = query heads, the three kinds, the card's ``alignment`` from ``evaluate --alignment``
+    so the explorer opens on the best head), and the folders that failed, by id."""
     if llm is None:
         return [], {}
     infos = []
     for mid, t in llm.models.items():
         c, card = t.loaded.config, t.loaded.card
         scalars = {k: v for k, v in card.items() if isinstance(v, str | int | float | bool) or v is None}
-        best = best_head(card, c.layers, c.heads)
+        alignment, _, warnings = _head_scores(t)
         infos.append(ModelInfo.model_construct(
             id=mid, architecture="decoder_only", score=None, source_lang=t.loaded.source_lang,
             target_lang=t.loaded.target_lang, layers=c.layers, encoder_layers=c.layers, heads=c.heads,
             parameters=t.loaded.model.num_parameters, attention=list(KINDS), bleu=card.get("bleu"), chrf=None,
-            device=device, card={**scalars, "prompt_template": t.template, "kv_heads": c.kv_heads,
-                                 "best_head": best},
-            max_source_tokens=t.max_prompt_tokens, max_length=512, warnings=[], decoding={}, protect=False,
-            alignment=None, ablation=None, state="loaded",
+            device=device, card={**scalars, "prompt_template": t.template, "kv_heads": c.kv_heads},
+            max_source_tokens=t.max_prompt_tokens, max_length=MAX_NEW_TOKENS, warnings=warnings, decoding={},
+            protect=False, alignment=alignment, ablation=None, state="loaded",
         ))  # fmt: skip
     return infos, dict(llm.failed)
+
+
+def _head_scores(t: LLMTranslator) -> tuple[CardAlignment | None, Any, list[str]]:
+    """The card's head sections checked against the ``cross`` kind's (layers, query heads)."""
+    shape = (t.loaded.config.layers, t.loaded.config.heads)
+    return card_head_scores(t.loaded.card, {kind: shape for kind in KINDS})
+
+
+def page_cards(llm: LLMService | None) -> list[dict[str, Any]]:
+    """The decoder-only models' cards for the pages (the Models page), as the registry's
+    ``page_cards`` writes an encoder-decoder's; a folder that failed has an ``error``."""
+    if llm is None:
+        return []
+    cards = []
+    for mid, t in llm.models.items():
+        alignment, _, warnings = _head_scores(t)
+        card = {k: v for k, v in t.loaded.card.items() if k not in ("alignment", "ablation")}
+        cards.append({"architecture": "decoder_only", "score": None, "parameters": t.loaded.model.num_parameters,
+                      **card, **({"alignment": t.loaded.card["alignment"]} if alignment else {}), "id": mid,
+                      "source_lang": t.loaded.source_lang, "target_lang": t.loaded.target_lang,
+                      "warnings": [*t.loaded.warnings, *warnings], "has_analysis": False})  # fmt: skip
+    return cards + [{"id": mid, "architecture": "decoder_only", "error": reason} for mid, reason in llm.failed.items()]
