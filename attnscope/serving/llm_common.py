@@ -211,5 +211,5 @@ def page_cards(llm: LLMService | None) -> list[dict[str, Any]]:
         cards.append({"architecture": "decoder_only", "score": None, "parameters": t.loaded.model.num_parameters,
                       **card, **({"alignment": t.loaded.card["alignment"]} if alignment else {}), "id": mid,
                       "source_lang": t.loaded.source_lang, "target_lang": t.loaded.target_lang,
-                      "warnings": [*t.loaded.warnings, *warnings], "has_analysis": False})  # fmt: skip
+                      "warnings": warnings, "has_analysis": False})  # fmt: skip
     return cards + [{"id": mid, "architecture": "decoder_only", "error": reason} for mid, reason in llm.failed.items()]
