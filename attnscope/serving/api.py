@@ -77,8 +77,9 @@ def _log(request: Request) -> dict[str, Any] | None:
 
 
 @router.get("/health", response_model=HealthResponse, summary="Liveness: the process answers")
-async def health(service: ServiceDep) -> HealthResponse:
-    return HealthResponse(status="ok", device=str(service.device), models=len(service.ids))
+async def health(service: ServiceDep, request: Request) -> HealthResponse:
+    llms = len(getattr(getattr(request.app.state, "llm", None), "models", ()))  # decoder-only models
+    return HealthResponse(status="ok", device=str(service.device), models=len(service.ids) + llms)
 
 
 @router.get(
@@ -95,7 +96,8 @@ async def ready(service: ServiceDep, request: Request) -> JSONResponse:
     loaded, total = service.registry.progress()
     vision = getattr(request.app.state, "vision", None)
     detail = None
-    if status == "ready" and not service.ids and not getattr(vision, "models", None):
+    llm = getattr(request.app.state, "llm", None)  # decoder-only models (docs/llm.md)
+    if status == "ready" and not service.ids and not getattr(vision, "models", None) and not getattr(llm, "models", None):
         status = "no_models"
         detail = (f"no model is loaded from {service.settings.models_dir} "
                   f"({len(service.registry.unavailable())} folder(s) unavailable: see /api/models)")  # fmt: skip
