@@ -129,6 +129,12 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     from attnscope.repository import discover, is_model_folder
 
     given = Path(name_or_folder).expanduser()
+    llm = _llm_folder(given, models_dir)
+    if llm is not None:  # a decoder-only model (docs/llm.md)
+        from attnscope.api.local_llm import load_llm
+
+        overrides = {"device": device} if device is not None else {}
+        return load_llm(llm, Settings(models_dir=llm.parent, **overrides, **settings))
     if is_model_folder(given):
         folder = given
     elif given.exists() or len(given.parts) > 1:
@@ -144,6 +150,19 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     overrides: dict[str, Any] = {"device": device} if device is not None else {}
     service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
     return LocalModel(service, folder.name)
+
+
+def _llm_folder(given: Path, models_dir: str | Path | None) -> Path | None:
+    """``given`` (a folder, or an id in ``models_dir``) when it is a decoder-only model folder."""
+    from attnscope.config import Settings
+    from attnscope.llm.folder import is_llm_folder
+
+    if is_llm_folder(given):
+        return given
+    if given.exists() or len(given.parts) > 1:
+        return None
+    folder = (Path(models_dir) if models_dir is not None else Settings().models_dir) / str(given)
+    return folder if is_llm_folder(folder) else None
 
 
 def _service_for(folder: Path, settings: Any) -> Any:

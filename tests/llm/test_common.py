@@ -112,3 +112,21 @@ def test_the_python_client_loads_an_llm(server: str) -> None:
     result = model.translate(SOURCE, beam_size=1, max_length=4)
     assert result.attention["cross"].shape[-1] == len(result.source_tokens)
     assert result.attention["cross"].shape[:2] == (2, 3)  # layers × query heads
+
+
+def test_load_runs_an_llm_folder_in_process_with_the_servers_answers(server: str, llm_models) -> None:  # noqa: ANN001
+    model = attnscope.load(llm_models / "en-de-qwen2")
+    try:
+        assert model.info["architecture"] == "decoder_only" and model.info["heads"] == 5
+        local = model.translate(SOURCE, beam_size=1, max_length=4, explain=["norm"])
+        _, remote = post(f"{server}/api/translate", {"model": "en-de-qwen2", "text": SOURCE, "beam_size": 1,
+                                                     "max_length": 4, "explain": ["norm"]})  # fmt: skip
+        assert local["llm"]["target_token_ids"] == remote["llm"]["target_token_ids"]
+        np.testing.assert_allclose(local.attention["cross"], remote["attention"]["cross"], atol=1e-6)
+        np.testing.assert_allclose(local.explanation("norm"), remote["explanations"]["norm"]["cross"], atol=1e-5)
+        with pytest.raises(attnscope.InvalidRequest, match="ALTI|alti"):
+            model.translate(SOURCE, explain=["alti"])
+        with pytest.raises(attnscope.InvalidRequest, match="attribution"):
+            model.attribute(SOURCE)
+    finally:
+        model.close()
