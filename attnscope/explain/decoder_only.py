@@ -1,4 +1,4 @@
-"""The teacher-forced pass a decoder-only model's explanations start from (:mod:`.rollout`,
+"""Decoder-only models' explanations: the teacher-forced pass they start from (:mod:`.rollout`,
 :mod:`.norm`): the prompt (``Sentence.source_ids``) and the output but its last token, read once
 with attention returned, cut into the views of :mod:`attnscope.llm.views`."""
 
@@ -24,3 +24,4 @@ def teacher_forced(sentence: Sentence) -> tuple[Views, DecoderOnlyLM, list[int]]
     out = model(torch.tensor([ids], device=model.device), need_weights=True)
     assert out.attention is not None
     return cut(out.attention[0], len(sentence.source_ids), sentence.source_span), model, ids
+

@@ -8,7 +8,7 @@ tokens), ``encoder_self`` is ``source_source`` and ``decoder_self`` is ``target_
 the last prompt token, which plays BOS, and the output but its last token). ``return_beam`` gives
 the returned hypothesis's path only (the decoder-only search keeps no tree). What a common request
 asks that a decoder-only model has no definition for (a forced prefix, the beam tree, raw scores,
-alternatives, protect, coverage penalty, hard alignment, other languages, value zeroing, ALTI)
+alternatives, protect, coverage penalty, hard alignment, other languages, ALTI)
 is refused with an :class:`LLMRequestError` naming the field, never silently ignored. No web
 and no engine here: the web layer (``attnscope.serving.llm_common``) builds the typed answer.
 """
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnscope.llm.explain import METHODS, UNAVAILABLE
+from attnscope.llm.explain import UNAVAILABLE
 from attnscope.llm.search import LLMOptions
 from attnscope.llm.service import LLMRequest, LLMRequestError
 from attnscope.llm.translator import LLMTranslation
@@ -30,6 +30,8 @@ from attnscope.llm.views import Views
 KINDS: dict[str, str] = {"cross": "target_source", "encoder_self": "source_source", "decoder_self": "target_target"}
 MAX_BEAM = 8  # the decoder-only beam search's bound (/api/llm/translate's)
 DEFAULT_NEW_TOKENS = 64
+# The explanation methods with a decoder-only runner in the registry (attnscope.explain)
+METHODS: tuple[str, ...] = ("norm", "rollout", "value_zeroing")
 
 
 def _refuse(field: str, what: str) -> LLMRequestError:

@@ -30,13 +30,9 @@ from attnscope.llm.views import Views
 from attnscope.nn.decoder_only import DecoderOnlyLM, Layer
 
 METHODS: tuple[str, ...] = ("rollout", "norm")
-# Why the other registered methods have no decoder-only definition yet (docs/llm.md).
+# Why the registered methods without a decoder-only definition have none yet (docs/llm.md);
+# value zeroing runs through the explanation registry (attnscope.explain.value_zeroing).
 UNAVAILABLE: dict[str, str] = {
-    "value_zeroing": (
-        "it re-runs each layer once per source token with that token's value vector zeroed: for an LLM "
-        "layers × source tokens extra passes over the whole prompt, and the decoder-only stack has no hook to "
-        "zero one position's values yet"
-    ),
     "alti": (
         "its decomposition through the layer norm is derived for LayerNorm after a non-gated block; RMSNorm, "
         "Gemma's pre- and post-sublayer norms and soft-capping need a derivation checked against an "

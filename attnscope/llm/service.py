@@ -112,6 +112,7 @@ class LLMService:
         sent = floats(c.layers, c.heads, prompt=prompt_length, output=output, source=source, views=request.views)
         sent += c.layers * output * (source + 1) if "rollout" in request.explain else 0  # + source_share
         sent += c.layers * c.heads * (output + 1) * source if "norm" in request.explain else 0  # + value_norms
+        sent += c.layers * output * source if "value_zeroing" in request.explain else 0
         if kept > self.budget.max_floats:
             raise LLMRequestError("max_new_tokens", f"decoding keeps up to {kept:,} attention floats "
                                   f"({c.layers} layers × {c.heads} query heads × {n}² positions); the limit is "

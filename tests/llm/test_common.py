@@ -55,7 +55,7 @@ def test_models_lists_llms_and_the_registry_says_what_they_support(server: str) 
     assert qwen["attention"] == ["cross", "encoder_self", "decoder_self"] and "{source}" in qwen["card"]["prompt_template"]
     methods = {m["name"]: m["families"]["decoder_only"] for m in get(f"{server}/api/explain-methods")["methods"]}
     assert methods["rollout"] is None and methods["norm"] is None
-    assert methods["value_zeroing"] and methods["alti"]  # each says why not
+    assert methods["value_zeroing"] is None and "RMSNorm" in methods["alti"]  # ALTI says why not
     with urllib.request.urlopen(f"{server}/models", timeout=30) as response:
         assert b"en-de-qwen2" in response.read()  # the Models page's cards
 
@@ -73,9 +73,8 @@ def test_explanations_equal_the_llm_routes_and_unsupported_methods_are_422(serve
     np.testing.assert_allclose(e["rollout"]["cross"], r["rollout"]["target_source"], atol=1e-5)
     np.testing.assert_allclose(e["norm"]["cross"], r["norm"]["target_source"], atol=1e-5)
     np.testing.assert_allclose(e["norm_values"]["cross"], r["norm"]["value_norms"], atol=1e-5)
-    for method, words in (("alti", "RMSNorm"), ("value_zeroing", "value vector zeroed")):
-        status, err = post(f"{server}/api/translate", body | {"explain": [method]})
-        assert status == 422 and words in err["detail"] and err["errors"][0]["loc"] == ["body", "explain"]
+    status, err = post(f"{server}/api/translate", body | {"explain": ["alti"]})
+    assert status == 422 and "RMSNorm" in err["detail"] and err["errors"][0]["loc"] == ["body", "explain"]
     for field, value in (("prefix", "Zwei"), ("return_scores", True), ("alternatives", 3), ("beam_size", 9)):
         status, err = post(f"{server}/api/translate", {"model": "en-de-llama", "text": SOURCE, field: value})
         assert status == 422 and err["errors"][0]["loc"] == ["body", field], err
@@ -130,3 +129,47 @@ def test_load_runs_an_llm_folder_in_process_with_the_servers_answers(server: str
             model.attribute(SOURCE)
     finally:
         model.close()
+
+
+def test_value_zeroing_equals_zeroing_each_value_in_the_original(server: str, llm_sources, llm_models) -> None:  # noqa: ANN001
+    """Independent: Hugging Face's own Llama, run whole once per source token with that token's
+    v_proj output zeroed in one layer, that layer's output rows compared by cosine distance. Both
+    models in float64 (the served float32 model's layer outputs carry ~3 digits of 1 - cos)."""
+    import torch
+    import transformers
+
+    from attnscope.explain.registry import Sentence
+    from attnscope.explain.value_zeroing import decoder_only_value_zeroing
+    from attnscope.llm.folder import load_llm_folder
+
+    status, a = post(f"{server}/api/translate", {"model": "en-de-llama", "text": "Two dogs play.", "beam_size": 1,
+                                                 "max_length": 4, "explain": ["value_zeroing"], "precision": 8})  # fmt: skip
+    assert status == 200, a
+    served = np.array(a["explanations"]["value_zeroing"]["cross"])  # (L, T, S), rows sum to 1
+    ctx = a["llm"]
+    (s0, s1), first = ctx["source_span"], ctx["first_target_row"]
+    assert served.shape == (3, len(ctx["target_token_ids"]), s1 - s0)
+    np.testing.assert_allclose(served.sum(-1), 1.0, atol=1e-6)
+    model = load_llm_folder(llm_models / "en-de-llama").model.double()
+    ours = decoder_only_value_zeroing(Sentence(model, ctx["prompt_token_ids"], ctx["target_token_ids"], source_span=(s0, s1)))
+    np.testing.assert_allclose(ours["cross"].numpy(), served, atol=1e-3)
+    ids = torch.tensor([(ctx["prompt_token_ids"] + ctx["target_token_ids"])[:-1]])
+    hf = transformers.AutoModelForCausalLM.from_pretrained(llm_sources["llama"], attn_implementation="eager",
+                                                           dtype=torch.float64).eval()  # fmt: skip
+    layers = hf.model.layers
+
+    def layer_output(layer: int, zero: int | None) -> torch.Tensor:
+        seen: list[torch.Tensor] = []
+        out_hook = layers[layer].register_forward_hook(lambda _m, _a, out: seen.append(out[0] if isinstance(out, tuple) else out))
+        v_hook = layers[layer].self_attn.v_proj.register_forward_hook(
+            lambda _m, _a, out: out.index_fill(1, torch.tensor([zero]), 0.0) if zero is not None else out)
+        with torch.no_grad():
+            hf(input_ids=ids)
+        out_hook.remove(), v_hook.remove()
+        return seen[0][0, first:]  # (T, D)
+
+    for layer in range(len(layers)):
+        plain = layer_output(layer, None)
+        d = torch.stack([1 - torch.cosine_similarity(layer_output(layer, j), plain, dim=-1) for j in range(s0, s1)], dim=1)
+        d = torch.where(d > 1e-6, d, torch.zeros_like(d))
+        np.testing.assert_allclose(ours["cross"][layer].numpy(), (d / d.sum(-1, keepdim=True)).numpy(), atol=1e-6)
