@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from attnscope.api import requests
-from attnscope.api.errors import ModelNotFound, from_engine
+from attnscope.api.errors import ModelNotFound, entry, from_engine, unprocessable
 from attnscope.api.results import AttributionResult, Result
 
-__all__ = ["LocalModel", "load"]
+__all__ = ["LocalLLM", "LocalModel", "load"]
 
 T = TypeVar("T")
 
@@ -129,6 +129,10 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     from attnscope.repository import discover, is_model_folder
 
     given = Path(name_or_folder).expanduser()
+    llm = _llm_folder(given, models_dir)
+    if llm is not None:  # a decoder-only model (docs/llm.md)
+        overrides = {"device": device} if device is not None else {}
+        return load_llm(llm, Settings(models_dir=llm.parent, **overrides, **settings))
     if is_model_folder(given):
         folder = given
     elif given.exists() or len(given.parts) > 1:
@@ -144,6 +148,19 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     overrides: dict[str, Any] = {"device": device} if device is not None else {}
     service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
     return LocalModel(service, folder.name)
+
+
+def _llm_folder(given: Path, models_dir: str | Path | None) -> Path | None:
+    """``given`` (a folder, or an id in ``models_dir``) when it is a decoder-only model folder."""
+    from attnscope.config import Settings
+    from attnscope.llm.folder import is_llm_folder
+
+    if is_llm_folder(given):
+        return given
+    if given.exists() or len(given.parts) > 1:
+        return None
+    folder = (Path(models_dir) if models_dir is not None else Settings().models_dir) / str(given)
+    return folder if is_llm_folder(folder) else None
 
 
 def _service_for(folder: Path, settings: Any) -> Any:
@@ -176,3 +193,61 @@ async def _attribution(service: Any, body: Any) -> dict[str, Any]:
     answer = await attribution(body, service, _Connected())  # type: ignore[arg-type]
     result: dict[str, Any] = json.loads(answer.model_dump_json())
     return result
+
+
+# -- decoder-only models (docs/llm.md): the same calls, answered as /api/translate answers an LLM --
+
+
+class LocalLLM(LocalModel):
+    """One decoder-only model folder loaded in this process (see :func:`load_llm`)."""
+
+    def __init__(self, service: Any, llm: Any, model_id: str) -> None:
+        super().__init__(service, model_id)
+        self._llm = llm
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The model's entry in ``GET /api/models`` (architecture ``decoder_only``)."""
+        from attnscope.serving.llm_common import model_infos
+
+        (info,), _ = model_infos(self._llm, self.device)
+        described: dict[str, Any] = json.loads(info.model_dump_json())
+        return described
+
+    def align(self, text: str, target: str, **options: Any) -> Result:
+        """``POST /api/align``: the model teacher-forced on ``target`` (then its stop token)."""
+        from attnscope.engine.answers import answer_json
+        from attnscope.serving import llm_common
+
+        sent = requests.body("align", self.id, options, text=text, target=target)
+        answer = _run(llm_common.align(self._service, self._llm, requests.validate("align", sent)))
+        return Result(json.loads(answer_json(answer)), sent)
+
+    def attribute(self, text: str, target: str | None = None, **options: Any) -> AttributionResult:
+        """Not for decoder-only models yet: :class:`~attnscope.api.errors.InvalidRequest`."""
+        raise unprocessable([entry(("body", "model"), "attribution is not available for decoder-only models yet "
+                                   "(docs/llm.md)", "value_error")])  # fmt: skip
+
+    def _translate(self, body: Any) -> list[dict[str, Any]]:
+        from attnscope.engine.answers import answer_json
+        from attnscope.serving import llm_common
+
+        answers = _run(llm_common.translate(self._service, self._llm, body))
+        return [json.loads(answer_json(a)) for a in answers]
+
+    def __repr__(self) -> str:
+        return f"<LocalLLM {self.id} on {self.device}>"
+
+
+def load_llm(folder: Path, settings: Any) -> LocalLLM:
+    """The decoder-only model in ``folder``, loaded at once (a broken folder raises its own
+    error), beside an engine service that lends it decode slots and the attention store."""
+    from attnscope.engine.service import ModelService
+    from attnscope.llm.folder import load_llm_folder
+    from attnscope.llm.translator import LLMTranslator
+    from attnscope.serving.llm import make_service
+
+    service = ModelService(settings)
+    llm = make_service(settings)
+    llm.models[folder.name] = LLMTranslator(load_llm_folder(folder, llm.device))
+    return LocalLLM(service, llm, folder.name)

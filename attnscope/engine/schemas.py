@@ -607,6 +607,16 @@ class TranslationResponse(BaseModel):
     confidence: Confidence | None = Field(
         default=None, description="The low-confidence / out-of-domain flag from the model's own probabilities."
     )
+    llm: dict[str, Any] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,  # absent for encoder-decoders: their answers keep their bytes
+        description=(
+            "Decoder-only models only (docs/llm.md): what exactly ran, `prompt`, `prompt_tokens`, `prompt_token_ids`, "
+            "`source_span` ([start, end) in prompt tokens: source_tokens), `target_token_ids`, `first_target_row` "
+            "(the causal matrix's row of the first output token) and `outside_source` [layer][head][target] (each "
+            "output row's attention mass off the source: instruction, attention sink, own output)."
+        ),
+    )
 
     @field_serializer("attention")
     def _attention_lists(self, attention: dict[AttentionKind, Any]) -> dict[AttentionKind, Matrix]:

@@ -39,6 +39,7 @@ from attnscope.explain.registry import (
     rounded,
 )
 from attnscope.explain.trace import Block, Trace, bias_of, transformed
+from attnscope.llm.explain import UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,7 @@ register(
         ),
         runs={"transformer": lambda sentence: alti(sentence.trace)},
         reasons={
+            "decoder_only": UNAVAILABLE["alti"],
             "recurrent": (
                 "ALTI+ splits each layer's residual stream into one vector per input token; a GRU's "
                 "recurrent state is not a sum of per-token vectors"

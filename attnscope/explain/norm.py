@@ -26,6 +26,7 @@ from typing import cast
 import torch
 from torch import Tensor
 
+from attnscope.explain.decoder_only import teacher_forced
 from attnscope.explain.registry import (
     AnswerField,
     Draw,
@@ -37,6 +38,7 @@ from attnscope.explain.registry import (
     register,
 )
 from attnscope.explain.trace import Block, Trace, transformed, weight_of
+from attnscope.llm.explain import source_norms
 from attnscope.nn.ablation import is_off
 from attnscope.nn.family import geometry_of
 from attnscope.nn.rnn import RNNSeq2Seq
@@ -126,6 +128,13 @@ def _value_floats(size: Size) -> int:
     return sum(size.attention().values()) + sum(values[kind] for kind in g.kinds)
 
 
+def _decoder_only(sentence: Sentence) -> Norms:
+    """A decoder-only model's norm per query head, cut to output × source like its ``cross`` kind."""
+    views, model, ids = teacher_forced(sentence)
+    weighted, sizes = source_norms(views, sentence.source_span or (0, 0), model, ids)
+    return Norms({"cross": weighted}, {"cross": sizes})
+
+
 NO_ATTENTION = "this model has no attention (score 'none'): there are no weights to weigh by vector norms"
 
 register(
@@ -142,6 +151,7 @@ register(
         runs={
             "transformer": lambda sentence: Norms(transformer_norms(sentence.trace), transformer_value_norms(sentence.trace)),
             "recurrent": _rnn,
+            "decoder_only": _decoder_only,
         },
         unavailable=lambda config: NO_ATTENTION if getattr(config, "score", None) == "none" else None,
         fields=(

@@ -54,11 +54,13 @@ def per_kind(depth: int) -> dict[str, Any]:
 class Sentence:
     """One sentence being explained: the model, source ids (with EOS) and target ids (the output
     tokens, usually ending with EOS). :attr:`trace` is the Transformer's teacher-forced trace,
-    run once on first use and shared by every method asked for."""
+    run once on first use and shared by every method asked for. A decoder-only model's
+    ``source_ids`` are its whole prompt and ``source_span`` the source's [start, end) in it."""
 
     model: Seq2Seq
     source_ids: list[int]
     target_ids: list[int]
+    source_span: tuple[int, int] | None = None
 
     @cached_property
     def trace(self) -> Trace:

@@ -21,15 +21,18 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnscope.explain.decoder_only import teacher_forced
 from attnscope.explain.registry import (
     AnswerField,
     Draw,
     ExplainMethod,
+    Sentence,
     kinds_json,
     per_kind,
     register,
 )
 from attnscope.explain.trace import Block, Trace
+from attnscope.llm.explain import source_rollout
 
 
 def mixed(block: Block) -> Tensor:
@@ -73,6 +76,13 @@ def transformer_rollout(trace: Trace) -> dict[str, Tensor]:
     }
 
 
+def decoder_only_rollout(sentence: Sentence) -> dict[str, Tensor]:
+    """A decoder-only model's rollout over the one causal stack, cut to output × source (rows
+    renormalised over the source) like its ``cross`` kind: ``{"cross": (L, T, S)}``."""
+    views, _, _ = teacher_forced(sentence)
+    return {"cross": source_rollout(views, sentence.source_span or (0, 0))[0]}
+
+
 register(
     ExplainMethod(
         name="rollout",
@@ -84,7 +94,7 @@ register(
             "Attention rollout (Abnar & Zuidema 2020): weights averaged over heads, mixed with the residual and "
             "multiplied through the layers up to this one. Per layer: every head shows the same."
         ),
-        runs={"transformer": lambda sentence: transformer_rollout(sentence.trace)},
+        runs={"transformer": lambda sentence: transformer_rollout(sentence.trace), "decoder_only": decoder_only_rollout},
         reasons={
             "recurrent": (
                 "rollout multiplies residual-mixed attention up a stack of layers; an RNN has one attention "

@@ -34,15 +34,16 @@ from attnscope.explain.registry import (
     register,
 )
 from attnscope.explain.trace import Trace, decoder_layer, encoder_layer
+from attnscope.nn.decoder_only import DecoderOnlyLM, Layer
 from attnscope.nn.layers import DecoderLayer, EncoderLayer
 from attnscope.nn.transformer import Transformer
 
 
-def distances(outputs: Tensor) -> Tensor:
+def distances(outputs: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """outputs: (1 + K, Q, D), copy 0 untouched and copy 1 + j with token j's value zeroed ->
     (Q, K) normalised cosine distances (rows summing to 1, or 0 where nothing changed; a
-    distance under 1e-6 is float rounding and counts as none)."""
-    original, zeroed = outputs[:1].float(), outputs[1:].float()
+    distance under 1e-6 is float rounding and counts as none), computed in ``dtype``."""
+    original, zeroed = outputs[:1].to(dtype), outputs[1:].to(dtype)
     cos = torch.nn.functional.cosine_similarity(zeroed, original, dim=-1)  # (K, Q)
     d = (1.0 - cos).T  # (Q, K)
     d = torch.where(d > 1e-6, d, torch.zeros_like(d))
@@ -75,6 +76,41 @@ def transformer_value_zeroing(model: Transformer, trace: Trace) -> dict[str, Ten
     return {kind: torch.stack(rows) for kind, rows in found.items()}
 
 
+@torch.inference_mode()
+def decoder_only_value_zeroing(sentence: Sentence) -> dict[str, Tensor]:
+    """``{"cross": (L, T, S)}``: value zeroing of a decoder-only model's output rows over its source tokens: per
+    layer, the layer rerun once on 1 + S copies of its input, copy 1 + j with source token j's
+    value vector zeroed (every key/value head), and each output row's 1 - cos against copy 0,
+    normalised over the source (:func:`distances`; the ``cross`` analogue: only source tokens
+    are zeroed, as only encoder outputs are for an encoder-decoder)."""
+    if sentence.source_span is None or not sentence.target_ids:
+        raise ValueError("a decoder-only explanation needs the prompt's source span and an output")
+    model = cast(DecoderOnlyLM, sentence.model)
+    ids = [*sentence.source_ids, *sentence.target_ids][:-1]
+    s0, s1 = sentence.source_span
+    inputs: list[Tensor] = []
+    hooks = [layer.register_forward_pre_hook(lambda _m, args: inputs.append(args[0])) for layer in model.layers]
+    try:
+        model(torch.tensor([ids], device=model.device))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    n, first = len(ids), len(sentence.source_ids) - 1
+    keep = torch.ones(1 + s1 - s0, n, 1, device=model.device)
+    keep[torch.arange(1, 1 + s1 - s0), torch.arange(s0, s1)] = 0.0  # copy 1 + j: source token j zeroed
+    positions = torch.arange(n, device=model.device)
+    found = []
+    for layer, x in zip(model.layers, inputs, strict=True):
+        attn = cast(Layer, layer).attn
+        hook = attn.v.register_forward_hook(lambda _m, _args, out: out * keep.to(out.dtype))
+        try:
+            out, _, _ = layer(x.expand(keep.size(0), -1, -1), positions, None, False)
+        finally:
+            hook.remove()
+        found.append(distances(out[:, first:], torch.float64).float())  # (T, S); 1 - cos of close vectors needs float64
+    return {"cross": torch.stack(found)}
+
+
 def _cost(size: Size) -> int:
     """Each layer rerun once per token: L_e·S·(S+1) + L_d·T·(T+S+2)."""
     g, s, t = size.geometry, size.s, size.t
@@ -96,7 +132,7 @@ register(
             "Value zeroing (Mohebbi et al. 2023): how much a position's layer output changes when a token's "
             "value vector is zeroed; rows normalised. Per layer."
         ),
-        runs={"transformer": _run},
+        runs={"transformer": _run, "decoder_only": decoder_only_value_zeroing},
         reasons={
             "recurrent": (
                 "value zeroing reruns a Transformer layer with one token's value vector zeroed; an RNN has "

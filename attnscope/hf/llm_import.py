@@ -30,13 +30,32 @@ CHECK_SENTENCE = "A man is riding a bicycle."
 SPECIAL = ("bos_token", "eos_token", "pad_token", "unk_token")
 
 
+MULTIMODAL = ("gemma3",)  # image + text checkpoints whose text part is imported (text_part)
+
+
 def is_decoder_only(folder: Path) -> bool:
-    """Whether the Hugging Face folder holds a model type :mod:`attnscope.hf.llm_families` imports."""
+    """Whether the Hugging Face folder holds a model type :mod:`attnscope.hf.llm_families` imports
+    (or a multimodal one whose text part it imports)."""
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(config, dict) and config.get("model_type") in LLM_TYPES
+    return isinstance(config, dict) and config.get("model_type") in (*LLM_TYPES, *MULTIMODAL)
+
+
+def text_part(hf_model: Any, transformers: Any) -> Any:
+    """The text-only causal LM inside a multimodal checkpoint (Gemma 3's
+    ``Gemma3ForConditionalGeneration``: its ``language_model`` and ``lm_head`` in a
+    ``Gemma3ForCausalLM`` of its ``text_config``; the vision tower and projector are left out),
+    or ``hf_model`` itself for a text model."""
+    if hf_model.config.model_type not in MULTIMODAL:
+        return hf_model
+    text = transformers.Gemma3ForCausalLM(hf_model.config.text_config)
+    state = {f"model.{k}": v for k, v in hf_model.model.language_model.state_dict().items()}
+    state["lm_head.weight"] = hf_model.lm_head.weight
+    text.load_state_dict(state, strict=True)
+    text.config._attn_implementation = "eager"
+    return text.eval()
 
 
 def chat_template_of(folder: Path) -> str | None:
@@ -98,7 +117,7 @@ def import_llm(folder: Path, out: str | Path, *, source: str, name: str | None, 
         raise ImportFailure(f"{folder} has no tokenizer.json: attnscope reads decoder-only tokenizers from it")
     hf_model = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32).eval()
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
-    model = convert_llm(hf_model)
+    model = convert_llm(text_part(hf_model, transformers))  # checked below against the original, images aside
     pair = pair or ("en", "de")
     try:
         template, kind = default_template(chat_template_of(folder), special_tokens(hf_tokenizer))

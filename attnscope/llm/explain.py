@@ -30,6 +30,15 @@ from attnscope.llm.views import Views
 from attnscope.nn.decoder_only import DecoderOnlyLM, Layer
 
 METHODS: tuple[str, ...] = ("rollout", "norm")
+# Why the registered methods without a decoder-only definition have none yet (docs/llm.md);
+# value zeroing runs through the explanation registry (attnscope.explain.value_zeroing).
+UNAVAILABLE: dict[str, str] = {
+    "alti": (
+        "its decomposition through the layer norm is derived for LayerNorm after a non-gated block; RMSNorm, "
+        "Gemma's pre- and post-sublayer norms and soft-capping need a derivation checked against an "
+        "independent implementation first"
+    ),
+}
 
 
 def rollout(full: Tensor) -> Tensor:
@@ -58,6 +67,22 @@ def value_norms(model: DecoderOnlyLM, ids: list[int]) -> Tensor:
     return torch.stack(norms)
 
 
+def source_rollout(views: Views, span: tuple[int, int]) -> tuple[Tensor, Tensor]:
+    """(``target_source`` (L, T, S), rows renormalised to sum to 1; ``source_share`` (L, T), each
+    row's rollout mass on the source before renormalising)."""
+    rolled = rollout(views.full)
+    source = rolled[:, views.first_target_row :, span[0] : span[1]]  # (L, T, S)
+    share = source.sum(-1)
+    return source / share.clamp(min=1e-12)[..., None], share
+
+
+def source_norms(views: Views, span: tuple[int, int], model: DecoderOnlyLM, ids: list[int]) -> tuple[Tensor, Tensor]:
+    """(``target_source`` (L, H, T, S) α_ij ‖f_h(x_j)‖, ``value_norms`` (L, H, S) ‖f_h(x_j)‖ of the
+    source tokens); ``ids``: the positions the views' attention covers."""
+    sizes = value_norms(model, ids)[..., span[0] : span[1]].to(views.target_source.device)  # (L, H, S)
+    return views.target_source.float() * sizes[:, :, None, :], sizes
+
+
 def explanations(views: Views, span: tuple[int, int], methods: tuple[str, ...], *,
                  model: DecoderOnlyLM | None = None, ids: list[int] | None = None) -> dict[str, Any]:  # fmt: skip
     """The answer's ``explanations``: ``rollout`` {``target_source`` [L][T][S] (rows sum to 1),
@@ -66,16 +91,9 @@ def explanations(views: Views, span: tuple[int, int], methods: tuple[str, ...], 
     out: dict[str, Any] = {}
     if "norm" in methods:
         assert model is not None and ids is not None
-        sizes = value_norms(model, ids)[..., span[0] : span[1]].to(views.target_source.device)  # (L, H, S)
-        out["norm"] = {"target_source": (views.target_source.float() * sizes[:, :, None, :]).tolist(),
-                       "value_norms": sizes.tolist()}  # fmt: skip
+        weighted, sizes = source_norms(views, span, model, ids)
+        out["norm"] = {"target_source": weighted.tolist(), "value_norms": sizes.tolist()}
     if "rollout" in methods:
-        rolled = rollout(views.full)
-        first, s0, s1 = views.first_target_row, span[0], span[1]
-        source = rolled[:, first:, s0:s1]  # (L, T, S)
-        share = source.sum(-1)
-        out["rollout"] = {
-            "target_source": (source / share.clamp(min=1e-12)[..., None]).tolist(),
-            "source_share": share.tolist(),
-        }
+        source, share = source_rollout(views, span)
+        out["rollout"] = {"target_source": source.tolist(), "source_share": share.tolist()}
     return out

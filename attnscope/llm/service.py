@@ -112,6 +112,7 @@ class LLMService:
         sent = floats(c.layers, c.heads, prompt=prompt_length, output=output, source=source, views=request.views)
         sent += c.layers * output * (source + 1) if "rollout" in request.explain else 0  # + source_share
         sent += c.layers * c.heads * (output + 1) * source if "norm" in request.explain else 0  # + value_norms
+        sent += c.layers * output * source if "value_zeroing" in request.explain else 0
         if kept > self.budget.max_floats:
             raise LLMRequestError("max_new_tokens", f"decoding keeps up to {kept:,} attention floats "
                                   f"({c.layers} layers × {c.heads} query heads × {n}² positions); the limit is "
@@ -122,6 +123,11 @@ class LLMService:
 
     def answer(self, request: LLMRequest) -> dict[str, Any]:
         """Translate (or align) and return the answer (see docs/llm.md)."""
+        return self._render(request, self.run(request))
+
+    def run(self, request: LLMRequest) -> LLMTranslation:
+        """Check, admit and decode ``request`` (LLMRequestError naming the field at fault); the
+        result before it is rendered, for :meth:`answer` and the common ``/api/translate`` answer."""
         translator = self.get(request.model)
         config = translator.loaded.config
         for layer, head in request.heads_off:
@@ -131,7 +137,8 @@ class LLMService:
             prompt = translator.prompt(request.text, request.template)
             self.admit(translator, request, len(prompt.ids), prompt.source_span[1] - prompt.source_span[0])
             if request.target is not None:
-                result = translator.align(request.text, request.target, template=request.template)
+                result = translator.align(request.text, request.target, template=request.template,
+                                          heads_off=request.heads_off)  # fmt: skip
             else:
                 result = translator.translate(request.text, request.options, template=request.template,
                                               heads_off=request.heads_off)  # fmt: skip
@@ -141,7 +148,7 @@ class LLMService:
             raise LLMRequestError("prompt_template" if "template" in str(err) else "text", str(err)) from None
         except ValueError as err:  # past the model's positions
             raise LLMRequestError("text", str(err)) from None
-        return self._render(request, result)
+        return result
 
     def _render(self, request: LLMRequest, result: LLMTranslation) -> dict[str, Any]:
         p = result.prompt

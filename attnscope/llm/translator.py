@@ -100,16 +100,20 @@ class LLMTranslator:
         return self._finish(prompt, generation)
 
     @torch.inference_mode()
-    def align(self, source: str, target: str, *, template: str | None = None) -> LLMTranslation:
+    def align(
+        self, source: str, target: str, *, template: str | None = None, heads_off: Iterable[tuple[int, int]] = ()
+    ) -> LLMTranslation:
         """Teacher-forced: the model reads the prompt and ``target`` (then its stop token, scored
-        but never fed), and returns the attention it paid on the way."""
+        but never fed), and returns the attention it paid on the way (``heads_off`` switched off)."""
         prompt = self.prompt(source, template)
         target_ids = self.loaded.tokenizer.encode(target)
         if not target_ids:
             raise PromptError("the target has no tokens")
         target_ids.append(self.loaded.config.stop_ids[0])
         ids = torch.tensor([prompt.ids + target_ids], device=self.loaded.model.device)
-        out = self.loaded.model(ids[:, :-1], need_weights=True)
+        off = [("decoder_self", layer, head) for layer, head in heads_off]
+        with disabled_heads(self.loaded.model, off) if off else nullcontext():
+            out = self.loaded.model(ids[:, :-1], need_weights=True)
         log_probs = torch.log_softmax(out.logits[0, len(prompt.ids) - 1 :].float(), -1)
         chosen = log_probs.gather(1, ids[0, len(prompt.ids) :, None])[:, 0].tolist()
         assert out.attention is not None

@@ -19,10 +19,7 @@ class DecoderOnlyFamily(Family):
     label: ClassVar[str] = "decoder-only LM"
     config_class: ClassVar[type] = DecoderOnlyConfig
     score_formula: ClassVar[str] = "score(q, kᵢ) = cap·tanh((q · kᵢ)·s / cap), s = 1/√d_k unless the model sets it"
-    explainer: ClassVar[str] = ""
-    explain_elsewhere: ClassVar[str] = (
-        "decoder-only LLMs are explained by /api/llm/translate's `explain` (rollout, and norm per query head; docs/llm.md)"
-    )
+    explainer: ClassVar[str] = "decoder_only"  # rollout and norm per query head (attnscope.explain, docs/llm.md)
 
     def build(self, config: DecoderOnlyConfig) -> Any:
         return DecoderOnlyLM(config)

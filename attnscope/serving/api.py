@@ -23,8 +23,10 @@ from attnscope.engine.schemas import (
     ReadyResponse,
     TranslateRequest,
     TranslationResponse,
+    UnavailableModel,
 )
 from attnscope.engine.service import ModelService
+from attnscope.serving import llm_common
 from attnscope.serving.deps import ServiceDep
 from attnscope.serving.disconnect import watch_disconnect
 
@@ -75,8 +77,9 @@ def _log(request: Request) -> dict[str, Any] | None:
 
 
 @router.get("/health", response_model=HealthResponse, summary="Liveness: the process answers")
-async def health(service: ServiceDep) -> HealthResponse:
-    return HealthResponse(status="ok", device=str(service.device), models=len(service.ids))
+async def health(service: ServiceDep, request: Request) -> HealthResponse:
+    llms = len(getattr(getattr(request.app.state, "llm", None), "models", ()))  # decoder-only models
+    return HealthResponse(status="ok", device=str(service.device), models=len(service.ids) + llms)
 
 
 @router.get(
@@ -93,7 +96,8 @@ async def ready(service: ServiceDep, request: Request) -> JSONResponse:
     loaded, total = service.registry.progress()
     vision = getattr(request.app.state, "vision", None)
     detail = None
-    if status == "ready" and not service.ids and not getattr(vision, "models", None):
+    llm = getattr(request.app.state, "llm", None)  # decoder-only models (docs/llm.md)
+    if status == "ready" and not service.ids and not getattr(vision, "models", None) and not getattr(llm, "models", None):
         status = "no_models"
         detail = (f"no model is loaded from {service.settings.models_dir} "
                   f"({len(service.registry.unavailable())} folder(s) unavailable: see /api/models)")  # fmt: skip
@@ -109,8 +113,10 @@ async def ready(service: ServiceDep, request: Request) -> JSONResponse:
 
 
 @router.get("/models", response_model=ModelsResponse, summary="The loaded models, and the folders that failed")
-async def models(service: ServiceDep) -> ModelsResponse:
-    return ModelsResponse(models=service.describe(), unavailable=service.registry.unavailable())
+async def models(service: ServiceDep, request: Request) -> ModelsResponse:
+    llms, failed = llm_common.model_infos(getattr(request.app.state, "llm", None), str(service.device))
+    unavailable = service.registry.unavailable() + [UnavailableModel(id=i, file=None, reason=r) for i, r in failed.items()]
+    return ModelsResponse(models=service.describe() + llms, unavailable=unavailable)
 
 
 @router.post(
@@ -125,7 +131,11 @@ async def translate(body: TranslateRequest, service: ServiceDep, request: Reques
     dimensions equal the lengths of the token lists it pairs. On request: the beam tree
     (``return_beam``), a forced beginning (``prefix``), the scores before the softmax
     (``return_scores``), the model's top alternatives at each position (``alternatives``) and
-    explanations beyond the weights (``explain``: norm, rollout, alti, value_zeroing)."""
+    explanations beyond the weights (``explain``: norm, rollout, alti, value_zeroing). A decoder-only
+    model (docs/llm.md) answers in the same shape, its kinds cut from its one causal matrix."""
+    if llm := llm_common.served_llm(request, body.model):
+        (answer,) = await llm_common.translate(service, llm, body)
+        return await _json(service, request, answer)
     async with watch_disconnect(request) as gone:
         (answer,) = await service.translate(ServiceRequest.of(body), gone=gone, log=_log(request))
     return await _json(service, request, answer)
@@ -140,6 +150,8 @@ async def translate(body: TranslateRequest, service: ServiceDep, request: Reques
 async def align(body: AlignRequest, service: ServiceDep, request: Request) -> Response:
     """The model scores ``target`` (plus ``</s>``) token by token: the same fields as translate,
     with ``target_logprobs`` telling how likely the model finds each of your tokens."""
+    if llm := llm_common.served_llm(request, body.model):
+        return await _json(service, request, await llm_common.align(service, llm, body))
     async with watch_disconnect(request) as gone:
         answer = await service.align(ServiceRequest.of(body), gone=gone, log=_log(request))
     return await _json(service, request, answer)
@@ -154,6 +166,8 @@ async def align(body: AlignRequest, service: ServiceDep, request: Request) -> Re
 async def translate_batch(body: BatchTranslateRequest, service: ServiceDep, request: Request) -> Response:
     """One answer per text, in order, decoded together; each ``timing_ms`` is the whole batch's.
     Without ``max_length`` each text keeps its own default output budget, as it would alone."""
+    if llm := llm_common.served_llm(request, body.model):
+        return await _json(service, request, await llm_common.translate(service, llm, body))
     async with watch_disconnect(request) as gone:
         answers = await service.translate(ServiceRequest.of(body), gone=gone, log=_log(request))
     return await _json(service, request, answers)

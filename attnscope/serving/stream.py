@@ -35,6 +35,7 @@ from attnscope.engine.request import AnswerOptions, ServiceRequest
 from attnscope.engine.schemas import ErrorResponse, TranslateRequest, TranslationResponse
 from attnscope.engine.stream_flow import StepBuffer
 from attnscope.repository import LoadedModel
+from attnscope.serving import llm_common
 from attnscope.serving.deps import ServiceDep
 from attnscope.serving.disconnect import watch_disconnect
 from attnscope.serving.errors import status_of
@@ -135,7 +136,13 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     """The body of ``/api/translate``. One ``step`` event per decoder step (its tokens, their
     probabilities and the step's new attention rows for every kind, layer and head; for beam
     search the live hypotheses with back-pointers), then an ``answer`` event holding exactly what
-    ``/api/translate`` answers (see docs/api.md, "Streaming"). Not with ``protect``."""
+    ``/api/translate`` answers (see docs/api.md, "Streaming"). Not with ``protect``. A decoder-only
+    model (docs/llm.md) sends no step events yet: the stream is its one ``answer`` event."""
+    if llm := llm_common.served_llm(request, body.model):
+        (answer,) = await llm_common.translate(service, llm, body)
+        data = await service.pool.encode(lambda: answer_json(answer))
+        return StreamingResponse(iter([b"event: answer\ndata: " + data + b"\n\n"]), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # fmt: skip
     async with service.holding(body.model) as served:  # waits for its load; translate holds it on
         return await _stream(served, body, service, request)
 

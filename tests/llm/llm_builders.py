@@ -104,6 +104,18 @@ def _gemma3(tok: Any) -> Any:
         layer_types=["sliding_attention", "full_attention", "sliding_attention"], **_ids(tok)))  # fmt: skip
 
 
+def _gemma3_multimodal(tok: Any) -> Any:
+    """Gemma 3's image + text checkpoint (Gemma3ForConditionalGeneration) around the text model
+    of :func:`_gemma3`, with a one-layer SigLIP vision tower: only its text part is imported."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, SiglipVisionConfig
+
+    vision = SiglipVisionConfig(hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=28, patch_size=14)  # fmt: skip
+    config = Gemma3Config(text_config=_gemma3(tok).config, vision_config=vision, mm_tokens_per_image=4,
+                          image_token_index=len(tok) - 1, boi_token_index=1, eoi_token_index=2)  # fmt: skip
+    return Gemma3ForConditionalGeneration(config)
+
+
 def _gpt2(tok: Any) -> Any:
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -116,6 +128,8 @@ LAYOUTS: dict[str, Callable[[Any], Any]] = {
     "llama": _llama, "mistral": _mistral, "qwen2": _qwen2, "qwen3": _qwen3, "gemma2": _gemma2,
     "gemma3_text": _gemma3, "gpt2": _gpt2,
 }  # fmt: skip
+# Built on demand only (not imported by the session's fixture)
+EXTRA_LAYOUTS: dict[str, Callable[[Any], Any]] = {"gemma3_multimodal": _gemma3_multimodal}
 
 
 def _perturb(model: torch.nn.Module, seed: int) -> None:
@@ -133,7 +147,7 @@ def build(layout: str, folder: Path, *, chat: bool = True, seed: int = 0) -> Pat
     torch.manual_seed(seed)
     folder.mkdir(parents=True, exist_ok=True)
     tok = save_tokenizer(folder, chat=chat and layout != "gpt2")
-    model = LAYOUTS[layout](tok)
+    model = {**LAYOUTS, **EXTRA_LAYOUTS}[layout](tok)
     _perturb(model, seed)
     model.eval().save_pretrained(folder)
     return folder

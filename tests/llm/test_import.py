@@ -71,3 +71,32 @@ def test_a_model_larger_than_memory_is_refused_at_load(llm_models: Path) -> None
     with pytest.raises(LLMFolderError, match="GiB of memory is available: it is not loaded"):
         load_llm_folder(llm_models / "en-de-llama", memory_limit=10_000)
     assert load_llm_folder(llm_models / "en-de-llama", memory_limit=None).config.layers == 3
+
+
+def test_the_text_part_of_a_gemma3_image_text_checkpoint_is_imported(tmp_path: Path) -> None:
+    """Gemma3ForConditionalGeneration: the language model is converted, checked against the
+    multimodal original's own logits and attention on a text prompt, and decodes as its generate."""
+    import torch
+    import transformers
+
+    from attnscope.llm.search import LLMOptions, generate
+
+    source = build("gemma3_multimodal", tmp_path / "hf")
+    import_model(str(source), tmp_path / "out", dtype="float32", pair=("en", "de"))
+    card = json.loads((tmp_path / "out" / "card.json").read_text())
+    assert card["origin"]["model_type"] == "gemma3" and card["conversion_checks"]["float32"]["max_logit_difference"] < 1e-4
+    original = transformers.AutoModelForCausalLM.from_pretrained(source, attn_implementation="eager", dtype=torch.float32).eval()
+    assert type(original).__name__ == "Gemma3ForConditionalGeneration"
+    loaded = load_llm_folder(tmp_path / "out")
+    assert loaded.config.layers == 3 and loaded.config.heads == 4 and loaded.config.kv_heads == 1
+    ids = loaded.tokenizer.backend.encode("<|bos|>Two dogs play in the snow, a man rides a bike.").ids
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        theirs = original(input_ids=x, output_attentions=True)
+        ours = loaded.model(x, need_weights=True)
+        expected = original.generate(input_ids=x, max_new_tokens=6, do_sample=False, num_beams=1)[0, len(ids):].tolist()
+    torch.testing.assert_close(ours.logits, theirs.logits, atol=1e-4, rtol=0)
+    for layer, weights in enumerate(theirs.attentions):
+        torch.testing.assert_close(ours.attention[0][layer], weights[0], atol=1e-5, rtol=0)
+    decoded = generate(loaded.model, ids, LLMOptions(max_new_tokens=6)).tokens  # ends at the stop token, if any
+    assert decoded and decoded == expected[: len(decoded)]

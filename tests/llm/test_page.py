@@ -53,3 +53,38 @@ def test_the_page_shows_target_by_source_then_the_full_matrix(server: str, tmp_p
             browser.close()
 
     in_own_thread(drive)
+
+
+def test_the_explorer_translates_with_an_llm_and_draws_rollout(server: str) -> None:
+    """The common explorer (/) with a decoder-only model: the cross heatmap has one column per
+    source token of the prompt, ALTI+ is switched off, rollout draws."""
+    from playwright.sync_api import sync_playwright
+
+    def drive() -> None:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1200, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(f"{server}/?model=en-de-qwen2")
+            page.wait_for_function("() => document.querySelector('#model').value === 'en-de-qwen2'", timeout=60_000)
+            page.fill("#text", "Two dogs play.")
+            page.fill("#beam", "2")
+            page.click("#translate-btn")
+            page.wait_for_function("() => !document.querySelector('#explorer-card').hidden || !document.querySelector('#error').hidden",
+                                   timeout=60_000)  # fmt: skip
+            assert page.is_hidden("#error"), page.inner_text("#error")
+            answer = page.evaluate("""() => fetch('/api/translate', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                body: JSON.stringify({model: 'en-de-qwen2', text: 'Two dogs play.', beam_size: 2})}).then(r => r.json())""")  # fmt: skip
+            assert "source (en)" in page.inner_text("#explorer-card")
+            buttons = page.evaluate("() => Object.fromEntries([...document.querySelectorAll('button')]"
+                                    ".filter(b => /^(norm|rollout|value zeroing|ALTI\\+)$/.test(b.textContent.trim()))"
+                                    ".map(b => [b.textContent.trim(), b.disabled]))")  # fmt: skip
+            assert buttons == {"norm": False, "rollout": False, "value zeroing": False, "ALTI+": True}, buttons
+            page.click("button:has-text('rollout')")
+            page.wait_for_function("() => document.querySelector('#explorer-card').textContent.includes('showing rollout')", timeout=60_000)
+            assert page.is_hidden("#error") and not errors, (page.inner_text("#error"), errors)
+            assert len(answer["source_tokens"]) == answer["llm"]["source_span"][1] - answer["llm"]["source_span"][0]
+            browser.close()
+
+    in_own_thread(drive)

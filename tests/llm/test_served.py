@@ -117,5 +117,6 @@ def test_the_llm_page_and_its_script_are_served(server: str) -> None:
     with urllib.request.urlopen(f"{server}/static/js/llm.js", timeout=30) as response:
         assert b"/api/llm/translate" in response.read()
     with urllib.request.urlopen(f"{server}/api/models", timeout=30) as response:
-        seq2seq = json.loads(response.read())  # the encoder-decoder registry leaves LLM folders alone
-    assert seq2seq["models"] == [] and seq2seq["unavailable"] == []
+        listed = json.loads(response.read())  # the common list: each LLM once, as decoder_only, none failed
+    assert sorted(m["id"] for m in listed["models"]) == sorted(f"en-de-{layout}" for layout in LAYOUTS)
+    assert {m["architecture"] for m in listed["models"]} == {"decoder_only"} and listed["unavailable"] == []
