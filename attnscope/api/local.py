@@ -100,7 +100,10 @@ class LocalModel:
         fields: dict[str, Any] = {"text": text} if target is None else {"text": text, "target": target}
         sent = requests.body("attribution", self.id, options, **fields)
         body = requests.validate("attribution", sent)
-        return AttributionResult(_run(_attribution(self._service, body)), sent)
+        from attnscope.engine.attribution_answer import attribution_answer
+
+        answer = _run(attribution_answer(self._service, body))
+        return AttributionResult(json.loads(answer.model_dump_json()), sent)
 
     def _translate(self, body: Any) -> list[dict[str, Any]]:
         from attnscope.engine.answers import answer_json
@@ -158,21 +161,3 @@ def _service_for(folder: Path, settings: Any) -> Any:
     served = ServedModel.of(loaded, settings.max_tokens)
     service.registry.serve_loaded(served, folder)
     return service
-
-
-class _Connected:
-    """What the attribution route reads of its request: ``receive()``, never 'disconnected'."""
-
-    async def receive(self) -> dict[str, Any]:
-        await asyncio.Event().wait()
-        return {"type": "http.disconnect"}
-
-
-async def _attribution(service: Any, body: Any) -> dict[str, Any]:
-    """``POST /api/attribution``'s answer to ``body`` as JSON: the route's own function (its job,
-    checks and answer live in the route today), called with a request that stays connected."""
-    from attnscope.serving.attribution import attribution
-
-    answer = await attribution(body, service, _Connected())  # type: ignore[arg-type]
-    result: dict[str, Any] = json.loads(answer.model_dump_json())
-    return result

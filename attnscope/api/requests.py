@@ -57,7 +57,7 @@ def validate(route: Route, values: dict[str, Any]) -> Any:
 
 def _schema(route: Route) -> Any:
     if route == "attribution":
-        from attnscope.serving.attribution import AttributionRequest
+        from attnscope.engine.attribution_answer import AttributionRequest
 
         return AttributionRequest
     from attnscope.engine import schemas

@@ -32,15 +32,15 @@ def test_import_attnscope_is_light() -> None:
         assert heavy not in loaded
 
 
-
-
-def test_load_and_translate_without_the_web(tiny_models_dir: Path) -> None:
+def test_load_translate_and_attribute_without_the_web(tiny_models_dir: Path) -> None:
     folder = tiny_models_dir / "en-de-transformer"
     code = f"""
 import attnscope
 model = attnscope.load({str(folder)!r}, device="cpu")
 result = model.translate("A dog runs.", beam_size=2, max_length=6)
 assert result.attention["cross"].ndim == 4
+attributed = model.attribute("A dog runs.", target="Ein Hund.", steps=2)
+assert attributed.integrated_gradients.shape == (len(attributed.target_tokens), len(attributed.source_tokens))
 """
     loaded = run(code)["loaded"]
     assert "torch" in loaded  # it did translate
