@@ -17,9 +17,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from attnscope.api import requests
+from attnscope.api.analysis import HeadAnalysis, analyze_fields
 from attnscope.api.errors import APIError, for_status
 from attnscope.api.results import AttributionResult, Result
 
@@ -112,6 +114,13 @@ class RemoteModel:
         fields: dict[str, Any] = {"text": text} if target is None else {"text": text, "target": target}
         sent = requests.body("attribution", self.id, options, **fields)
         return AttributionResult(self._post("attribution", sent), sent)
+
+    def analyze(self, sentences: Sequence[str] | Path, references: Sequence[str] | Path | None = None,
+                alignments: Sequence[str] | Path | None = None, *, rows: bool = True) -> HeadAnalysis:  # fmt: skip
+        """``POST /api/analyze``: see :meth:`attnscope.api.local.LocalModel.analyze` (files are
+        read here and sent as lists)."""
+        sent = requests.body("analyze", self.id, {"rows": rows}, **analyze_fields(sentences, references, alignments))
+        return HeadAnalysis(self._post("analyze", sent), sent)
 
     def _post(self, route: requests.Route, body: dict[str, Any]) -> Any:
         return self._client.call("POST", requests.PATHS[route], body)

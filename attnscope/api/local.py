@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from attnscope.api import requests
+from attnscope.api.analysis import HeadAnalysis, analyze_fields
 from attnscope.api.errors import ModelNotFound, from_engine
 from attnscope.api.results import AttributionResult, Result
 
@@ -104,6 +105,18 @@ class LocalModel:
 
         answer = _run(attribution_answer(self._service, body))
         return AttributionResult(json.loads(answer.model_dump_json()), sent)
+
+    def analyze(self, sentences: Sequence[str] | Path, references: Sequence[str] | Path | None = None,
+                alignments: Sequence[str] | Path | None = None, *, rows: bool = True) -> HeadAnalysis:  # fmt: skip
+        """``POST /api/analyze``: every head's statistics and role over ``sentences`` (a list, or
+        a :class:`~pathlib.Path` to a file of one a line), greedy or teacher-forced on
+        ``references``, with alignment F1 against ``alignments`` (Pharaoh lines): the numbers of
+        ``attnscope analyze`` on the same lines. At most 256 sentences (the command takes more)."""
+        from attnscope.engine.corpus_analysis import analyze_answer
+
+        fields = analyze_fields(sentences, references, alignments)
+        sent = requests.body("analyze", self.id, {"rows": rows}, **fields)
+        return HeadAnalysis(_run(analyze_answer(self._service, requests.validate("analyze", sent))), sent)
 
     def _translate(self, body: Any) -> list[dict[str, Any]]:
         from attnscope.engine.answers import answer_json
