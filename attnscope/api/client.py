@@ -24,6 +24,7 @@ from attnscope.api import requests
 from attnscope.api.analysis import HeadAnalysis, analyze_fields
 from attnscope.api.errors import APIError, for_status
 from attnscope.api.results import AttributionResult, Result
+from attnscope.api.vision import RemoteVisionModel
 
 __all__ = ["Client", "RemoteModel"]
 
@@ -37,19 +38,29 @@ class Client:
         self.retries = retries
         self.max_wait_s = max_wait_s
 
-    def load(self, model: str) -> RemoteModel:
-        """The server's model ``model`` (checked: :class:`ModelNotFound` lists the ids there)."""
+    def load(self, model: str) -> RemoteModel | RemoteVisionModel:
+        """The server's model ``model`` (checked: :class:`ModelNotFound` lists the ids there); a
+        vision model comes back as a :class:`~attnscope.api.vision.RemoteVisionModel`."""
         infos = {m["id"]: m for m in self.models()}
-        if model not in infos:
-            from attnscope.api.errors import ModelNotFound
+        if model in infos:
+            return RemoteModel(self, model, infos[model])
+        vision = {m["id"]: m for m in self.vision_models()}
+        if model in vision:
+            return RemoteVisionModel(self, model, vision[model])
+        from attnscope.api.errors import ModelNotFound
 
-            detail = f"unknown model {model!r}; available: {', '.join(infos) or 'none are loaded'}"
-            raise ModelNotFound(detail, {"detail": detail, "available": list(infos)})
-        return RemoteModel(self, model, infos[model])
+        names = [*infos, *vision]
+        detail = f"unknown model {model!r}; available: {', '.join(names) or 'none are loaded'}"
+        raise ModelNotFound(detail, {"detail": detail, "available": names})
 
     def models(self) -> list[dict[str, Any]]:
         """``GET /api/models``'s ``models``."""
         listed: list[dict[str, Any]] = self.call("GET", "/api/models")["models"]
+        return listed
+
+    def vision_models(self) -> list[dict[str, Any]]:
+        """``GET /api/vision/models``'s ``models``."""
+        listed: list[dict[str, Any]] = self.call("GET", "/api/vision/models")["models"]
         return listed
 
     def health(self) -> dict[str, Any]:

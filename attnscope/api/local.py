@@ -20,6 +20,7 @@ from attnscope.api import requests
 from attnscope.api.analysis import HeadAnalysis, analyze_fields
 from attnscope.api.errors import ModelNotFound, from_engine
 from attnscope.api.results import AttributionResult, Result
+from attnscope.api.vision import LocalVisionModel
 
 __all__ = ["LocalModel", "load"]
 
@@ -134,18 +135,24 @@ class LocalModel:
 
 
 def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: str | Path | None = None,
-         **settings: Any) -> LocalModel:  # fmt: skip
-    """A model in this process: a model folder (``config.json``, weights, tokenizer), or the id
-    of one in ``models_dir`` (default: the shipped models, or ``ATTNSCOPE_MODELS_DIR``).
-    ``device``: ``cpu``, ``cuda``, ``cuda:1`` (default as the server's: CUDA when available);
-    ``settings``: any other server setting by its field name (``max_tokens=400``,
-    ``quantize="int8"``...), which sets the same limits as on a server. An unknown id raises
-    :class:`~attnscope.api.errors.ModelNotFound` listing the ids there are."""
+         **settings: Any) -> LocalModel | LocalVisionModel:  # fmt: skip
+    """A model in this process: a model folder (``config.json``, weights, tokenizer; or a vision
+    model's ``vision.json``), or the id of one in ``models_dir`` (default: the shipped models,
+    or ``ATTNSCOPE_MODELS_DIR``). ``device``: ``cpu``, ``cuda``, ``cuda:1`` (default as the
+    server's: CUDA when available); ``settings``: any other server setting by its field name
+    (``max_tokens=400``, ``quantize="int8"``...), which sets the same limits as on a server. An
+    unknown id raises :class:`~attnscope.api.errors.ModelNotFound` listing the ids there are.
+    A vision model comes back as a :class:`~attnscope.api.vision.LocalVisionModel`."""
     from attnscope.config import Settings
     from attnscope.repository import discover, is_model_folder
+    from attnscope.vision.folders import discover as discover_vision
+    from attnscope.vision.folders import is_vision_folder
+
+    def is_folder(path: Path) -> bool:
+        return is_model_folder(path) or is_vision_folder(path)
 
     given = Path(name_or_folder).expanduser()
-    if is_model_folder(given):
+    if is_folder(given):
         folder = given
     elif given.exists() or len(given.parts) > 1:
         detail = f"{given} is not a model folder (it needs config.json, model.safetensors and a tokenizer)"
@@ -153,13 +160,15 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     else:
         root = Path(models_dir) if models_dir is not None else Settings().models_dir
         folder = root / str(name_or_folder)
-        if not is_model_folder(folder):
-            names = [p.name for p in discover(root)]
+        if not is_folder(folder):
+            names = [p.name for p in discover(root)] + [p.name for p in discover_vision(root)]
             detail = f"unknown model {str(name_or_folder)!r}; available: {', '.join(names) or 'none are loaded'}"
             raise ModelNotFound(detail, {"detail": detail, "available": names})
     overrides: dict[str, Any] = {"device": device} if device is not None else {}
-    service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
-    return LocalModel(service, folder.name)
+    chosen = Settings(models_dir=folder.parent, **overrides, **settings)
+    if is_vision_folder(folder):
+        return LocalVisionModel(folder, chosen)
+    return LocalModel(_service_for(folder, chosen), folder.name)
 
 
 def _service_for(folder: Path, settings: Any) -> Any:
