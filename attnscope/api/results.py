@@ -147,23 +147,48 @@ class Result:
 
     # -- views ----------------------------------------------------------------------------
 
-    def show(self, view: str = "heatmap", **options: Any) -> Any:
+    def show(self, view: str = "heatmap", other: Result | None = None, **options: Any) -> Any:
         """The explorer's view in a notebook: ``"heatmap"`` (kind, layer and head controls),
-        ``"heads"`` (every head of a kind) or ``"beam"`` (the search tree, with
-        ``return_beam=True``). Needs ``pip install attnscope[notebook]``."""
+        ``"heads"`` (every head of a kind), ``"beam"`` (the search tree, with
+        ``return_beam=True``), ``"anatomy"`` (one step's scores, softmax and weights, with
+        ``return_scores=True``; ``step=`` counts from 1, as the page's player) or ``"compare"``
+        (this result and ``other`` side by side, and A − B where their tokens agree). Options:
+        ``kind``, ``layer``, ``head``, ``width``, ``height``. Needs ``attnscope[notebook]``."""
         from attnscope.widget import view_widget
 
-        return view_widget(self, view, **options)
+        return view_widget(self, view, other, **options)
 
-    def to_html(self, path: str | Path | None = None, view: str = "heatmap") -> str:
+    def to_html(self, path: str | Path | None = None, view: str = "heatmap", other: Result | None = None,
+                **options: Any) -> str:  # fmt: skip
         """The same view as one self-contained HTML page (scripts and Plotly.js inlined, works
         offline); written to ``path`` when given. Returns the HTML."""
         from attnscope.widget import standalone_html
 
-        html = standalone_html(self, view)
+        html = standalone_html(self, view, other, **options)
         if path is not None:
             Path(path).write_text(html, encoding="utf-8")
         return html
+
+    def figure(self, view: str = "heatmap", other: Result | None = None, **options: Any) -> Any:
+        """``"heatmap"``, ``"heads"`` or ``"compare"`` as a ``plotly.graph_objects.Figure`` (the
+        page's image export, built in Python: edit it, or ``write_image`` it)."""
+        from attnscope.widget.figures import figure
+
+        return figure(self, view, other, **options)
+
+    def save(self, path: str | Path, view: str = "heatmap", other: Result | None = None, **options: Any) -> Path:
+        """Write a view to ``path``, by its suffix: ``.html`` the interactive page (every view,
+        :meth:`to_html`); ``.png``, ``.svg``, ``.pdf``, ``.jpg``, ``.webp`` the static figure of
+        :meth:`figure` (``heatmap``, ``heads``, ``compare``), through plotly and kaleido
+        (``pip install 'attnscope[notebook]'``; kaleido drives a Chrome or Chromium)."""
+        from attnscope.widget.figures import write_figure
+
+        path = Path(path)
+        if path.suffix.lower() in (".html", ".htm"):
+            self.to_html(path, view, other, **options)
+        else:
+            write_figure(self.figure(view, other, **options), path)
+        return path
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{k} {'×'.join(map(str, m.shape))}" for k, m in self.attention.items())
