@@ -18,6 +18,7 @@ from attnscope.alignment.corpus import _parse_spans
 from attnscope.alignment.links import parse_pharaoh
 from attnscope.alignment.words import Span, word_spans
 from attnscope.analysis.statistics import rarest_position
+from attnscope.text.interface import Tokenizer as AnyTokenizer
 from attnscope.text.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def read_items(
 
 
 def make_items(
-    tokenizer: Tokenizer,
+    tokenizer: AnyTokenizer,
     sources: Sequence[str],
     *,
     references: Sequence[str] | None = None,

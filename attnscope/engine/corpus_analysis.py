@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.analysis import roles
-from attnscope.analysis.corpus import batches, make_items
+from attnscope.analysis.corpus import Item, batches, make_items
 from attnscope.analysis.rows import INT_COLUMNS
 from attnscope.analysis.runner import analyze_chunk, concat
 from attnscope.engine import limits
@@ -72,9 +72,13 @@ async def analyze_answer(service: ModelService, body: AnalyzeRequest, *, gone: t
     slot of its own, so the queue bound and the deadline apply per batch, as to a translation."""
     async with service.holding(body.model) as served:
         items = _items(service, served, body)
-        columns = []
+        columns: list[dict[str, np.ndarray]] = []
         for chunk in batches(items, BATCH):
-            columns.append(await service.run_alone(lambda chunk=chunk: analyze_chunk(served.translator, chunk), gone=gone))
+
+            def job(chunk: list[Item] = chunk) -> dict[str, np.ndarray]:
+                return analyze_chunk(served.translator, chunk)
+
+            columns.append(await service.run_alone(job, gone=gone))
     rows = concat(columns)
     kept = {item.line for item in items}
     return {
@@ -88,7 +92,7 @@ async def analyze_answer(service: ModelService, body: AnalyzeRequest, *, gone: t
     }
 
 
-def _items(service: ModelService, served: ServedModel, body: AnalyzeRequest) -> list[Any]:
+def _items(service: ModelService, served: ServedModel, body: AnalyzeRequest) -> list[Item]:
     """The request's sentences as analysis items; a 422 naming the field for a sentence over the
     limits, lists of different lengths, links without references or a malformed links line."""
     n = len(body.sentences)

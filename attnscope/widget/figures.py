@@ -148,7 +148,7 @@ def figure(result: Any, view: str = "heatmap", other: Any = None, **options: Any
         z = _matrix(result, kind, layer, head)
         title = f"{label} attention — layer {layer + 1} — {_where(head)}"
         return go.Figure(_heatmap(z, query_list, key_list, colorscale=scale("COLORSCALE")),
-                         _layout(title, _subtitle(result), query_list, key_list, names))  # type: ignore[arg-type]
+                         _layout(title, _subtitle(result), query_list, key_list, names))
     if view == "compare":
         if other is None:
             raise ValueError('figure("compare", other): give the result to compare with')
@@ -159,7 +159,7 @@ def figure(result: Any, view: str = "heatmap", other: Any = None, **options: Any
         title = f"{label} attention, A − B — layer {layer + 1} — {_where(head)}"
         subtitle = [f"A: {result.model}", f"B: {other.model}", "red: A attends more, blue: B does", f"translation: {result.text}"]
         return go.Figure(_heatmap(z, query_list, key_list, colorscale=scale("DIVERGING"), zmin=-1.0),
-                         _layout(title, subtitle, query_list, key_list, names))  # type: ignore[arg-type]
+                         _layout(title, subtitle, query_list, key_list, names))
     if view == "heads":
         return _heads(result, kind, label)
     raise ValueError(f"a figure is one of {', '.join(FIGURE_VIEWS)}, not {view!r} (to_html draws every view)")
