@@ -15,6 +15,7 @@ import gzip
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -105,16 +106,16 @@ class RemoteModel:
 
     def translate(self, text: str, **options: Any) -> Result:
         sent = requests.body("translate", self.id, options, text=text)
-        return Result(self._post("translate", sent), sent)
+        return Result(self._post("translate", sent), sent, self._fetch)
 
     def translate_batch(self, texts: Sequence[str], **options: Any) -> list[Result]:
         sent = requests.body("batch", self.id, options, texts=list(texts))
         shared = {k: v for k, v in sent.items() if k != "texts"}
-        return [Result(a, {**shared, "text": t}) for a, t in zip(self._post("batch", sent), texts, strict=True)]
+        return [Result(a, {**shared, "text": t}, self._fetch) for a, t in zip(self._post("batch", sent), texts, strict=True)]
 
     def align(self, text: str, target: str, **options: Any) -> Result:
         sent = requests.body("align", self.id, options, text=text, target=target)
-        return Result(self._post("align", sent), sent)
+        return Result(self._post("align", sent), sent, self._fetch)
 
     def explain(self, text: str, methods: Sequence[str] = ("norm", "rollout", "alti", "value_zeroing"),
                 target: str | None = None, **options: Any) -> Result:  # fmt: skip
@@ -132,6 +133,15 @@ class RemoteModel:
         read here and sent as lists)."""
         sent = requests.body("analyze", self.id, {"rows": rows}, **analyze_fields(sentences, references, alignments))
         return HeadAnalysis(self._post("analyze", sent), sent)
+
+    def _fetch(self, attention_id: str, kind: str, layers: int, precision: int) -> Any:
+        """``[layers, heads, query, key]`` of an on-demand answer: ``GET /api/attention/{id}/{kind}/{layer}``
+        for each layer (the numbers an inline answer gives at ``precision``)."""
+        import numpy as np
+
+        base = f"/api/attention/{urllib.parse.quote(attention_id)}/{urllib.parse.quote(kind)}"
+        return np.stack([np.asarray(self._client.call("GET", f"{base}/{layer}?precision={precision}"))
+                         for layer in range(layers)])  # fmt: skip
 
     def _post(self, route: requests.Route, body: dict[str, Any]) -> Any:
         return self._client.call("POST", requests.PATHS[route], body)

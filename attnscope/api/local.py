@@ -71,13 +71,14 @@ class LocalModel:
         ``return_beam``, ``alternatives``, ``attention``, ``precision``...), same defaults."""
         sent = requests.body("translate", self.id, options, text=text)
         (answer,) = self._translate(requests.validate("translate", sent))
-        return Result(answer, sent)
+        return Result(answer, sent, self._stored)
 
     def translate_batch(self, texts: Sequence[str], **options: Any) -> list[Result]:
         """``POST /api/translate/batch``: one result per text, decoded together."""
         sent = requests.body("batch", self.id, options, texts=list(texts))
         answers = self._translate(requests.validate("batch", sent))
-        return [Result(a, {**{k: v for k, v in sent.items() if k != "texts"}, "text": t}) for a, t in zip(answers, texts, strict=True)]
+        shared = {k: v for k, v in sent.items() if k != "texts"}
+        return [Result(a, {**shared, "text": t}, self._stored) for a, t in zip(answers, texts, strict=True)]
 
     def align(self, text: str, target: str, **options: Any) -> Result:
         """``POST /api/align``: the model teacher-forced on ``target`` as the translation."""
@@ -87,7 +88,7 @@ class LocalModel:
         sent = requests.body("align", self.id, options, text=text, target=target)
         request = ServiceRequest.of(requests.validate("align", sent))
         answer = _run(self._service.align(request))
-        return Result(json.loads(answer_json(answer)), sent)
+        return Result(json.loads(answer_json(answer)), sent, self._stored)
 
     def explain(self, text: str, methods: Sequence[str] = ("norm", "rollout", "alti", "value_zeroing"),
                 target: str | None = None, **options: Any) -> Result:  # fmt: skip
@@ -118,6 +119,17 @@ class LocalModel:
         fields = analyze_fields(sentences, references, alignments)
         sent = requests.body("analyze", self.id, {"rows": rows}, **fields)
         return HeadAnalysis(_run(analyze_answer(self._service, requests.validate("analyze", sent))), sent)
+
+    def _stored(self, attention_id: str, kind: str, layers: int, precision: int) -> Any:
+        """``[layers, heads, query, key]`` of an on-demand answer, from the service's attention
+        store, rounded as ``GET /api/attention/...`` rounds it (its 404 when evicted)."""
+        from attnscope.engine.answers import matrix
+        from attnscope.engine.attention_store import NotStored
+
+        try:
+            return matrix(self._service.attention_store.get(attention_id).attention[kind], precision)
+        except NotStored as err:
+            raise ModelNotFound(str(err), {"detail": str(err)}) from None
 
     def _translate(self, body: Any) -> list[dict[str, Any]]:
         from attnscope.engine.answers import answer_json

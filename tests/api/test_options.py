@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 import attnscope
@@ -99,3 +100,21 @@ def test_results_hold_the_request(doors: tuple[LocalModel, Any]) -> None:
     sampled = {"beam_size": 1, "sampling": {"temperature": 0.5, "seed": 2}}
     for result in (local.translate(TEXT, **sampled), remote.translate(TEXT, **sampled)):
         assert isinstance(result, Result) and result.request["sampling"] == {"temperature": 0.5, "seed": 2}
+
+
+def test_on_demand_attention_is_fetched_when_read(doors: tuple[LocalModel, Any]) -> None:
+    """``attention="on_demand"``: the answer carries an id and shapes; each door reads the
+    matrices where the answer was made (the store in process, GET /api/attention/... over HTTP)
+    on first use, and they are the inline answer's numbers."""
+    local, remote = doors
+    options: dict[str, Any] = {**BASE, "precision": 4}
+    inline = local.translate(TEXT, **options)
+    for door in (local, remote):
+        lazy = door.translate(TEXT, **options, attention="on_demand")
+        assert lazy.on_demand and lazy.to_dict()["attention"] == {} and lazy.kinds == inline.kinds
+        assert "cross 2×2×" in repr(lazy)
+        for kind in inline.kinds:
+            np.testing.assert_array_equal(lazy.attention[kind], inline.attention[kind])
+        assert lazy.inline().to_dict()["attention"] == inline.to_dict()["attention"]
+        frame = lazy.to_pandas(kinds=["cross"])
+        assert len(frame) == inline.attention["cross"].size
