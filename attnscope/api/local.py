@@ -148,23 +148,23 @@ class LocalModel:
 
 def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: str | Path | None = None,
          **settings: Any) -> LocalModel | LocalVisionModel:  # fmt: skip
-    """A model in this process: a model folder (``config.json``, weights, tokenizer; or a vision
-    model's ``vision.json``), or the id of one in ``models_dir`` (default: the shipped models,
-    or ``ATTNSCOPE_MODELS_DIR``). ``device``: ``cpu``, ``cuda``, ``cuda:1`` (default as the
-    server's: CUDA when available); ``settings``: any other server setting by its field name
-    (``max_tokens=400``, ``quantize="int8"``...), which sets the same limits as on a server. An
-    unknown id raises :class:`~attnscope.api.errors.ModelNotFound` listing the ids there are.
-    A vision model comes back as a :class:`~attnscope.api.vision.LocalVisionModel`."""
+    """A model in this process: a model folder (``config.json``, weights, tokenizer), or the id
+    of one in ``models_dir`` (default: the shipped models, or ``ATTNSCOPE_MODELS_DIR``); a
+    vision model's folder (``vision.json``) gives a :class:`~attnscope.api.vision.LocalVisionModel`.
+    ``device``: ``cpu``, ``cuda``, ``cuda:1`` (default as the server's: CUDA when available);
+    ``settings``: any other server setting by its field name (``max_tokens=400``,
+    ``quantize="int8"``...), which sets the same limits as on a server. An unknown id raises
+    :class:`~attnscope.api.errors.ModelNotFound` listing the ids there are."""
     from attnscope.config import Settings
     from attnscope.repository import discover, is_model_folder
     from attnscope.vision.folders import discover as discover_vision
-    from attnscope.vision.folders import is_vision_folder
-
-    def is_folder(path: Path) -> bool:
-        return is_model_folder(path) or is_vision_folder(path)
 
     given = Path(name_or_folder).expanduser()
-    if is_folder(given):
+    vision = _vision_folder(given, models_dir)
+    if vision is not None:  # a vision model (docs/vision.md)
+        chosen: dict[str, Any] = {"device": device} if device is not None else {}
+        return LocalVisionModel(vision, Settings(models_dir=vision.parent, **chosen, **settings))
+    if is_model_folder(given):
         folder = given
     elif given.exists() or len(given.parts) > 1:
         detail = f"{given} is not a model folder (it needs config.json, model.safetensors and a tokenizer)"
@@ -172,15 +172,26 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     else:
         root = Path(models_dir) if models_dir is not None else Settings().models_dir
         folder = root / str(name_or_folder)
-        if not is_folder(folder):
+        if not is_model_folder(folder):
             names = [p.name for p in discover(root)] + [p.name for p in discover_vision(root)]
             detail = f"unknown model {str(name_or_folder)!r}; available: {', '.join(names) or 'none are loaded'}"
             raise ModelNotFound(detail, {"detail": detail, "available": names})
     overrides: dict[str, Any] = {"device": device} if device is not None else {}
-    chosen = Settings(models_dir=folder.parent, **overrides, **settings)
-    if is_vision_folder(folder):
-        return LocalVisionModel(folder, chosen)
-    return LocalModel(_service_for(folder, chosen), folder.name)
+    service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
+    return LocalModel(service, folder.name)
+
+
+def _vision_folder(given: Path, models_dir: str | Path | None) -> Path | None:
+    """``given`` (a folder, or an id in ``models_dir``) when it is a vision model folder."""
+    from attnscope.config import Settings
+    from attnscope.vision.folders import is_vision_folder
+
+    if is_vision_folder(given):
+        return given
+    if given.exists() or len(given.parts) > 1:
+        return None
+    folder = (Path(models_dir) if models_dir is not None else Settings().models_dir) / str(given)
+    return folder if is_vision_folder(folder) else None
 
 
 def _service_for(folder: Path, settings: Any) -> Any:
