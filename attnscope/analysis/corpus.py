@@ -18,6 +18,7 @@ from attnscope.alignment.corpus import _parse_spans
 from attnscope.alignment.links import parse_pharaoh
 from attnscope.alignment.words import Span, word_spans
 from attnscope.analysis.statistics import rarest_position
+from attnscope.text.interface import Tokenizer as AnyTokenizer
 from attnscope.text.tokenizer import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -86,9 +87,7 @@ def read_items(
     max_tokens: int = 200,
 ) -> list[Item]:
     """Read and check the inputs (ValueError when files disagree in length or alignments come
-    without references) and return the items to analyse. Empty lines and sentences longer than
-    ``max_tokens`` pieces (source or reference) are skipped with a log line; rarity is counted
-    over the source pieces of every line read."""
+    without references) and return the items to analyse (:func:`make_items`)."""
     sources = read_lines(corpus, limit)
     refs: list[str] | None = None if references is None else read_lines(references, len(sources))
     if refs is not None and len(refs) != len(sources):
@@ -98,20 +97,35 @@ def read_items(
     links = None if alignments is None else read_lines(alignments, len(sources))
     if links is not None and len(links) != len(sources):
         raise ValueError(f"{alignments} has {len(links)} lines but {corpus} has {len(sources)}")
+    return make_items(tokenizer, sources, references=refs, links=links, langs=langs, max_tokens=max_tokens, where=str(alignments))
+
+
+def make_items(
+    tokenizer: AnyTokenizer,
+    sources: Sequence[str],
+    *,
+    references: Sequence[str] | None = None,
+    links: Sequence[str] | None = None,
+    langs: tuple[str, str] = ("en", "de"),
+    max_tokens: int = 200,
+    where: str = "alignments",
+) -> list[Item]:
+    """The items of ``sources`` (with their ``references`` and alignment ``links`` lines, of
+    equal length; ``where`` names the links in errors). Empty lines and sentences longer than
+    ``max_tokens`` pieces (source or reference) are skipped with a log line; rarity is counted
+    over the source pieces of every line given."""
     ids = [tokenizer.encode(s) for s in sources]
     counts = Counter(piece for row in ids for piece in row)
     items, skipped = [], 0
     for k, (text, row) in enumerate(zip(sources, ids, strict=True)):
-        ref = None if refs is None else refs[k]
+        ref = None if references is None else references[k]
         too_long = len(row) > max_tokens or (ref is not None and len(tokenizer.encode(ref)) > max_tokens)
         if not row or too_long or (ref is not None and not ref.strip()):
             skipped += 1
             continue
         item = Item(k, text, ref, rarest_position(row, counts))
         if links is not None and ref is not None:
-            item.links, item.source_words, item.target_words = _alignment(
-                links[k], f"{alignments}:{k + 1}", text, ref, langs
-            )
+            item.links, item.source_words, item.target_words = _alignment(links[k], f"{where}:{k + 1}", text, ref, langs)
         items.append(item)
     if skipped:
         logger.info("skipped %d empty or over-long lines of %d", skipped, len(sources))

@@ -3,6 +3,7 @@ both return :class:`Result` objects (docs/python.md)."""
 
 from __future__ import annotations
 
+from attnscope.api.analysis import HeadAnalysis
 from attnscope.api.client import Client, RemoteModel
 from attnscope.api.errors import (
     APIError,
@@ -13,8 +14,10 @@ from attnscope.api.errors import (
 )
 from attnscope.api.local import LocalModel, load
 from attnscope.api.results import AttributionResult, Result
+from attnscope.api.vision import CaptionResult, GlimpseResult, LocalVisionModel, RemoteVisionModel
 
 __all__ = [
-    "APIError", "AttributionResult", "Client", "DeadlineExceeded", "InvalidRequest", "LocalModel",
-    "ModelNotFound", "RemoteModel", "Result", "ServerBusy", "load",
+    "APIError", "AttributionResult", "CaptionResult", "Client", "DeadlineExceeded", "GlimpseResult",
+    "HeadAnalysis", "InvalidRequest", "LocalModel", "LocalVisionModel", "ModelNotFound", "RemoteModel",
+    "RemoteVisionModel", "Result", "ServerBusy", "load",
 ]  # fmt: skip

@@ -15,13 +15,17 @@ import gzip
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from attnscope.api import requests
+from attnscope.api.analysis import HeadAnalysis, analyze_fields
 from attnscope.api.errors import APIError, for_status
 from attnscope.api.results import AttributionResult, Result
+from attnscope.api.vision import RemoteVisionModel
 
 __all__ = ["Client", "RemoteModel"]
 
@@ -35,19 +39,29 @@ class Client:
         self.retries = retries
         self.max_wait_s = max_wait_s
 
-    def load(self, model: str) -> RemoteModel:
-        """The server's model ``model`` (checked: :class:`ModelNotFound` lists the ids there)."""
+    def load(self, model: str) -> RemoteModel | RemoteVisionModel:
+        """The server's model ``model`` (checked: :class:`ModelNotFound` lists the ids there); a
+        vision model comes back as a :class:`~attnscope.api.vision.RemoteVisionModel`."""
         infos = {m["id"]: m for m in self.models()}
-        if model not in infos:
-            from attnscope.api.errors import ModelNotFound
+        if model in infos:
+            return RemoteModel(self, model, infos[model])
+        vision = {m["id"]: m for m in self.vision_models()}
+        if model in vision:
+            return RemoteVisionModel(self, model, vision[model])
+        from attnscope.api.errors import ModelNotFound
 
-            detail = f"unknown model {model!r}; available: {', '.join(infos) or 'none are loaded'}"
-            raise ModelNotFound(detail, {"detail": detail, "available": list(infos)})
-        return RemoteModel(self, model, infos[model])
+        names = [*infos, *vision]
+        detail = f"unknown model {model!r}; available: {', '.join(names) or 'none are loaded'}"
+        raise ModelNotFound(detail, {"detail": detail, "available": names})
 
     def models(self) -> list[dict[str, Any]]:
         """``GET /api/models``'s ``models``."""
         listed: list[dict[str, Any]] = self.call("GET", "/api/models")["models"]
+        return listed
+
+    def vision_models(self) -> list[dict[str, Any]]:
+        """``GET /api/vision/models``'s ``models``."""
+        listed: list[dict[str, Any]] = self.call("GET", "/api/vision/models")["models"]
         return listed
 
     def health(self) -> dict[str, Any]:
@@ -92,16 +106,16 @@ class RemoteModel:
 
     def translate(self, text: str, **options: Any) -> Result:
         sent = requests.body("translate", self.id, options, text=text)
-        return Result(self._post("translate", sent), sent)
+        return Result(self._post("translate", sent), sent, self._fetch)
 
     def translate_batch(self, texts: Sequence[str], **options: Any) -> list[Result]:
         sent = requests.body("batch", self.id, options, texts=list(texts))
         shared = {k: v for k, v in sent.items() if k != "texts"}
-        return [Result(a, {**shared, "text": t}) for a, t in zip(self._post("batch", sent), texts, strict=True)]
+        return [Result(a, {**shared, "text": t}, self._fetch) for a, t in zip(self._post("batch", sent), texts, strict=True)]
 
     def align(self, text: str, target: str, **options: Any) -> Result:
         sent = requests.body("align", self.id, options, text=text, target=target)
-        return Result(self._post("align", sent), sent)
+        return Result(self._post("align", sent), sent, self._fetch)
 
     def explain(self, text: str, methods: Sequence[str] = ("norm", "rollout", "alti", "value_zeroing"),
                 target: str | None = None, **options: Any) -> Result:  # fmt: skip
@@ -112,6 +126,22 @@ class RemoteModel:
         fields: dict[str, Any] = {"text": text} if target is None else {"text": text, "target": target}
         sent = requests.body("attribution", self.id, options, **fields)
         return AttributionResult(self._post("attribution", sent), sent)
+
+    def analyze(self, sentences: Sequence[str] | Path, references: Sequence[str] | Path | None = None,
+                alignments: Sequence[str] | Path | None = None, *, rows: bool = True) -> HeadAnalysis:  # fmt: skip
+        """``POST /api/analyze``: see :meth:`attnscope.api.local.LocalModel.analyze` (files are
+        read here and sent as lists)."""
+        sent = requests.body("analyze", self.id, {"rows": rows}, **analyze_fields(sentences, references, alignments))
+        return HeadAnalysis(self._post("analyze", sent), sent)
+
+    def _fetch(self, attention_id: str, kind: str, layers: int, precision: int) -> Any:
+        """``[layers, heads, query, key]`` of an on-demand answer: ``GET /api/attention/{id}/{kind}/{layer}``
+        for each layer (the numbers an inline answer gives at ``precision``)."""
+        import numpy as np
+
+        base = f"/api/attention/{urllib.parse.quote(attention_id)}/{urllib.parse.quote(kind)}"
+        return np.stack([np.asarray(self._client.call("GET", f"{base}/{layer}?precision={precision}"))
+                         for layer in range(layers)])  # fmt: skip
 
     def _post(self, route: requests.Route, body: dict[str, Any]) -> Any:
         return self._client.call("POST", requests.PATHS[route], body)

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from attnscope.api import requests
+from attnscope.api.analysis import HeadAnalysis, analyze_fields
 from attnscope.api.errors import ModelNotFound, entry, from_engine, unprocessable
 from attnscope.api.results import AttributionResult, Result
+from attnscope.api.vision import LocalVisionModel
 
 __all__ = ["LocalLLM", "LocalModel", "load"]
 
@@ -69,13 +71,14 @@ class LocalModel:
         ``return_beam``, ``alternatives``, ``attention``, ``precision``...), same defaults."""
         sent = requests.body("translate", self.id, options, text=text)
         (answer,) = self._translate(requests.validate("translate", sent))
-        return Result(answer, sent)
+        return Result(answer, sent, self._stored)
 
     def translate_batch(self, texts: Sequence[str], **options: Any) -> list[Result]:
         """``POST /api/translate/batch``: one result per text, decoded together."""
         sent = requests.body("batch", self.id, options, texts=list(texts))
         answers = self._translate(requests.validate("batch", sent))
-        return [Result(a, {**{k: v for k, v in sent.items() if k != "texts"}, "text": t}) for a, t in zip(answers, texts, strict=True)]
+        shared = {k: v for k, v in sent.items() if k != "texts"}
+        return [Result(a, {**shared, "text": t}, self._stored) for a, t in zip(answers, texts, strict=True)]
 
     def align(self, text: str, target: str, **options: Any) -> Result:
         """``POST /api/align``: the model teacher-forced on ``target`` as the translation."""
@@ -85,7 +88,7 @@ class LocalModel:
         sent = requests.body("align", self.id, options, text=text, target=target)
         request = ServiceRequest.of(requests.validate("align", sent))
         answer = _run(self._service.align(request))
-        return Result(json.loads(answer_json(answer)), sent)
+        return Result(json.loads(answer_json(answer)), sent, self._stored)
 
     def explain(self, text: str, methods: Sequence[str] = ("norm", "rollout", "alti", "value_zeroing"),
                 target: str | None = None, **options: Any) -> Result:  # fmt: skip
@@ -100,7 +103,33 @@ class LocalModel:
         fields: dict[str, Any] = {"text": text} if target is None else {"text": text, "target": target}
         sent = requests.body("attribution", self.id, options, **fields)
         body = requests.validate("attribution", sent)
-        return AttributionResult(_run(_attribution(self._service, body)), sent)
+        from attnscope.engine.attribution_answer import attribution_answer
+
+        answer = _run(attribution_answer(self._service, body))
+        return AttributionResult(json.loads(answer.model_dump_json()), sent)
+
+    def analyze(self, sentences: Sequence[str] | Path, references: Sequence[str] | Path | None = None,
+                alignments: Sequence[str] | Path | None = None, *, rows: bool = True) -> HeadAnalysis:  # fmt: skip
+        """``POST /api/analyze``: every head's statistics and role over ``sentences`` (a list, or
+        a :class:`~pathlib.Path` to a file of one a line), greedy or teacher-forced on
+        ``references``, with alignment F1 against ``alignments`` (Pharaoh lines): the numbers of
+        ``attnscope analyze`` on the same lines. At most 256 sentences (the command takes more)."""
+        from attnscope.engine.corpus_analysis import analyze_answer
+
+        fields = analyze_fields(sentences, references, alignments)
+        sent = requests.body("analyze", self.id, {"rows": rows}, **fields)
+        return HeadAnalysis(_run(analyze_answer(self._service, requests.validate("analyze", sent))), sent)
+
+    def _stored(self, attention_id: str, kind: str, layers: int, precision: int) -> Any:
+        """``[layers, heads, query, key]`` of an on-demand answer, from the service's attention
+        store, rounded as ``GET /api/attention/...`` rounds it (its 404 when evicted)."""
+        from attnscope.engine.answers import matrix
+        from attnscope.engine.attention_store import NotStored
+
+        try:
+            return matrix(self._service.attention_store.get(attention_id).attention[kind], precision)
+        except NotStored as err:
+            raise ModelNotFound(str(err), {"detail": str(err)}) from None
 
     def _translate(self, body: Any) -> list[dict[str, Any]]:
         from attnscope.engine.answers import answer_json
@@ -118,21 +147,27 @@ class LocalModel:
 
 
 def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: str | Path | None = None,
-         **settings: Any) -> LocalModel:  # fmt: skip
+         **settings: Any) -> LocalModel | LocalVisionModel:  # fmt: skip
     """A model in this process: a model folder (``config.json``, weights, tokenizer), or the id
-    of one in ``models_dir`` (default: the shipped models, or ``ATTNSCOPE_MODELS_DIR``).
+    of one in ``models_dir`` (default: the shipped models, or ``ATTNSCOPE_MODELS_DIR``); a
+    vision model's folder (``vision.json``) gives a :class:`~attnscope.api.vision.LocalVisionModel`.
     ``device``: ``cpu``, ``cuda``, ``cuda:1`` (default as the server's: CUDA when available);
     ``settings``: any other server setting by its field name (``max_tokens=400``,
     ``quantize="int8"``...), which sets the same limits as on a server. An unknown id raises
     :class:`~attnscope.api.errors.ModelNotFound` listing the ids there are."""
     from attnscope.config import Settings
     from attnscope.repository import discover, is_model_folder
+    from attnscope.vision.folders import discover as discover_vision
 
     given = Path(name_or_folder).expanduser()
     llm = _llm_folder(given, models_dir)
     if llm is not None:  # a decoder-only model (docs/llm.md)
         overrides = {"device": device} if device is not None else {}
         return load_llm(llm, Settings(models_dir=llm.parent, **overrides, **settings))
+    vision = _vision_folder(given, models_dir)
+    if vision is not None:  # a vision model (docs/vision.md)
+        chosen: dict[str, Any] = {"device": device} if device is not None else {}
+        return LocalVisionModel(vision, Settings(models_dir=vision.parent, **chosen, **settings))
     if is_model_folder(given):
         folder = given
     elif given.exists() or len(given.parts) > 1:
@@ -142,7 +177,7 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
         root = Path(models_dir) if models_dir is not None else Settings().models_dir
         folder = root / str(name_or_folder)
         if not is_model_folder(folder):
-            names = [p.name for p in discover(root)]
+            names = [p.name for p in discover(root)] + [p.name for p in discover_vision(root)]
             detail = f"unknown model {str(name_or_folder)!r}; available: {', '.join(names) or 'none are loaded'}"
             raise ModelNotFound(detail, {"detail": detail, "available": names})
     overrides: dict[str, Any] = {"device": device} if device is not None else {}
@@ -163,6 +198,19 @@ def _llm_folder(given: Path, models_dir: str | Path | None) -> Path | None:
     return folder if is_llm_folder(folder) else None
 
 
+def _vision_folder(given: Path, models_dir: str | Path | None) -> Path | None:
+    """``given`` (a folder, or an id in ``models_dir``) when it is a vision model folder."""
+    from attnscope.config import Settings
+    from attnscope.vision.folders import is_vision_folder
+
+    if is_vision_folder(given):
+        return given
+    if given.exists() or len(given.parts) > 1:
+        return None
+    folder = (Path(models_dir) if models_dir is not None else Settings().models_dir) / str(given)
+    return folder if is_vision_folder(folder) else None
+
+
 def _service_for(folder: Path, settings: Any) -> Any:
     """A service (the server's ``ModelService``) serving the one model in ``folder``: loaded
     here, at once, so a broken folder raises its own error rather than being listed unavailable."""
@@ -175,24 +223,6 @@ def _service_for(folder: Path, settings: Any) -> Any:
     served = ServedModel.of(loaded, settings.max_tokens)
     service.registry.serve_loaded(served, folder)
     return service
-
-
-class _Connected:
-    """What the attribution route reads of its request: ``receive()``, never 'disconnected'."""
-
-    async def receive(self) -> dict[str, Any]:
-        await asyncio.Event().wait()
-        return {"type": "http.disconnect"}
-
-
-async def _attribution(service: Any, body: Any) -> dict[str, Any]:
-    """``POST /api/attribution``'s answer to ``body`` as JSON: the route's own function (its job,
-    checks and answer live in the route today), called with a request that stays connected."""
-    from attnscope.serving.attribution import attribution
-
-    answer = await attribution(body, service, _Connected())  # type: ignore[arg-type]
-    result: dict[str, Any] = json.loads(answer.model_dump_json())
-    return result
 
 
 # -- decoder-only models (docs/llm.md): the same calls, answered as /api/translate answers an LLM --
@@ -226,6 +256,12 @@ class LocalLLM(LocalModel):
     def attribute(self, text: str, target: str | None = None, **options: Any) -> AttributionResult:
         """Not for decoder-only models yet: :class:`~attnscope.api.errors.InvalidRequest`."""
         raise unprocessable([entry(("body", "model"), "attribution is not available for decoder-only models yet "
+                                   "(docs/llm.md)", "value_error")])  # fmt: skip
+
+    def analyze(self, sentences: Sequence[str] | Path, references: Sequence[str] | Path | None = None,
+                alignments: Sequence[str] | Path | None = None, *, rows: bool = True) -> HeadAnalysis:  # fmt: skip
+        """Not for decoder-only models yet: :class:`~attnscope.api.errors.InvalidRequest`."""
+        raise unprocessable([entry(("body", "model"), "head analysis is not available for decoder-only models yet "
                                    "(docs/llm.md)", "value_error")])  # fmt: skip
 
     def _translate(self, body: Any) -> list[dict[str, Any]]:

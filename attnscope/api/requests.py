@@ -14,13 +14,14 @@ from typing import Any, Literal
 
 from attnscope.api.errors import entry, unprocessable
 
-Route = Literal["translate", "batch", "align", "attribution"]
+Route = Literal["translate", "batch", "align", "attribution", "analyze"]
 
 PATHS: dict[Route, str] = {
     "translate": "/api/translate",
     "batch": "/api/translate/batch",
     "align": "/api/align",
     "attribution": "/api/attribution",
+    "analyze": "/api/analyze",
 }
 
 
@@ -29,7 +30,7 @@ def body(route: Route, model: str, options: dict[str, Any], **fields: Any) -> di
     caller's ``options``, converted to plain JSON values (a head given as a ``(kind, layer,
     head)`` tuple becomes ``{"kind", "layer", "head"}``). Options left out take the REST
     defaults on either side."""
-    taken = sorted(set(options) & {"model", "text", "texts", "target"})
+    taken = sorted(set(options) & {"model", "text", "texts", "target", "sentences"})
     if taken:
         raise TypeError(f"{taken[0]!r} is an argument of the method (or of load), not an option")
     values = {"model": model, **fields, **options}
@@ -57,9 +58,13 @@ def validate(route: Route, values: dict[str, Any]) -> Any:
 
 def _schema(route: Route) -> Any:
     if route == "attribution":
-        from attnscope.serving.attribution import AttributionRequest
+        from attnscope.engine.attribution_answer import AttributionRequest
 
         return AttributionRequest
+    if route == "analyze":
+        from attnscope.engine.corpus_analysis import AnalyzeRequest
+
+        return AnalyzeRequest
     from attnscope.engine import schemas
 
     return {"translate": schemas.TranslateRequest, "batch": schemas.BatchTranslateRequest, "align": schemas.AlignRequest}[route]

@@ -10,6 +10,7 @@ the log-probabilities, the explanations, the beam tree. Values carry the request
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,14 +28,46 @@ __all__ = ["AttributionResult", "Result", "KIND_AXES"]
 
 
 
+Fetch = Callable[[str, str, int, int], np.ndarray]  # (attention_id, kind, layers, precision) -> [layers, heads, query, key]
+
+
+class OnDemand(Mapping[str, np.ndarray]):
+    """The attention of an ``"attention": "on_demand"`` answer: each kind fetched from where the
+    answer was made the first time it is read (``GET /api/attention/{id}/{kind}/{layer}`` for a
+    server, the service's store in process), then kept; the same numbers an inline answer holds."""
+
+    def __init__(self, answer: dict[str, Any], fetch: Fetch, precision: int) -> None:
+        self._id = str(answer["attention_id"])
+        self._shapes: dict[str, Any] = dict(answer.get("attention_shapes") or {})
+        self._fetch = fetch
+        self._precision = precision
+        self._got: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, kind: str) -> np.ndarray:
+        if kind not in self._shapes:
+            raise KeyError(kind)
+        if kind not in self._got:
+            layers = int(self._shapes[kind]["layers"])
+            self._got[kind] = np.asarray(self._fetch(self._id, kind, layers, self._precision), dtype=np.float64)
+        return self._got[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._shapes)
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+
 class Result:
     """One answer of ``translate``, ``translate_batch`` or ``align``.
 
-    ``answer``: the REST answer's JSON (a dict); ``request``: the body it answered."""
+    ``answer``: the REST answer's JSON (a dict); ``request``: the body it answered; ``fetch``:
+    how to read an on-demand answer's attention where it was made (given by the door)."""
 
-    def __init__(self, answer: dict[str, Any], request: dict[str, Any] | None = None) -> None:
+    def __init__(self, answer: dict[str, Any], request: dict[str, Any] | None = None, fetch: Fetch | None = None) -> None:
         self._answer = answer
         self.request = request or {}
+        self._fetch = fetch
 
     # -- the answer's fields --------------------------------------------------------------
 
@@ -83,14 +116,33 @@ class Result:
         return np.asarray(self._answer["target_logprobs"], dtype=np.float64)
 
     @property
+    def on_demand(self) -> bool:
+        """Whether the answer was asked with ``attention="on_demand"`` (its matrices are read
+        from where it was made, on first use of :attr:`attention`)."""
+        return bool(self._answer.get("attention_id")) and not self._answer["attention"]
+
+    @property
     def kinds(self) -> list[str]:
         """The attention kinds this answer holds (none for an RNN without attention)."""
+        if self.on_demand:
+            return list(self._answer.get("attention_shapes") or {})
         return list(self._answer["attention"])
 
     @cached_property
-    def attention(self) -> dict[str, np.ndarray]:
-        """Each kind's weights, ``[layers, heads, query, key]`` (see :meth:`axes`)."""
+    def attention(self) -> Mapping[str, np.ndarray]:
+        """Each kind's weights, ``[layers, heads, query, key]`` (see :meth:`axes`); an on-demand
+        answer's are fetched per kind when first read."""
+        if self.on_demand and self._fetch is not None:
+            return OnDemand(self._answer, self._fetch, int(self.request.get("precision", 6)))
         return {kind: np.asarray(m, dtype=np.float64) for kind, m in self._answer["attention"].items()}
+
+    def inline(self) -> Result:
+        """This result with its attention in the answer (an on-demand one's fetched): what the
+        views draw and an inline answer's ``to_dict()`` holds."""
+        if not self.on_demand:
+            return self
+        answer = {**self._answer, "attention": {kind: self.attention[kind].tolist() for kind in self.kinds}}
+        return Result(answer, self.request)
 
     def axes(self, kind: str) -> tuple[list[str], list[str]]:
         """The tokens along ``kind``'s query and key axes."""
@@ -147,26 +199,56 @@ class Result:
 
     # -- views ----------------------------------------------------------------------------
 
-    def show(self, view: str = "heatmap", **options: Any) -> Any:
+    def show(self, view: str = "heatmap", other: Result | None = None, **options: Any) -> Any:
         """The explorer's view in a notebook: ``"heatmap"`` (kind, layer and head controls),
-        ``"heads"`` (every head of a kind) or ``"beam"`` (the search tree, with
-        ``return_beam=True``). Needs ``pip install attnscope[notebook]``."""
+        ``"heads"`` (every head of a kind), ``"beam"`` (the search tree, with
+        ``return_beam=True``), ``"anatomy"`` (one step's scores, softmax and weights, with
+        ``return_scores=True``; ``step=`` counts from 1, as the page's player) or ``"compare"``
+        (this result and ``other`` side by side, and A − B where their tokens agree). Options:
+        ``kind``, ``layer``, ``head``, ``width``, ``height``. Needs ``attnscope[notebook]``."""
         from attnscope.widget import view_widget
 
-        return view_widget(self, view, **options)
+        return view_widget(self.inline(), view, None if other is None else other.inline(), **options)
 
-    def to_html(self, path: str | Path | None = None, view: str = "heatmap") -> str:
+    def to_html(self, path: str | Path | None = None, view: str = "heatmap", other: Result | None = None,
+                **options: Any) -> str:  # fmt: skip
         """The same view as one self-contained HTML page (scripts and Plotly.js inlined, works
         offline); written to ``path`` when given. Returns the HTML."""
         from attnscope.widget import standalone_html
 
-        html = standalone_html(self, view)
+        html = standalone_html(self.inline(), view, None if other is None else other.inline(), **options)
         if path is not None:
             Path(path).write_text(html, encoding="utf-8")
         return html
 
+    def figure(self, view: str = "heatmap", other: Result | None = None, **options: Any) -> Any:
+        """``"heatmap"``, ``"heads"`` or ``"compare"`` as a ``plotly.graph_objects.Figure`` (the
+        page's image export, built in Python: edit it, or ``write_image`` it)."""
+        from attnscope.widget.figures import figure
+
+        return figure(self, view, other, **options)
+
+    def save(self, path: str | Path, view: str = "heatmap", other: Result | None = None, **options: Any) -> Path:
+        """Write a view to ``path``, by its suffix: ``.html`` the interactive page (every view,
+        :meth:`to_html`); ``.png``, ``.svg``, ``.pdf``, ``.jpg``, ``.webp`` the static figure of
+        :meth:`figure` (``heatmap``, ``heads``, ``compare``), through plotly and kaleido
+        (``pip install 'attnscope[notebook]'``; kaleido drives a Chrome or Chromium)."""
+        from attnscope.widget.figures import write_figure
+
+        path = Path(path)
+        if path.suffix.lower() in (".html", ".htm"):
+            self.to_html(path, view, other, **options)
+        else:
+            write_figure(self.figure(view, other, **options), path)
+        return path
+
     def __repr__(self) -> str:
-        shapes = ", ".join(f"{k} {'×'.join(map(str, m.shape))}" for k, m in self.attention.items())
+        if self.on_demand:  # its shapes, without fetching the matrices
+            found = self._answer.get("attention_shapes") or {}
+            dims = {k: (v["layers"], v["heads"], v["rows"], v["columns"]) for k, v in found.items()}
+        else:
+            dims = {k: m.shape for k, m in self.attention.items()}
+        shapes = ", ".join(f"{k} {'×'.join(map(str, shape))}" for k, shape in dims.items())
         return f"<Result {self.model}: {self.text!r} logprob={self.logprob:.3f} attention: {shapes or 'none'}>"
 
 

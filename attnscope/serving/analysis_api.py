@@ -1,7 +1,10 @@
 """``GET /api/models/{model_id}/analysis``: a model's head analysis over a corpus (the roles and
 statistics ``attnscope analyze`` summarised), read from the model folder's ``analysis/heads.json``
 or ``<analysis_dir>/<model id>/heads.json`` (:mod:`attnscope.analysis.summary`). The Models page draws
-it per layer × head; the explorer labels each head with its role."""
+it per layer × head; the explorer labels each head with its role.
+
+``POST /api/analyze``: the same statistics and roles over the sentences of the request, computed
+now (:mod:`attnscope.engine.corpus_analysis`; the Python API's ``analyze``)."""
 
 from __future__ import annotations
 
@@ -9,15 +12,17 @@ import asyncio
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.analysis.summary import NoAnalysis, check_shape, read_summary, summary_path
+from attnscope.engine.corpus_analysis import AnalyzeRequest, AnalyzeResponse, analyze_answer
 from attnscope.engine.schemas import ErrorResponse
 from attnscope.nn.family import geometry_of
 from attnscope.repository import read_config
 from attnscope.serving.deps import ServiceDep
+from attnscope.serving.disconnect import watch_disconnect
 
 router = APIRouter(prefix="/api", tags=["api"])
 
@@ -68,6 +73,25 @@ async def model_analysis(model_id: str, service: ServiceDep) -> Any:
     except NoAnalysis as err:
         return JSONResponse(status_code=404, content={"detail": f"model {model_id!r} has no head analysis: {err}"})
     return {**document, "model": model_id}
+
+
+@router.post(
+    "/analyze",
+    response_model=AnalyzeResponse,
+    responses={
+        404: {"model": ErrorResponse, "description": "Unknown model; `available` lists the ids."},
+        422: {"model": ErrorResponse, "description": "Invalid input; `errors` names each field."},
+        503: {"model": ErrorResponse, "description": "Busy (queue full) or still loading; see `Retry-After`."},
+        504: {"model": ErrorResponse, "description": "The request ran past its deadline and was stopped."},
+    },
+    summary="Every head's statistics and role over the given sentences (attnscope analyze, in one request)",
+)
+async def analyze(body: AnalyzeRequest, service: ServiceDep, request: Request) -> Any:
+    """Greedy translations (or, with ``references``, teacher-forced on them) of up to 256
+    sentences, and per head the statistics and role ``attnscope analyze`` gives the same
+    sentences: ``heads`` as its heads.parquet, ``rows`` as its rows.parquet."""
+    async with watch_disconnect(request) as gone:
+        return await analyze_answer(service, body, gone=gone)
 
 
 def _shapes(folder: Path) -> dict[str, tuple[int, int]]:

@@ -27,8 +27,10 @@ class Result(Protocol):
 
 __all__ = ["VIEWS", "modules", "standalone_html", "view_widget"]
 
-VIEWS = ("heatmap", "heads", "beam")
-ENTRIES = ("matrix.js", "heatmap.js", "beamtree.js")
+VIEWS = ("heatmap", "heads", "beam", "anatomy", "compare")
+ENTRIES = ("matrix.js", "heatmap.js", "beamtree.js", "step-anatomy.js", "difference.js", "models-api.js")
+# app.css rules the views use, kept (scoped to the view) by the start of their selectors
+KEPT_RULES = (".beam-", ".anatomy", ".bar", ".context-bars", ".ccol", ".cbar", ".hint", ".empty", ".table-scroll")
 GLUE = Path(__file__).with_name("view.js")
 _IMPORT = re.compile(r"""(?:from|import)\s*\(?\s*["']\./([\w.-]+\.js)["']""")
 
@@ -51,8 +53,9 @@ def modules() -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def css() -> str:
-    """The pages' look for the views: ``app.css``'s colour variables (scoped to the view, not
-    the notebook) and its rules for the beam tree, read from the shipped stylesheet."""
+    """The pages' look for the views: ``app.css``'s colour variables and its rules for the beam
+    tree and the step anatomy (:data:`KEPT_RULES`), all scoped to the view (never the
+    notebook's own elements), read from the shipped stylesheet."""
     from attnscope.config import shipped
 
     text = (shipped("static") / "css" / "app.css").read_text(encoding="utf-8")
@@ -60,8 +63,9 @@ def css() -> str:
     for selector, body in _rules(re.sub(r"/\*.*?\*/", "", text, flags=re.S)):
         if selector == ":root":
             kept.append(f".attnscope-view {{{body}}}")
-        elif all(part.strip().startswith(".beam-") for part in selector.split(",")):
-            kept.append(f"{selector} {{{body}}}")
+        elif all(part.strip().startswith(KEPT_RULES) for part in selector.split(",")):
+            scoped = ", ".join(f".attnscope-view {part.strip()}" for part in selector.split(","))
+            kept.append(f"{scoped} {{{body}}}")
     return "\n".join(kept)
 
 
@@ -91,20 +95,51 @@ def plotly_js() -> str:
     return (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
 
 
-def _state(result: Result, view: str, options: dict[str, Any]) -> dict[str, Any]:
+@lru_cache(maxsize=1)
+def formulas() -> dict[str, str]:
+    """Each score function's and family's formula, as ``GET /api/score-functions`` gives them
+    and the pages' ``loadCatalog()`` files them (the step anatomy writes them out)."""
+    from attnscope.nn.family import families
+    from attnscope.nn.scores import SCORE_FUNCTIONS
+
+    found = {tag: f.score_formula for tag, f in families().items() if f.score_formula}
+    for name, f in SCORE_FUNCTIONS.items():
+        info = f.to_dict()
+        if info.get("module"):
+            found[name] = f"score({info['arguments']}) = {info['formula']}"
+    return found
+
+
+def _state(result: Result, view: str, options: dict[str, Any], other: Result | None = None) -> dict[str, Any]:
     if view not in VIEWS:
         raise ValueError(f"view must be one of {', '.join(VIEWS)}, not {view!r}")
+    answer = result.to_dict()
+    if view == "compare" and other is None:
+        raise ValueError('show("compare", other): give the result to compare with')
+    if view == "anatomy" and answer.get("attention_scores") is None:
+        raise ValueError('show("anatomy") needs the scores: translate (or align) with return_scores=True (and alternatives=5)')
     sources = modules()
     key = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()[:16]
-    return {
-        "answer": result.to_dict(), "view": view, "options": options,
-        "modules": sources, "modules_key": key, "css": css(),
+    state = {
+        "answer": answer, "view": view, "options": options,
+        "modules": sources, "modules_key": key, "css": css(), "formulas": formulas() if view == "anatomy" else {},
+        "other": {}, "labels": {},
     }  # fmt: skip
+    if other is not None:
+        state["other"] = other.to_dict()
+        state["labels"] = {"a": _label(result), "b": _label(other)}
+    return state
 
 
-def view_widget(result: Result, view: str = "heatmap", **options: Any) -> Any:
+def _label(result: Result) -> str:
+    """A result as a panel names it: its model and its translation."""
+    text = str(result.to_dict().get("translation", ""))
+    return f"{result.model}: {text[:60]}{'…' if len(text) > 60 else ''}"
+
+
+def view_widget(result: Result, view: str = "heatmap", other: Result | None = None, **options: Any) -> Any:
     """An anywidget drawing ``view`` of ``result`` (options: ``kind``, ``layer``, ``head``,
-    ``width``, ``height``)."""
+    ``width``, ``height``; ``step`` for the anatomy; ``other`` the result to compare with)."""
     try:
         import anywidget
         import traitlets
@@ -120,14 +155,17 @@ def view_widget(result: Result, view: str = "heatmap", **options: Any) -> Any:
         modules_key = traitlets.Unicode().tag(sync=True)
         css = traitlets.Unicode().tag(sync=True)
         plotly = traitlets.Unicode().tag(sync=True)
+        formulas = traitlets.Dict().tag(sync=True)
+        other = traitlets.Dict().tag(sync=True)
+        labels = traitlets.Dict().tag(sync=True)
 
-    return AttentionView(**_state(result, view, options), plotly=plotly_js())
+    return AttentionView(**_state(result, view, options, other), plotly=plotly_js())
 
 
-def standalone_html(result: Result, view: str = "heatmap", **options: Any) -> str:
+def standalone_html(result: Result, view: str = "heatmap", other: Result | None = None, **options: Any) -> str:
     """One HTML page drawing ``view`` of ``result`` offline: Plotly.js, the modules, the glue
     and the answer inlined (the data as JSON in a ``<script type="application/json">``)."""
-    state = _state(result, view, options)
+    state = _state(result, view, options, other)
     state["plotly"] = ""  # loaded by its own <script> below
     state["glue"] = GLUE.read_text(encoding="utf-8")
     title = f"attnscope: {result.model}"

@@ -32,15 +32,20 @@ def test_import_attnscope_is_light() -> None:
         assert heavy not in loaded
 
 
-
-
-def test_load_and_translate_without_the_web(tiny_models_dir: Path) -> None:
+def test_load_translate_and_attribute_without_the_web(tiny_models_dir: Path, tmp_path: Path) -> None:
     folder = tiny_models_dir / "en-de-transformer"
     code = f"""
-import attnscope
+import attnscope, numpy, torch
+torch.set_num_threads(1)  # tiny models on a busy machine: a second thread only spins
+from attnscope.vision.testing import build_tiny_vision_models
+build_tiny_vision_models({str(tmp_path)!r})
+ram = attnscope.load({str(tmp_path / "vision-ram-cluttered")!r}, device="cpu")
+assert ram.classify(numpy.zeros((60, 60))).class_probs.shape[1] == 10
 model = attnscope.load({str(folder)!r}, device="cpu")
 result = model.translate("A dog runs.", beam_size=2, max_length=6)
 assert result.attention["cross"].ndim == 4
+attributed = model.attribute("A dog runs.", target="Ein Hund.", steps=2)
+assert attributed.integrated_gradients.shape == (len(attributed.target_tokens), len(attributed.source_tokens))
 """
     loaded = run(code)["loaded"]
     assert "torch" in loaded  # it did translate

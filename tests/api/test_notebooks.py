@@ -80,3 +80,21 @@ def test_imported_heads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert "precision" in table and "f1" in table
     assert "best head: layer" in text(cells[3])
     assert any(WIDGET in output.get("data", {}) for output in cells[4].outputs)
+
+
+def test_more_calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cells = execute("more-calls", tmp_path, monkeypatch)
+    translation = text(cells[0]).strip()
+    for widget_cell in cells[1:3]:  # the step anatomy and the comparison
+        assert any(WIDGET in output.get("data", {}) for output in widget_cell.outputs)
+    assert (tmp_path / "cross.svg").read_text(encoding="utf-8").startswith("<svg")
+    assert (tmp_path / "difference.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "step-anatomy.js" in (tmp_path / "anatomy.html").read_text(encoding="utf-8")
+    assert "wrote anatomy.html" in text(cells[3])
+    summary = text(cells[4])
+    assert summary.startswith("<HeadAnalysis en-de-transformer: 8 sentences (greedy);") and "role" in summary
+    assert "layers x heads: (3, 8)" in text(cells[5])
+    glimpses = text(cells[6])
+    assert "probabilities per glimpse: (7, 10)" in glimpses
+    assert "attention [token, row, col]: (" in text(cells[7]) and "each sums to [1.0" in text(cells[7])
+    assert translation  # the notebook's first answer

@@ -1,14 +1,17 @@
 """The notebook views, drawn by the pages' own modules: the exported page opens offline in
-Chromium and shows the heatmap, head grid and beam tree with the answer's shapes; the widget
-carries the shipped static/js files unchanged."""
+Chromium and shows the heatmap, head grid, beam tree, step anatomy and comparison with the
+answer's numbers; the widget carries the shipped static/js files unchanged; the static export
+(plotly + kaleido) writes PNG and SVG of the same matrices."""
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from attnscope.api.local import LocalModel
@@ -42,9 +45,9 @@ def page() -> Iterator[Any]:
         assert not errors
 
 
-def open_view(page: Any, result: Result, view: str, tmp_path: Path) -> None:
+def open_view(page: Any, result: Result, view: str, tmp_path: Path, other: Result | None = None, **options: Any) -> None:
     path = tmp_path / f"{view}.html"
-    result.to_html(path, view=view)
+    result.to_html(path, view=view, other=other, **options)
     page.goto(path.as_uri())
     page.wait_for_selector("#attnscope-view[data-ready=true], #attnscope-view[data-error]", timeout=30_000)
     assert page.get_attribute("#attnscope-view", "data-error") is None
@@ -106,3 +109,76 @@ def test_widget_sends_the_pages_modules(result: Result) -> None:
     assert modules() == widget.modules
     with pytest.raises(ValueError, match="view must be one of"):
         result.show("sideways")
+
+
+@pytest.fixture(scope="module")
+def scored(local_models: dict[str, LocalModel]) -> Result:
+    return local_models["en-de-transformer"].translate("A man is riding a bicycle.", beam_size=1, max_length=7,
+                                                        return_scores=True, alternatives=3)  # fmt: skip
+
+
+def test_exported_step_anatomy(page: Any, scored: Result, tmp_path: Path) -> None:
+    from attnscope.widget import formulas
+
+    open_view(page, scored, "anatomy", tmp_path, step=2)
+    page.wait_for_selector("[data-role=step-anatomy][data-drawn='2/cross/0/0']")
+    weights = page.evaluate("() => [...document.querySelectorAll('.anatomy-table tbody tr')].map((r) => Number(r.dataset.weight))")
+    np.testing.assert_allclose(weights, scored.attention["cross"][0, 0, 1])
+    assert page.inner_text("[data-role=step-title]").startswith(f"Step 2 of {len(scored.target_tokens)}")
+    assert formulas()["transformer"] in page.inner_text(".anatomy-steps")  # the catalog's formula, as on the page
+    assert page.evaluate("() => document.querySelectorAll('[data-role=step-top] .top-row').length") == 3
+    layers, heads = scored.attention["decoder_self"].shape[:2]
+    choose(page, "kind", "decoder_self")
+    choose(page, "head", str(heads - 1))
+    choose(page, "step", "4")
+    page.wait_for_selector(f"[data-role=step-anatomy][data-drawn='4/decoder_self/0/{heads - 1}']")
+    weights = page.evaluate("() => [...document.querySelectorAll('.anatomy-table tbody tr')].map((r) => Number(r.dataset.weight))")
+    np.testing.assert_allclose(weights, scored.attention["decoder_self"][0, heads - 1, 3])
+
+
+def test_exported_comparison(page: Any, local_models: dict[str, LocalModel], tmp_path: Path) -> None:
+    a = local_models["en-de-transformer"].align("A man is riding a bicycle.", "Ein Mann fährt Fahrrad.")
+    b = local_models["en-de-rnn-additive"].align("A man is riding a bicycle.", "Ein Mann fährt Fahrrad.")
+    open_view(page, a, "compare", tmp_path, other=b, layer=1, head=1)
+    page.wait_for_selector("#attnscope-view[data-drawn='cross/1/1']")
+    diff = page.evaluate("() => document.querySelector('[data-role=difference]').data[0].z")
+    # the RNN has one layer and one head: B is drawn at its own (0, 0)
+    np.testing.assert_allclose(diff, a.attention["cross"][1, 1] - b.attention["cross"][0, 0], atol=1e-12)
+    other = local_models["en-de-rnn-additive"].translate("A dog runs.", beam_size=1, max_length=5)
+    open_view(page, a, "compare", tmp_path, other=other)
+    assert "cannot be subtracted" in page.inner_text("[data-role=difference-note]")
+
+
+def test_static_export_png_svg_html(scored: Result, local_models: dict[str, LocalModel], tmp_path: Path) -> None:
+    fig = scored.figure("heatmap", kind="cross", layer=1, head=1)
+    np.testing.assert_array_equal(np.asarray(fig.data[0].z), scored.attention["cross"][1, 1])
+    def shown(tokens: list[str]) -> list[str]:  # as plotly writes text literally (plotlyText on the pages)
+        return [t.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") for t in tokens]
+
+    assert list(fig.layout.yaxis.ticktext) == shown(scored.target_tokens)
+    assert list(fig.layout.xaxis.ticktext) == shown(scored.source_tokens)
+    svg = scored.save(tmp_path / "cross.svg", kind="cross", layer=1, head=1).read_text(encoding="utf-8")
+    assert svg.startswith("<svg") and "Cross attention — layer 2 — head 2" in svg
+    texts = {html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)}
+    assert set(scored.source_tokens + scored.target_tokens) <= texts  # every tick label, as the SVG's text
+    png = scored.save(tmp_path / "heads.png", "heads", kind="encoder_self").read_bytes()
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    heads_fig = scored.figure("heads", kind="encoder_self")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and (width, height) == (2 * heads_fig.layout.width, 2 * heads_fig.layout.height)
+    assert len(heads_fig.data) == np.prod(scored.attention["encoder_self"].shape[:2])
+    b = local_models["en-de-transformer"].align("A man is riding a bicycle.", scored.text, disable_heads=[("cross", 0, 0)])
+    a = local_models["en-de-transformer"].align("A man is riding a bicycle.", scored.text)
+    diff = a.figure("compare", b, kind="cross", layer=0, head=1)
+    np.testing.assert_array_equal(np.asarray(diff.data[0].z), a.attention["cross"][0, 1] - b.attention["cross"][0, 1])
+    assert "anatomy" in scored.save(tmp_path / "anatomy.html", "anatomy", step=2).read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="not '.txt'"):
+        scored.save(tmp_path / "x.txt")
+    with pytest.raises(ValueError, match="a figure is one of"):
+        scored.figure("beam")
+
+
+def test_views_say_what_they_need(result: Result) -> None:
+    with pytest.raises(ValueError, match="return_scores=True"):
+        result.show("anatomy")
+    with pytest.raises(ValueError, match="give the result to compare with"):
+        result.show("compare")
