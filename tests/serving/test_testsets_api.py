@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import sacrebleu
 from fastapi.testclient import TestClient
 
+from attnscope.engine.testset_data import TestSet
 from attnscope.engine.testsets import TestSetJobs
 from attnscope.testing import TINY_PAIRS
 from attnscope.translator import Translator
@@ -43,13 +44,16 @@ def test_a_job_scores_each_sentence_as_sacrebleu_does(client: TestClient) -> Non
         assert row["source_words"] == len(row["source"].split())
         assert row["mean_logprob"] < 0 and 0 < row["coverage"] <= 1 and 0 <= row["entropy"] <= 1
     jobs = client.app.state.testset_jobs  # type: ignore[attr-defined]
-    path = jobs.get(job["id"]).path
-    assert pq.read_table(path).num_rows == len(sources) and not path.with_name(path.name + ".part").exists()
+    folder = jobs.get(job["id"]).path
+    assert pq.read_table(folder / "rows.parquet").num_rows == len(sources) and (folder / "complete.json").is_file()
 
 
 def test_bad_requests_are_4xx_with_a_message(client: TestClient) -> None:
     cases = [
         ({"model": "en-de-transformer"}, 400, "either split"),
+        ({"model": "en-de-transformer", "sources": ["a b"], "alignments": ["0-0"]}, 400, "alignments need references"),
+        ({"model": "en-de-transformer", "sources": ["a b"], "references": ["x"], "alignments": ["0-1"]}, 400, "points past"),
+        ({"model": "en-de-transformer", "sources": ["a b"], "references": ["x"], "alignments": ["0:0"]}, 400, "not an alignment link"),
         ({"model": "en-de-transformer", "sources": ["a"], "references": ["x", "y"]}, 400, "1 sources but 2 references"),
         ({"model": "en-de-transformer", "sources": []}, 400, "no sentences"),
         ({"model": "en-de-transformer", "split": "dev"}, 400, "unknown split 'dev'"),
@@ -81,7 +85,7 @@ def test_a_cancelled_job_leaves_no_file(client: TestClient, tmp_path: Path) -> N
     cancelled, first_done = threading.Event(), threading.Event()
     jobs = TestSetJobs(tmp_path, batch_size=2)
     sources = [s for s, _ in TINY_PAIRS]
-    job = jobs.start(GatedTranslator(real, cancelled, first_done), name="upload", sources=sources, references=None)  # type: ignore[arg-type]
+    job = jobs.start(GatedTranslator(real, cancelled, first_done), TestSet("upload", sources))  # type: ignore[arg-type]
     assert first_done.wait(30)
     jobs.cancel(job.id)
     assert job.state == "cancelling"
