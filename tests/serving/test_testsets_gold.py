@@ -158,3 +158,31 @@ def test_per_sentence_aer_from_counts() -> None:
     counts.add({(0, 0), (1, 1), (2, 0)}, {(0, 0)}, {(1, 1)})
     # |A| = 3, |S| = 1, |A∩S| = 1, |A∩P| = 2: AER = 1 - 3/4
     assert counts.scores() == {"precision": round(2 / 3, 4), "recall": 1.0, "aer": 0.25}
+
+
+def test_a_job_on_ray_gives_the_in_process_rows(gold_client: TestClient, gold_dir: Path, tmp_path: Path) -> None:
+    """The same rows from a local Ray (one actor, one torch thread) as in this process (one thread)."""
+    pytest.importorskip("ray.data")
+    import torch
+
+    from attnscope.engine.testset_data import rwth
+
+    translator = gold_client.app.state.service.get(MODEL).translator  # type: ignore[attr-defined]
+    test_set = rwth(gold_dir, "en", "de").limited(4)
+    jobs = {"ray": TestSetJobs(tmp_path / "ray", batch_size=2, ray="local"), "here": TestSetJobs(tmp_path / "here", batch_size=2)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        started = {name: j.start(translator, test_set) for name, j in jobs.items()}
+        for _ in range(2400):  # a bound on polls, not a timing assertion
+            if all(job.state not in ("running", "cancelling") for job in started.values()):
+                break
+            time.sleep(0.05)
+    finally:
+        torch.set_num_threads(threads)
+    assert started["ray"].on_ray and not started["here"].on_ray
+    assert [j.state for j in started.values()] == ["done", "done"], [j.error for j in started.values()]
+    on_ray, here = (jobs[n].rows(started[n]) for n in ("ray", "here"))
+    assert [r["output"] for r in on_ray] == [r["output"] for r in here]
+    assert [r["align_counts"] for r in on_ray] == [r["align_counts"] for r in here]
+    assert [r["bleu"] for r in on_ray] == [r["bleu"] for r in here]
