@@ -13,10 +13,12 @@ of lowest AER there, and reported on the other sentences; a row's ``aer`` is tha
 sentence. Choosing it on the sentences it is scored on would flatter it.
 
 Flags: ``low_confidence`` (the model's own calibrated flag, :mod:`attnscope.decoding.confidence`;
-never for a model without a calibration in its card), ``never_attended`` (at least a third of the
-source words, whitespace-separated, are never the most attended word of any output step: last
-decoder layer, heads averaged — words the model may have left out), ``short_output`` (a source of at
-least 4 words translated into fewer than half as many words).
+never for a model without a calibration in its card), ``never_attended`` (at least half of the
+source words, whitespace-separated, are never the most attended word of any output step, attention
+averaged over every layer and head — words the model may have left out; the shipped en-de
+Transformer, greedy: 2 % of 150 Multi30k test2016 sentences, 47 % of 100 RWTH Europarl sentences;
+with the last layer alone or a third of the words it fired on half of the in-domain sentences),
+``short_output`` (a source of at least 4 words translated into fewer than half as many words).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from attnscope.translator import Translation
 
 HELD_OUT_EVERY = 5
 FLAGS = ("low_confidence", "never_attended", "short_output")
-NEVER_ATTENDED_SHARE = 1 / 3
+NEVER_ATTENDED_SHARE = 1 / 2
 SHORT_RATIO, SHORT_MIN_WORDS = 0.5, 4
 
 
@@ -128,8 +130,8 @@ def sentence_aer(row: dict[str, Any], flat_head: int) -> float | None:
 
 
 def never_attended(done: Translation, tokenizer: Any) -> list[str] | None:
-    """Source words (whitespace) that are the most attended word of no output step, last decoder
-    layer with heads averaged; None without cross-attention."""
+    """Source words (whitespace) that are the most attended word of no output step, attention
+    averaged over every layer and head; None without cross-attention."""
     cross = done.hypothesis.cross
     words = done.source_text.split() if done.source_text else []
     if cross is None or not words or cross.size(-2) == 0:
@@ -143,7 +145,7 @@ def never_attended(done: Translation, tokenizer: Any) -> list[str] | None:
         )
     except ValueError:
         return None
-    rows = cross[-1].float().mean(0)[:, :-1]  # (T, S - 1)
+    rows = cross.float().mean((0, 1))[:, :-1]  # (T, S - 1)
     merged = rows @ merge_matrix(owner, len(words), mean=False).T  # (T, W)
     seen = set(merged.argmax(-1).tolist())
     return [w for k, w in enumerate(words) if k not in seen]

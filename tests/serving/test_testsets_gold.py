@@ -49,7 +49,9 @@ def gold_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def gold_client(tiny_models_dir: Path, gold_dir: Path, tmp_path_factory: pytest.TempPathFactory, client_for: Any) -> Iterator[TestClient]:
+def gold_client(
+    tiny_models_dir: Path, gold_dir: Path, tmp_path_factory: pytest.TempPathFactory, client_for: Any
+) -> Iterator[TestClient]:
     results = tmp_path_factory.mktemp("testsets")
     with client_for(tiny_models_dir, gold_dir=gold_dir, testsets_dir=results) as client:
         yield client
@@ -80,33 +82,49 @@ def test_links_parse_sure_and_possible() -> None:
     with pytest.raises(DataError, match="not an alignment link"):
         parse_links("0-0 1=2", "line 3")
     pair = uploaded(["a b c"], ["x y"], ["0-0 2?1"]).gold[0]  # type: ignore[index]
-    assert pair.sure == {(0, 0)} and pair.possible == {(0, 0), (2, 1)} and len(pair.source_words) == 3
+    assert (
+        pair.sure == {(0, 0)} and pair.possible == {(0, 0), (2, 1)} and len(pair.source_words) == 3
+    )
 
 
-def test_head_counts_sum_to_the_gold_evaluation(gold_client: TestClient, gold_dir: Path, gold_table: dict[str, Any]) -> None:
+def test_head_counts_sum_to_the_gold_evaluation(
+    gold_client: TestClient, gold_dir: Path, gold_table: dict[str, Any]
+) -> None:
     loaded = gold_client.app.state.service.get(MODEL).translator.loaded  # type: ignore[attr-defined]
     gold = read_gold(gold_dir, "en", "de")  # an en-de model reads the de-en set the other way round
     assert [r["source"] for r in gold_table["rows"]] == [p.source for p in gold]
     best = gold_table["best_head"]
-    expected = score_gold(loaded, [p for k, p in enumerate(gold) if not held_out(k)], methods=False)["weights"]["produces"]
+    expected = score_gold(
+        loaded, [p for k, p in enumerate(gold) if not held_out(k)], methods=False
+    )["weights"]["produces"]
     assert [[cell["aer"] for cell in row] for row in best["heads"]] == expected["aer"]
-    chosen = score_gold(loaded, [p for k, p in enumerate(gold) if held_out(k)], methods=False)["weights"]["produces"]
+    chosen = score_gold(loaded, [p for k, p in enumerate(gold) if held_out(k)], methods=False)[
+        "weights"
+    ]["produces"]
     flat = [(a, lay, h) for lay, row in enumerate(chosen["aer"]) for h, a in enumerate(row)]
     assert (best["heldout_aer"], best["layer"], best["head"]) == min(flat)
     assert best["heldout_sentences"] == sum(held_out(k) for k in range(len(gold)))
     assert [r["heldout"] for r in gold_table["rows"]] == [held_out(k) for k in range(len(gold))]
     for row in gold_table["rows"]:
-        assert 0.0 <= row["aer"] <= 1.0 and set(row["flags"]) <= {"low_confidence", "never_attended", "short_output"}
+        assert 0.0 <= row["aer"] <= 1.0 and set(row["flags"]) <= {
+            "low_confidence",
+            "never_attended",
+            "short_output",
+        }
         assert all(w in row["source"].split() for w in row["unattended"])
     assert gold_table["summary"]["sentences"] == len(gold)
 
 
-def test_slices_are_corpus_scores_of_their_rows(gold_client: TestClient, gold_table: dict[str, Any]) -> None:
+def test_slices_are_corpus_scores_of_their_rows(
+    gold_client: TestClient, gold_table: dict[str, Any]
+) -> None:
     rows = {r["index"]: r for r in gold_table["rows"]}
     r = gold_client.get(f"/api/testsets/jobs/{gold_table['id']}/slices", params={"by": "length"})
     assert r.status_code == 200, r.text
     found = r.json()["slices"]
-    assert sorted(i for s in found for i in s["indices"]) == sorted(rows)  # length buckets partition the set
+    assert sorted(i for s in found for i in s["indices"]) == sorted(
+        rows
+    )  # length buckets partition the set
     for s in found:
         if not s["indices"]:
             assert s["bleu"] is None
@@ -116,8 +134,12 @@ def test_slices_are_corpus_scores_of_their_rows(gold_client: TestClient, gold_ta
         assert s["bleu"] == round(sacrebleu.corpus_bleu([p["output"] for p in part], refs).score, 2)
         assert s["chrf"] == round(sacrebleu.corpus_chrf([p["output"] for p in part], refs).score, 2)
         assert 0.0 <= s["aer"] <= 1.0
-    word = gold_client.get(f"/api/testsets/jobs/{gold_table['id']}/slices", params={"by": "word", "word": "Dogs"}).json()
-    assert word["slices"][0]["indices"] == [i for i, p in rows.items() if "dogs" in p["source"].lower().split()]
+    word = gold_client.get(
+        f"/api/testsets/jobs/{gold_table['id']}/slices", params={"by": "word", "word": "Dogs"}
+    ).json()
+    assert word["slices"][0]["indices"] == [
+        i for i, p in rows.items() if "dogs" in p["source"].lower().split()
+    ]
     bad = gold_client.get(f"/api/testsets/jobs/{gold_table['id']}/slices", params={"by": "colour"})
     assert bad.status_code == 400 and "unknown slice" in bad.text
 
@@ -136,7 +158,9 @@ def test_two_models_side_by_side(gold_client: TestClient, gold_table: dict[str, 
     assert r.status_code == 400 and "same sentences" in r.text
 
 
-def test_a_restart_finds_finished_jobs_and_skips_unmarked_ones(gold_client: TestClient, gold_table: dict[str, Any]) -> None:
+def test_a_restart_finds_finished_jobs_and_skips_unmarked_ones(
+    gold_client: TestClient, gold_table: dict[str, Any]
+) -> None:
     folder = gold_client.app.state.settings.testsets_dir  # type: ignore[attr-defined]
     broken = folder / "0123456789ab"
     shutil.copytree(folder / gold_table["id"], broken)
@@ -147,8 +171,12 @@ def test_a_restart_finds_finished_jobs_and_skips_unmarked_ones(gold_client: Test
     assert [r["output"] for r in again.rows(job)] == [r["output"] for r in gold_table["rows"]]
 
 
-def test_a_missing_gold_set_is_a_400(tiny_models_dir: Path, tmp_path: Path, client_for: Any) -> None:
-    with client_for(tiny_models_dir, gold_dir=tmp_path / "nowhere", testsets_dir=tmp_path) as client:
+def test_a_missing_gold_set_is_a_400(
+    tiny_models_dir: Path, tmp_path: Path, client_for: Any
+) -> None:
+    with client_for(
+        tiny_models_dir, gold_dir=tmp_path / "nowhere", testsets_dir=tmp_path
+    ) as client:
         r = client.post("/api/testsets/jobs", json={"model": MODEL, "split": "rwth-de-en"})
     assert r.status_code == 400 and "gold set is not at" in r.text
 
@@ -160,7 +188,9 @@ def test_per_sentence_aer_from_counts() -> None:
     assert counts.scores() == {"precision": round(2 / 3, 4), "recall": 1.0, "aer": 0.25}
 
 
-def test_a_job_on_ray_gives_the_in_process_rows(gold_client: TestClient, gold_dir: Path, tmp_path: Path) -> None:
+def test_a_job_on_ray_gives_the_in_process_rows(
+    gold_client: TestClient, gold_dir: Path, tmp_path: Path
+) -> None:
     """The same rows from a local Ray (one actor, one torch thread) as in this process (one thread)."""
     pytest.importorskip("ray.data")
     import torch
@@ -169,7 +199,10 @@ def test_a_job_on_ray_gives_the_in_process_rows(gold_client: TestClient, gold_di
 
     translator = gold_client.app.state.service.get(MODEL).translator  # type: ignore[attr-defined]
     test_set = rwth(gold_dir, "en", "de").limited(4)
-    jobs = {"ray": TestSetJobs(tmp_path / "ray", batch_size=2, ray="local"), "here": TestSetJobs(tmp_path / "here", batch_size=2)}
+    jobs = {
+        "ray": TestSetJobs(tmp_path / "ray", batch_size=2, ray="local"),
+        "here": TestSetJobs(tmp_path / "here", batch_size=2),
+    }
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -181,7 +214,9 @@ def test_a_job_on_ray_gives_the_in_process_rows(gold_client: TestClient, gold_di
     finally:
         torch.set_num_threads(threads)
     assert started["ray"].on_ray and not started["here"].on_ray
-    assert [j.state for j in started.values()] == ["done", "done"], [j.error for j in started.values()]
+    assert [j.state for j in started.values()] == ["done", "done"], [
+        j.error for j in started.values()
+    ]
     on_ray, here = (jobs[n].rows(started[n]) for n in ("ray", "here"))
     assert [r["output"] for r in on_ray] == [r["output"] for r in here]
     assert [r["align_counts"] for r in on_ray] == [r["align_counts"] for r in here]
