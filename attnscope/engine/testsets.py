@@ -1,9 +1,8 @@
 """Whole test sets as background jobs: translate every sentence, score each one, keep the table.
 
-A job runs on its own thread, in batches: in this process, or on Ray actors
-(:func:`attnscope.executor.run_batches`, the same :func:`score_batch` either way). Its progress is
-the sentences done; it can be cancelled between batches (on Ray: between passes of a tenth of
-the set). A finished job is written whole or not at all (:mod:`.testset_store`), so a cancelled,
+A job runs on its own thread, in batches: in this process, or on a Ray actor
+(:class:`attnscope.executor.ModelActor`, the same :func:`score_batch` either way). Its progress is
+the sentences done; it can be cancelled between batches. A finished job is written whole or not at all (:mod:`.testset_store`), so a cancelled,
 failed or killed job leaves nothing a reload could mistake for a result; finished jobs are found
 again after a restart.
 
@@ -24,7 +23,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,33 +206,17 @@ class TestSetJobs:
             logger.exception("test set job %s failed", job.id)
             job.state, job.error = "failed", f"{type(err).__name__}: {err}"
 
-    def _groups(self, job: TestSetJob, translator: Translator, batches: list[Batch]) -> Any:
-        """Yield each batch's rows (in-process) or a tenth of the batches at a time (Ray), until cancelled."""
+    def _groups(
+        self, job: TestSetJob, translator: Translator, batches: list[Batch]
+    ) -> Iterator[list[list[dict[str, Any]]]]:
+        """Yield each batch's rows, in this process or from a Ray actor, until cancelled."""
         if not job.on_ray:
             for batch in batches:
                 if job.cancel.is_set():
                     return
                 yield [score_batch(translator, batch)]
             return
-        from attnscope.executor import Runner, run_batches
-        from attnscope.extras import join_ray
-
-        address = "" if self.ray in (None, "local") else self.ray
-        started = join_ray(address, cpus=2, log_to_driver=False, purpose="test-set jobs on Ray")
-        try:
-            runner = Runner(
-                Path(translator.loaded.path), device="cpu", ray=address, threads=1, progress=False
-            )
-            step = max(1, math.ceil(len(batches) / 10))
-            for k in range(0, len(batches), step):
-                if job.cancel.is_set():
-                    return
-                yield run_batches(runner, score_batch, batches[k : k + step])
-        finally:
-            if started:
-                import ray
-
-                ray.shutdown()
+        yield from _on_ray(self.ray, job, Path(translator.loaded.path), batches)
 
     def get(self, job_id: str) -> TestSetJob | None:
         return self.jobs.get(job_id)
@@ -256,6 +239,54 @@ class TestSetJobs:
                 f"test-set job {job.id} is {job.state}; its table exists only once done"
             )
         return store.read_rows(job.path)
+
+
+def _on_ray(
+    address: str | None, job: TestSetJob, model: Path, batches: list[Batch]
+) -> Iterator[list[list[dict[str, Any]]]]:
+    """One :class:`attnscope.executor.ModelActor` (the model loaded once, one torch thread, a GPU
+    where the cluster has one) runs :func:`score_batch` on each batch, two in flight, so progress
+    and cancellation move batch by batch. ``address``: None or ``"local"`` a local Ray (or the one
+    this process already runs on), else a cluster address."""
+    import pickle
+
+    import numpy as np
+
+    from attnscope.executor import ModelActor, Runner, actor_gpus
+    from attnscope.extras import join_ray
+
+    ray_address = "" if address in (None, "local") else address
+    started = join_ray(ray_address, cpus=2, log_to_driver=False, purpose="test-set jobs on Ray")
+    import ray
+
+    actor = None
+    try:
+        runner = Runner(model.resolve(), ray=ray_address, threads=1, progress=False)
+        gpus = actor_gpus(ray, runner.device)
+        actor = (
+            ray.remote(ModelActor).options(num_cpus=1, num_gpus=gpus).remote(runner, score_batch)
+        )
+
+        def submit(i: int) -> Any:
+            rows = {
+                "index": np.array([i]),
+                "batch": np.array([pickle.dumps(batches[i])], dtype=object),
+            }
+            return actor.__call__.remote(rows)
+
+        pending = [submit(i) for i in range(min(2, len(batches)))]
+        for i in range(len(batches)):
+            if job.cancel.is_set():
+                return
+            out = ray.get(pending.pop(0))
+            if i + 2 < len(batches):
+                pending.append(submit(i + 2))
+            yield [pickle.loads(out["result"][0])]
+    finally:
+        if actor is not None:
+            ray.kill(actor)
+        if started:
+            ray.shutdown()
 
 
 def _ray_is_up() -> bool:

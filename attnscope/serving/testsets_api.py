@@ -23,6 +23,7 @@ from attnscope.serving.deps import ServiceDep
 
 router = APIRouter(prefix="/api/testsets", tags=["api"])
 MAX_SENTENCES = 5000
+MAX_RUNNING = 4  # jobs at once: each is a thread decoding beside the served requests
 
 
 class JobRequest(BaseModel):
@@ -140,6 +141,7 @@ async def _test_set(body: JobRequest, request: Request, loaded: Any) -> data.Tes
     "/jobs", status_code=202, response_model=JobStatus,
     responses={400: {**ERR, "description": "No such split, a missing gold set, or uploads that do not match."},
                404: {**ERR, "description": "Unknown model."},
+               429: {**ERR, "description": "Too many jobs running at once."},
                422: {**ERR, "description": "A body that is not a job request."}},
 )  # fmt: skip
 async def start_job(body: JobRequest, request: Request, service: ServiceDep) -> dict[str, Any]:
@@ -148,6 +150,12 @@ async def start_job(body: JobRequest, request: Request, service: ServiceDep) -> 
         raise HTTPException(
             400,
             "give either split (a shipped test set or rwth-de-en) or sources (uploaded sentences)",
+        )
+    running = sum(j.state in ("running", "cancelling") for j in jobs_of(request).jobs.values())
+    if running >= MAX_RUNNING:
+        raise HTTPException(
+            429,
+            f"{running} test-set jobs are running (at most {MAX_RUNNING}); wait for one or cancel it",
         )
     served = service.get(body.model)
     test_set = (await _test_set(body, request, served.translator.loaded)).limited(body.limit)

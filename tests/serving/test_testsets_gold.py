@@ -199,9 +199,9 @@ def test_a_job_on_ray_gives_the_in_process_rows(
 
     translator = gold_client.app.state.service.get(MODEL).translator  # type: ignore[attr-defined]
     test_set = rwth(gold_dir, "en", "de").limited(4)
-    jobs = {
-        "ray": TestSetJobs(tmp_path / "ray", batch_size=2, ray="local"),
+    jobs = {  # the in-process job first: a job started while this process runs Ray goes to Ray
         "here": TestSetJobs(tmp_path / "here", batch_size=2),
+        "ray": TestSetJobs(tmp_path / "ray", batch_size=2, ray="local"),
     }
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
