@@ -96,6 +96,9 @@ class Comparison(BaseModel):
 ERR = {"model": ErrorResponse}
 NO_JOB = {404: {**ERR, "description": "No such job."}}
 NOT_DONE = {409: {**ERR, "description": "The job is not done."}}
+BAD_QUERY = {
+    422: {**ERR, "description": "A missing or invalid query parameter, named in `errors`."}
+}
 
 
 def jobs_of(request: Request) -> TestSetJobs:
@@ -203,7 +206,7 @@ def _rows_or_409(request: Request, job: TestSetJob) -> list[dict[str, Any]]:
 
 @router.get(
     "/jobs/{job_id}/slices", response_model=SliceTable,
-    responses={**NO_JOB, **NOT_DONE, 400: {**ERR, "description": "An unknown slice, or a word slice without a word."}},
+    responses={**NO_JOB, **NOT_DONE, **BAD_QUERY, 400: {**ERR, "description": "An unknown slice, or a word slice without a word."}},
 )  # fmt: skip
 async def job_slices(
     job_id: str,
@@ -224,7 +227,7 @@ async def job_slices(
 
 @router.get(
     "/compare", response_model=Comparison,
-    responses={**NO_JOB, **NOT_DONE, 400: {**ERR, "description": "Jobs on different sentences."}},
+    responses={**NO_JOB, **NOT_DONE, **BAD_QUERY, 400: {**ERR, "description": "Jobs on different sentences."}},
 )  # fmt: skip
 async def compare_jobs(
     request: Request,
