@@ -159,16 +159,26 @@ def test_two_models_side_by_side(gold_client: TestClient, gold_table: dict[str, 
 
 
 def test_a_restart_finds_finished_jobs_and_skips_unmarked_ones(
-    gold_client: TestClient, gold_table: dict[str, Any]
+    gold_client: TestClient,
+    gold_table: dict[str, Any],
+    tiny_models_dir: Path,
+    gold_dir: Path,
+    client_for: Any,
 ) -> None:
     folder = gold_client.app.state.settings.testsets_dir  # type: ignore[attr-defined]
     broken = folder / "0123456789ab"
     shutil.copytree(folder / gold_table["id"], broken)
     (broken / "complete.json").unlink()  # as a write killed before its marker would leave it
-    again = TestSetJobs(folder)
-    job = again.get(gold_table["id"])
-    assert job is not None and job.state == "done" and again.get("0123456789ab") is None
-    assert [r["output"] for r in again.rows(job)] == [r["output"] for r in gold_table["rows"]]
+    with client_for(
+        tiny_models_dir, gold_dir=gold_dir, testsets_dir=folder
+    ) as restarted:  # a new server
+        listed = {j["id"]: j for j in restarted.get("/api/testsets/jobs").json()["jobs"]}
+        assert gold_table["id"] in listed and "0123456789ab" not in listed
+        assert listed[gold_table["id"]]["state"] == "done" and listed[gold_table["id"]]["aligned"]
+        again = restarted.get(f"/api/testsets/jobs/{gold_table['id']}/rows").json()
+        assert restarted.get("/api/testsets/jobs/0123456789ab").status_code == 404
+    assert again["rows"] == gold_table["rows"] and again["best_head"] == gold_table["best_head"]
+    assert TestSetJobs(folder).get("0123456789ab") is None
 
 
 def test_a_missing_gold_set_is_a_400(
