@@ -214,7 +214,12 @@ async function main() {
     $("ts-progress").hidden = false;
     $("ts-cancel").hidden = false;
     $("ts-run").disabled = true;
-    follow(saved.ids, saved.models).catch((err) => showError($("ts-error"), err.message));
+    follow(saved.ids, saved.models).catch((err) => { // e.g. 404: the server restarted and lost a running job
+      sessionStorage.removeItem(SAVED);
+      $("ts-run").disabled = false;
+      $("ts-cancel").hidden = true;
+      showError($("ts-error"), err.message);
+    });
   }
   document.body.dataset.ready = "true";
 }
