@@ -121,7 +121,9 @@ def rwth(folder: Path, source_lang: str, target_lang: str) -> TestSet:
 
 def split(data_dir: Path, name: str, source_lang: str, target_lang: str) -> TestSet:
     """A shipped Multi30k split (DataError naming an unknown split or missing files)."""
-    from attnscope.text.corpus import load_parallel
+    from attnscope.text.corpus import SPLITS, load_parallel
 
+    if name not in SPLITS:  # before looking for the data folder: the name is the mistake
+        raise DataError(f"unknown split {name!r}; choose one of {', '.join([*SPLITS, GOLD_SET])}")
     pairs = load_parallel(data_dir, name, source_lang, target_lang)
     return TestSet(name, [s for s, _ in pairs], [t for _, t in pairs])
