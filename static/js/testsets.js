@@ -86,7 +86,11 @@ function renderHeads() {
   setChildren($("ts-heads"),
     el("thead", {}, el("tr", {}, el("th", {}, "layer"), ...Array.from({ length: heads }, (_, h) => el("th", {}, `H${h + 1}`)))),
     el("tbody", {}, ...best.heads.map((row, layer) => el("tr", {}, el("th", {}, `L${layer + 1}`),
-      ...row.map((c, h) => el("td", { dataset: { best: String(layer === best.layer && h === best.head) } }, (100 * c.aer).toFixed(1)))))));
+      ...row.map((c, h) => {
+        const isBest = layer === best.layer && h === best.head;
+        return el("td", { dataset: { best: String(isBest) }, style: isBest ? { fontWeight: "700", background: "var(--accent-soft)" } : null },
+          (100 * c.aer).toFixed(1));
+      })))));
 }
 
 async function renderSlices() {
