@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 import uuid
@@ -156,6 +157,7 @@ class TestSetJobs:
     def __init__(self, folder: Path, *, batch_size: int = 16, ray: str | None = None) -> None:
         self.folder, self.batch_size, self.ray = folder, batch_size, ray
         self.jobs: dict[str, TestSetJob] = {}
+        self._ray_lock, self._ray_started = threading.Lock(), False
         for meta, path in store.load_all(folder):
             job = TestSetJob(meta["id"], meta["model"], meta["name"], meta["total"], meta["total"], "done",
                              path=path, created=meta.get("created", 0.0), on_ray=meta.get("on_ray", False),
@@ -216,7 +218,32 @@ class TestSetJobs:
                     return
                 yield [score_batch(translator, batch)]
             return
-        yield from _on_ray(self.ray, job, Path(translator.loaded.path), batches)
+        yield from _on_ray(self._join_ray(), job, Path(translator.loaded.path), batches)
+
+    def _join_ray(self) -> str:
+        """Join (or start) Ray once for all jobs, so one job ending never stops another's: the
+        address for the runner ("" local)."""
+        from attnscope.extras import join_ray
+
+        address = "" if self.ray in (None, "local") else self.ray
+        with self._ray_lock:
+            if join_ray(
+                address,
+                cpus=max(2, os.cpu_count() or 1),
+                log_to_driver=False,
+                purpose="test-set jobs on Ray",
+            ):
+                self._ray_started = True
+        return address
+
+    def close(self) -> None:
+        """Shut down a Ray these jobs started (a server keeps it while it runs)."""
+        with self._ray_lock:
+            if self._ray_started:
+                import ray
+
+                ray.shutdown()
+                self._ray_started = False
 
     def get(self, job_id: str) -> TestSetJob | None:
         return self.jobs.get(job_id)
@@ -242,26 +269,22 @@ class TestSetJobs:
 
 
 def _on_ray(
-    address: str | None, job: TestSetJob, model: Path, batches: list[Batch]
+    address: str, job: TestSetJob, model: Path, batches: list[Batch]
 ) -> Iterator[list[list[dict[str, Any]]]]:
     """One :class:`attnscope.executor.ModelActor` (the model loaded once, one torch thread, a GPU
     where the cluster has one) runs :func:`score_batch` on each batch, two in flight, so progress
-    and cancellation move batch by batch. ``address``: None or ``"local"`` a local Ray (or the one
-    this process already runs on), else a cluster address."""
+    and cancellation move batch by batch. Ray is already up (``address``: "" local, else the
+    cluster's, for the runner)."""
     import pickle
 
     import numpy as np
+    import ray
 
     from attnscope.executor import ModelActor, Runner, actor_gpus
-    from attnscope.extras import join_ray
-
-    ray_address = "" if address in (None, "local") else address
-    started = join_ray(ray_address, cpus=2, log_to_driver=False, purpose="test-set jobs on Ray")
-    import ray
 
     actor = None
     try:
-        runner = Runner(model.resolve(), ray=ray_address, threads=1, progress=False)
+        runner = Runner(model.resolve(), ray=address, threads=1, progress=False)
         gpus = actor_gpus(ray, runner.device)
         actor = (
             ray.remote(ModelActor).options(num_cpus=1, num_gpus=gpus).remote(runner, score_batch)
@@ -285,8 +308,6 @@ def _on_ray(
     finally:
         if actor is not None:
             ray.kill(actor)
-        if started:
-            ray.shutdown()
 
 
 def _ray_is_up() -> bool:

@@ -198,10 +198,11 @@ def test_per_sentence_aer_from_counts() -> None:
     assert counts.scores() == {"precision": round(2 / 3, 4), "recall": 1.0, "aer": 0.25}
 
 
-def test_a_job_on_ray_gives_the_in_process_rows(
+def test_jobs_on_ray_give_the_in_process_rows(
     gold_client: TestClient, gold_dir: Path, tmp_path: Path
 ) -> None:
-    """The same rows from a local Ray (one actor, one torch thread) as in this process (one thread)."""
+    """The same rows from a local Ray (an actor each, one torch thread) as in this process (one
+    thread); two Ray jobs at once (the page's comparison) both finish: one ending leaves Ray up."""
     pytest.importorskip("ray.data")
     import torch
 
@@ -209,25 +210,29 @@ def test_a_job_on_ray_gives_the_in_process_rows(
 
     translator = gold_client.app.state.service.get(MODEL).translator  # type: ignore[attr-defined]
     test_set = rwth(gold_dir, "en", "de").limited(4)
-    jobs = {  # the in-process job first: a job started while this process runs Ray goes to Ray
-        "here": TestSetJobs(tmp_path / "here", batch_size=2),
-        "ray": TestSetJobs(tmp_path / "ray", batch_size=2, ray="local"),
-    }
+    here, on_ray = (
+        TestSetJobs(tmp_path / "here", batch_size=2),
+        TestSetJobs(tmp_path / "ray", batch_size=2, ray="local"),
+    )
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    try:
-        started = {name: j.start(translator, test_set) for name, j in jobs.items()}
+    try:  # the in-process job first: a job started while this process runs Ray goes to Ray
+        started = [
+            here.start(translator, test_set),
+            on_ray.start(translator, test_set),
+            on_ray.start(translator, test_set.limited(2)),
+        ]
         for _ in range(2400):  # a bound on polls, not a timing assertion
-            if all(job.state not in ("running", "cancelling") for job in started.values()):
+            if all(job.state not in ("running", "cancelling") for job in started):
                 break
             time.sleep(0.05)
     finally:
         torch.set_num_threads(threads)
-    assert started["ray"].on_ray and not started["here"].on_ray
-    assert [j.state for j in started.values()] == ["done", "done"], [
-        j.error for j in started.values()
-    ]
-    on_ray, here = (jobs[n].rows(started[n]) for n in ("ray", "here"))
-    assert [r["output"] for r in on_ray] == [r["output"] for r in here]
-    assert [r["align_counts"] for r in on_ray] == [r["align_counts"] for r in here]
-    assert [r["bleu"] for r in on_ray] == [r["bleu"] for r in here]
+        on_ray.close()
+    assert [j.on_ray for j in started] == [False, True, True]
+    assert [j.state for j in started] == ["done"] * 3, [j.error for j in started]
+    expected = here.rows(started[0])
+    for job, n in ((started[1], 4), (started[2], 2)):
+        rows = on_ray.rows(job)
+        for key in ("output", "align_counts", "bleu", "flags"):
+            assert [r[key] for r in rows] == [r[key] for r in expected[:n]], key
