@@ -12,6 +12,7 @@ that a benchmark or a test flips while a process runs (``native``, ``cuda_graphs
 from __future__ import annotations
 
 import os
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -77,6 +78,24 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         default_factory=default_data_dir,
         description="The Multi30k data (training and evaluation); see default_data_dir().",
+    )
+    gold_dir: Path | None = Field(
+        default=None,
+        description=(
+            "The RWTH German-English gold alignments (test.uc.de, test.uc.en, alignment.talp), a test set "
+            "on the Test sets page; None: <data_dir>/../rwth-de-en (docs/testsets.md)."
+        ),
+    )
+    testsets_dir: Path = Field(
+        default_factory=lambda: Path(tempfile.gettempdir()) / "attnscope-testsets",
+        description="Finished test-set jobs (Parquet, one folder each), reloaded after a restart (docs/testsets.md).",
+    )
+    testsets_ray: str | None = Field(
+        default=None,
+        description=(
+            "Run test-set jobs on Ray: 'local' starts a local Ray, else the cluster at this address (auto, "
+            "ray://...); None: in-process, unless the server itself runs on Ray (`serve --ray`), whose Ray they use."
+        ),
     )
     fashion_mnist_dir: Path = Field(
         default=DEBIAN_FASHION_MNIST,

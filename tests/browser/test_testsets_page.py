@@ -51,3 +51,30 @@ def test_narrow_screen_keeps_the_table_inside(page: Page, server_url: str) -> No
     run_upload(page, server_url)
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 1
+
+
+def test_two_models_with_uploaded_alignments(page: Page, server_url: str) -> None:
+    """Compare mode: A, B and Δ = B − A columns, sortable; the best head and its AER grid; slices by
+    length partition the set; a reload lists the finished jobs under Earlier results."""
+    pairs = TINY_PAIRS[:6]
+    page.goto(f"{server_url}/testsets")
+    expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
+    page.select_option("#ts-model", "en-de-transformer")
+    page.select_option("#ts-model-b", "en-de-rnn-additive")
+    page.select_option("#ts-split", "upload")
+    page.fill("#ts-sources", "\n".join(s for s, _ in pairs))
+    page.fill("#ts-references", "\n".join(t for _, t in pairs))
+    page.fill("#ts-alignments", "\n".join("0-0 1?1" for _ in pairs))
+    page.click("#ts-run")
+    expect(page.locator("#ts-table tbody tr")).to_have_count(len(pairs), timeout=60_000)
+    a, b, delta = column(page, "a_bleu"), column(page, "b_bleu"), column(page, "delta_bleu")
+    assert delta == [round(y - x, 2) for x, y in zip(a, b, strict=True)]
+    page.click("#ts-table button.sort[data-key=delta_bleu]")
+    assert column(page, "delta_bleu") == sorted(delta)
+    expect(page.locator("#ts-best")).to_contain_text("chosen on the held-out part")
+    expect(page.locator("#ts-heads td[data-best=true]")).to_have_count(1)
+    counts = [int(t) for t in page.locator("#ts-slices tbody td[data-col=sentences]").all_inner_texts()]
+    assert sum(counts[::2]) == sum(counts[1::2]) == len(pairs)  # A and B columns, each a partition
+    page.reload()
+    expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
+    assert page.locator("#ts-earlier option", has_text="en-de-rnn-additive").count() >= 1
