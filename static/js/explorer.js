@@ -168,7 +168,7 @@ export class Explorer {
 
   /** Show (or with null, remove) a teacher-forced result beside the model's own. */
   setAligned(response) {
-    this.aligned = response;
+    this.aligned = response && withPlaceholders(response);
     return this.update({});
   }
 
@@ -269,6 +269,7 @@ export class Explorer {
     this.c.eos.disabled = !this.keyTokens().includes(eos);
     const options = { layer: s.layer, head: this.head(), merge: s.merge, hideEos: s.hideEos, readRows: this.readsRows(s.layer, this.head()) };
     await this.fetchShown(s.kind, s.layer, this.head()); // on demand: the head shown, before anything is drawn
+    if (this.aligned) await this.fetchShown(s.kind, s.layer, this.head(), this.aligned);
     const jobs = [this.drawOne(this.response, "main", options)];
     const alignedCard = this.c["aligned-card"];
     if (alignedCard) {
@@ -289,9 +290,9 @@ export class Explorer {
 
   /** On demand (attention-client.js), fetch what a view draws; a failed fetch (an evicted id)
    *  is said where the heatmap would be. Nothing to do for an answer that holds its matrices. */
-  async fetchShown(kind, layer, head) {
+  async fetchShown(kind, layer, head, response = this.response) {
     try {
-      await ensureView(this.response, kind, layer, head);
+      await ensureView(response, kind, layer, head);
     } catch (err) {
       this.showEmpty(err.message);
     }
