@@ -8,7 +8,12 @@ as JSON and as float16 ``.npy``.
 same page draws the same first head from the inline answer. Each mode runs ``--runs`` times
 (after one warm-up), interleaved; medians are reported.
 
+``--clients 32`` measures the server instead of the page: an imported
+6+6-layer Marian (random weights, as bench/hf_import.py builds it) under 32 concurrent clients,
+inline against on demand.
+
     .venv/bin/python bench/on_demand.py [--models-dir models] [--model en-fr-transformer] [--runs 5]
+    .venv/bin/python bench/on_demand.py --clients 32 [--rounds 3] [--tokens 40]
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ SENTENCE_42 = (
     "football on the wet grass near the bridge."
 )
 PLOT = "#explorer [data-role=plot-main]"
+MARIAN = "en-de-opus-shaped"
 
 
 def one_run(page: Page, url: str, model: str, text: str, *, inline: bool) -> dict[str, float]:
@@ -94,13 +100,104 @@ def fetch_times(url: str, model: str, text: str, count: int) -> dict[str, float]
         return out
 
 
+def marian_models(tmp: Path) -> Path:
+    """A models folder holding one imported 6+6-layer, 512-wide Marian (opus-mt-en-de's shape,
+    random weights; bench/hf_import.py's builder), as float32."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "hf"))
+    from hf_import import opus_shaped_marian
+
+    from attnscope.hf.importer import import_model
+
+    source = opus_shaped_marian(tmp / "source")
+    import_model(str(source), tmp / "models" / MARIAN, dtype="float32")
+    return tmp / "models"
+
+
+def one_client(url: str, body: dict[str, Any], on_demand: bool) -> dict[str, float]:
+    """One user: translate, and on demand fetch the head a page shows first (the last layer's
+    cross-attention, head 1). Bytes as received (gzipped), times from the request's start."""
+    with httpx.Client(base_url=url, timeout=600) as http:
+        start = time.perf_counter()
+        for _ in range(20):  # a 503 says when to come back
+            answer = http.post("/api/translate", json={**body, **({"attention": "on_demand"} if on_demand else {})})
+            if answer.status_code != 503:
+                break
+            time.sleep(float(answer.headers.get("retry-after", "1")))
+        answer.raise_for_status()
+        translated = time.perf_counter()
+        received = answer.num_bytes_downloaded
+        if on_demand:
+            data = answer.json()
+            layers = data["attention_shapes"]["cross"]["layers"]
+            head = http.get(f"/api/attention/{data['attention_id']}/cross/{layers - 1}/0")
+            head.raise_for_status()
+            received += head.num_bytes_downloaded
+        drawn = time.perf_counter()
+    return {"answer_ms": (translated - start) * 1000, "first_head_ms": (drawn - start) * 1000, "bytes": float(received)}
+
+
+def rss_mb(pid: int, field: str) -> float:
+    """VmRSS or VmHWM (peak) of a process, in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def run_load(*, clients: int, rounds: int, tokens: int, text: str, models: Path | None = None) -> None:
+    """The imported Marian under ``clients`` concurrent users, inline and on demand (a fresh
+    server each, so its peak memory is its own): per-user bytes, times, server peak RSS and the
+    attention store's peak. ``models``: a folder already holding the imported Marian."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from attnscope.testing import server_process
+
+    body = {"model": MARIAN, "text": text, "beam_size": 1, "max_length": tokens}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        models = models or marian_models(Path(tmp))
+        for mode in ("inline", "on_demand"):
+            # a deadline this slow CPU can meet with every client queued at once
+            with server_process(models, Path(tmp) / f"{mode}.log", env={"ATTNSCOPE_REQUEST_TIMEOUT_S": "1200"}) as (url, process):
+                one_client(url, body, mode == "on_demand")  # warm-up
+                results = []
+                users = [(url, body, mode == "on_demand")] * clients
+                with ThreadPoolExecutor(clients) as pool:
+                    for _ in range(rounds):
+                        results += list(pool.map(lambda user: one_client(*user), users))
+                store = httpx.get(f"{url}/api/attention").json()
+                rows.append((mode, results, rss_mb(process.pid, "VmHWM"), store))
+    print(f"{MARIAN} (imported 6+6x512 Marian, random weights), {len(text.split())} words -> {tokens} tokens, greedy; "  # noqa: T201
+          f"{clients} concurrent clients x {rounds} rounds (CPU server)")
+    print("| mode | bytes per user | answer, median / p95 | first head, median / p95 | server peak RSS | store peak |")  # noqa: T201
+    print("| --- | --- | --- | --- | --- | --- |")  # noqa: T201
+    def stat(results: list[dict[str, float]], key: str) -> str:
+        values = sorted(r[key] for r in results)
+        return f"{statistics.median(values):,.0f} / {values[int(0.95 * (len(values) - 1))]:,.0f} ms"
+
+    for mode, results, peak, store in rows:
+
+        held = f"{store['peak_bytes'] / 1e6:,.1f} MB of {store['max_bytes'] / 1e6:,.0f} MB" if mode == "on_demand" else "-"
+        print(f"| {mode} | {statistics.median(r['bytes'] for r in results):,.0f} | {stat(results, 'answer_ms')} | "  # noqa: T201
+              f"{stat(results, 'first_head_ms')} | {peak:,.0f} MB | {held} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models-dir", default=str(Path(__file__).resolve().parents[1] / "models"))
     parser.add_argument("--model", default="en-fr-transformer")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--text", default=SENTENCE_42)
+    parser.add_argument("--clients", type=int, default=0, help="the imported Marian under this many concurrent clients")
+    parser.add_argument("--rounds", type=int, default=3, help="with --clients: rounds of requests after a warm-up")
+    parser.add_argument("--tokens", type=int, default=40, help="with --clients: output tokens (random weights never stop)")
+    parser.add_argument("--marian-dir", default=None, help=f"with --clients: a models folder already holding {MARIAN} (the import takes minutes)")
     args = parser.parse_args()
+    if args.clients:
+        marian = Path(args.marian_dir) if args.marian_dir else None
+        run_load(clients=args.clients, rounds=args.rounds, tokens=args.tokens, text=args.text, models=marian)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         only = Path(tmp) / "models"
         only.mkdir()

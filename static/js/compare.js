@@ -153,9 +153,12 @@ async function compare({ view = null } = {}) {
   try {
     const target = targetBox.value.trim();
     // Each model's own translation always; with a shared target, also that target forced on
-    // both (its attention is what the explorers draw, so the two can be subtracted).
-    const translate = (side) => postJSON("/api/translate", { model: chosen[side].id, text, beam_size: beam });
-    const align = (side) => postJSON("/api/align", { model: chosen[side].id, text, target });
+    // both (its attention is what the explorers draw, so the two can be subtracted). The
+    // attention drawn stays on the server until the explorer fetches the heads it shows
+    // (docs/api.md, "Attention on demand"); an own translation not drawn asks for none.
+    const attention = target ? [] : "on_demand";
+    const translate = (side) => postJSON("/api/translate", { model: chosen[side].id, text, beam_size: beam, attention });
+    const align = (side) => postJSON("/api/align", { model: chosen[side].id, text, target, attention: "on_demand" });
     const [own, forced] = await Promise.all([
       Promise.allSettled(["a", "b"].map(translate)),
       target ? Promise.allSettled(["a", "b"].map(align)) : null,

@@ -5,6 +5,7 @@ import { ensureLayer, ensureView, isOnDemand, withPlaceholders } from "./attenti
 import { DEFAULT_SORT, renderHeadGrid } from "./explorer-grid.js";
 import { cardOf, f1Of, headFacts } from "./head-facts.js";
 import { drawHeatmap, exportImage, matrixCsv, purge } from "./heatmap.js";
+import { attachNavigator } from "./heatmap-navigator.js";
 import { KIND_HELP, KIND_LABELS, kindsOf, bestCell, maxOf, meanEntropy, shapeOf, viewOf } from "./matrix.js";
 import { fillTable } from "./table.js";
 
@@ -33,7 +34,8 @@ export class Explorer {
       ["kind", "layer", "head", "avg", "merge", "eos", "stretch", "png", "json", "note", "empty", "grid",
         "head-table", "heads-note", "count-hint", "plot-main", "plot-aligned", "aligned-card", "caption-main", "caption-aligned",
         "empty-aligned", "grid-section", "uniform-keys", "uniform-bits", "png-aligned", "axes-main", "axes-aligned",
-        "svg", "csv", "svg-aligned", "csv-aligned", "table-main", "table-aligned", "window-main", "window-aligned"].map((r) => [r, role(root, r)]),
+        "svg", "csv", "svg-aligned", "csv-aligned", "table-main", "table-aligned", "window-main", "window-aligned",
+        "nav-main", "nav-aligned"].map((r) => [r, role(root, r)]),
     );
     this.c.layer.addEventListener("change", () => this.update({ layer: Number(this.c.layer.value) }));
     this.c.head.addEventListener("change", () => this.update({ head: Number(this.c.head.value) }));
@@ -166,7 +168,7 @@ export class Explorer {
 
   /** Show (or with null, remove) a teacher-forced result beside the model's own. */
   setAligned(response) {
-    this.aligned = response;
+    this.aligned = response && withPlaceholders(response);
     return this.update({});
   }
 
@@ -267,6 +269,7 @@ export class Explorer {
     this.c.eos.disabled = !this.keyTokens().includes(eos);
     const options = { layer: s.layer, head: this.head(), merge: s.merge, hideEos: s.hideEos, readRows: this.readsRows(s.layer, this.head()) };
     await this.fetchShown(s.kind, s.layer, this.head()); // on demand: the head shown, before anything is drawn
+    if (this.aligned) await this.fetchShown(s.kind, s.layer, this.head(), this.aligned);
     const jobs = [this.drawOne(this.response, "main", options)];
     const alignedCard = this.c["aligned-card"];
     if (alignedCard) {
@@ -287,9 +290,9 @@ export class Explorer {
 
   /** On demand (attention-client.js), fetch what a view draws; a failed fetch (an evicted id)
    *  is said where the heatmap would be. Nothing to do for an answer that holds its matrices. */
-  async fetchShown(kind, layer, head) {
+  async fetchShown(kind, layer, head, response = this.response) {
     try {
-      await ensureView(this.response, kind, layer, head);
+      await ensureView(response, kind, layer, head);
     } catch (err) {
       this.showEmpty(err.message);
     }
@@ -361,6 +364,7 @@ export class Explorer {
     this.c["caption-main"].textContent = "Model translation";
     this.c["axes-main"].textContent = ""; // not the previous model's token counts
     if (this.c["window-main"]) this.c["window-main"].hidden = true;
+    if (this.c["nav-main"]) this.c["nav-main"].hidden = true;
     if (this.c["table-main"]) this.c["table-main"].hidden = true;
     delete this.views.main;
     if (this.c["aligned-card"]) this.c["aligned-card"].hidden = true;
@@ -427,6 +431,10 @@ export class Explorer {
         ? `Showing ${shown.visibleRows} of ${shown.rows} rows and ${shown.visibleCols} of ${shown.cols} columns: drag the plot, scroll over it or use the arrow keys to see the rest; exports hold the whole matrix.`
         : "";
     }
+    // A long matrix: an overview of all of it and a word search (not while a player grows it).
+    const nav = this.c[`nav-${which}`];
+    if (this.playing && nav) nav.hidden = true;
+    else attachNavigator(nav, gd, view);
     if (this.c[`table-${which}`]) this.c[`table-${which}`].hidden = false;
     this.renderTable(which);
     if (which === "main" && this.onRowClick && !gd.dataset.clicks) {

@@ -3,6 +3,7 @@
 // uses what is there. Each figure's `data-state` is loading, ready, unavailable or error.
 import { getJSON, postJSON } from "./api.js";
 import { FORMULAS, renderAnatomy } from "./anatomy.js";
+import { ensureAverages, ensureLayer, ensureView, withPlaceholders } from "./attention-client.js";
 import { drawBeamTree } from "./beamtree.js";
 import { el, fillSelect, plotlyReady, setChildren, showError } from "./dom.js";
 import { drawHeatmap } from "./heatmap.js";
@@ -18,7 +19,9 @@ const player = { instance: null };
 
 const figureOf = (name) => stops.get(name).querySelector('[data-role="figure"]');
 const widthOf = (node) => Math.max(260, Math.min(node.clientWidth || 360, 820));
-const translate = (model, text, extra = {}) => postJSON("/api/translate", { model, text, beam_size: 1, ...extra });
+// Every stop asks for its attention on demand (docs/api.md) and fetches the heads it draws.
+const translate = (model, text, extra = {}) =>
+  postJSON("/api/translate", { model, text, beam_size: 1, attention: "on_demand", ...extra }).then((a) => withPlaceholders(a));
 const plotConfig = { displayModeBar: false, responsive: true };
 
 function pick(...tests) {
@@ -49,6 +52,8 @@ async function heat(box, response, kind, { layer = 0, head = 0, title = "" } = {
   const plot = el("div", { class: "learn-plot" });
   box.append(el("figure", { class: "learn-heat" }, title ? el("figcaption", {}, title) : null, plot));
   const axis = { cross: ["source", "target"], encoder_self: ["source key", "source query"], decoder_self: ["decoder input", "target"] }[kind];
+  // On demand: the head drawn, or for a mean every head of the layer (averaged here, as inline).
+  await (head === "avg" ? ensureLayer(response, kind, layer) : ensureView(response, kind, layer, head));
   const drawn = await drawHeatmap(plot, viewOf(response, kind, { layer, head }), {
     where: `${kind} · layer ${layer + 1} · ${head === "avg" ? "mean of heads" : `head ${head + 1}`}`,
     boxWidth: widthOf(box),
@@ -66,12 +71,13 @@ async function heat(box, response, kind, { layer = 0, head = 0, title = "" } = {
 }
 
 /** The source words the translation barely attended to: a word's cross-attention, summed over
- * its pieces and every output row and averaged over every layer's heads, under a quarter of an
- * even share (output rows / source words, </s> left out); [] without cross-attention. */
-function droppedWords(answer) {
-  const cross = answer.attention?.cross;
-  if (!cross) return [];
-  const heads = cross.flat();
+ * its pieces and every output row and averaged over every layer's heads (the mean of each
+ * layer's head average, fetched in one request on demand), under a quarter of an even share
+ * (output rows / source words, </s> left out); [] without cross-attention. */
+async function droppedWords(answer) {
+  if (!answer.attention?.cross) return [];
+  await ensureAverages(answer, "cross");
+  const heads = answer.averages?.cross || answer.attention.cross.flat();
   const rows = answer.target_tokens.length;
   const total = answer.source_tokens.map((_, k) => heads.reduce((sum, h) => sum + h.reduce((s, row) => s + row[k], 0), 0) / heads.length);
   const words = answer.source_words.filter((w) => w.text !== "</s>");
@@ -86,13 +92,13 @@ async function forgetting(text) {
   const attn = pick(isAttnRnn, isTransformer, hasCross);
   const shown = [plain, attn].filter(Boolean);
   if (!shown.length) return state(figure, "unavailable", note("No model is loaded."));
-  const answers = await Promise.all(shown.map((m) => translate(m.id, text)));
+  const answers = await Promise.all(shown.map((m) => translate(m.id, text, m === plain ? { attention: [] } : {})));
   const outputs = el("div", { class: "side-by-side" }, shown.map((m, i) =>
     el("div", { class: "output" }, el("h3", {}, m === plain ? "Without attention" : "With attention"), el("p", { class: "model" }, m.id),
       el("p", { class: "learn-out", lang: m.target_lang }, answers[i].translation || "(empty)"))));
   const chart = el("div", { class: "learn-chart" });
   // Greedy decoding can leave part of a long sentence out: a coverage lesson, said where it happens.
-  const dropped = attn ? droppedWords(answers[shown.indexOf(attn)]) : [];
+  const dropped = attn ? await droppedWords(answers[shown.indexOf(attn)]) : [];
   const coverage = dropped.length
     ? el("p", { class: "figure-note coverage-note", dataset: { role: "dropped" } },
       `The translation with attention (greedy) barely looks at ${dropped.length} source word${dropped.length === 1 ? "" : "s"}: ${dropped.join(", ")}: it has probably left ${dropped.length === 1 ? "it" : "them"} out. `
@@ -125,6 +131,7 @@ async function oneStep(text) {
   if (!model) return state(figure, "unavailable", note("No model with cross-attention is loaded."));
   const answer = await translate(model.id, text, { return_scores: true });
   const layer = answer.attention.cross.length - 1;
+  await ensureView(answer, "cross", layer, 0); // the head the anatomy shows
   const slider = el("input", { type: "range", min: "0", max: String(answer.target_tokens.length - 1), value: "0", id: "step-query" });
   const anatomy = el("div", { class: "anatomy learn-anatomy" }, el("h3", { dataset: { role: "anatomy-title" } }), el("div", { dataset: { role: "anatomy-body" } }));
   const show = () => renderAnatomy(anatomy, answer, { kind: "cross", layer, head: 0, query: Number(slider.value), sourceLang: model.source_lang, targetLang: model.target_lang });
@@ -174,7 +181,7 @@ async function cost(text) {
   const counts = [...new Set([0.2, 0.4, 0.6, 0.8, 1].map((f) => Math.max(1, Math.round(f * words.length))))];
   const points = [];
   for (const n of counts) {
-    const answer = await translate(model.id, words.slice(0, n).join(" "), { attention: ["cross"] });
+    const answer = await translate(model.id, words.slice(0, n).join(" ")); // attention_cost alone: nothing fetched
     points.push({ m: answer.source_tokens.length, t: answer.target_tokens.length, cost: answer.attention_cost.cross });
   }
   const chart = el("div", { class: "learn-chart" });
@@ -197,7 +204,7 @@ async function selfAttention(text) {
   const figure = figureOf("self");
   const model = pick((m) => m.architecture === "self_attentive_rnn", (m) => m.attention.includes("encoder_self"));
   if (!model) return state(figure, "unavailable", note("No model with encoder self-attention is loaded."));
-  const answer = await translate(model.id, text, { attention: ["encoder_self"] });
+  const answer = await translate(model.id, text);
   setChildren(figure, model.architecture === "self_attentive_rnn" ? null : note("No self-attentive RNN is loaded; the Transformer's encoder self-attention plays the same role."));
   await heat(figure, answer, "encoder_self", { layer: 0, head: 0, title: modelName(model) });
   setLink("self", "/", { model: model.id, text, beam: "1", kind: "encoder_self" });

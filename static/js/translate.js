@@ -307,9 +307,10 @@ async function align() {
   setBusy(alignButton, true);
   try {
     const own = response.translation
-      ? postJSON("/api/align", { model: model.id, text, target: response.translation }).catch(() => null)
-      : Promise.resolve(null);
-    const asked = { model: model.id, text, target, ...explainView.request(model) };
+      ? postJSON("/api/align", { model: model.id, text, target: response.translation, attention: [] }).catch(() => null)
+      : Promise.resolve(null); // its log-probabilities alone
+    // The teacher-forced matrices stay on the server until the explorer draws them (on demand).
+    const asked = { model: model.id, text, target, attention: "on_demand", ...explainView.request(model) };
     const [aligned, ownAligned] = await Promise.all([postJSON("/api/align", asked), own]);
     if (id !== requestId) return;
     const sum = (xs) => xs.reduce((a, b) => a + b, 0);

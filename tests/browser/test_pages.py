@@ -225,6 +225,12 @@ def test_own_target_shows_teacher_forced_attention_and_probabilities(
     wait_drawn(page, "#explorer [data-role=plot-aligned]")
     plot = heatmap(page, "#explorer [data-role=plot-aligned]")
     assert shape(plot["z"]) == (len(aligned["target_tokens"]), len(aligned["source_tokens"]))
+    # asked on demand, the head shown fetched: the numbers an inline answer has
+    assert answer.value.request.post_data_json["attention"] == "on_demand"
+    layer = int(page.input_value("#explorer [data-role=layer]"))
+    head = int(page.input_value("#explorer [data-role=head]"))
+    assert not page.is_checked("#explorer [data-role=avg]")
+    assert plot["z"] == aligned["attention"]["cross"][layer][head]
     chips = page.locator("#probs [data-role=target-probs] .prob")
     expect(chips).to_have_count(len(aligned["target_logprobs"]))
     first_p = math.exp(aligned["target_logprobs"][0])
