@@ -223,16 +223,22 @@ class ModelService:
             )
         return replace(cost, floats=floats)
 
-    async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:
+    async def run_alone(
+        self, job: Callable[[], T], *, gone: threading.Event | None = None, cost: Cost = Cost()  # noqa: B008
+    ) -> T:
         """Run ``job`` in a decode slot of its own (under inference mode): the queue bound, the
-        deadline and shutdown apply as to a translation, but it is never batched with others."""
-        return await self.run_stoppable(lambda should_stop: job(), gone=gone)
+        deadline and shutdown apply as to a translation, but it is never batched with others.
+        ``cost``: its price (:func:`attnscope.engine.route_prices.price_route`), which the
+        scheduler weighs to refuse with 503 what cannot finish before the deadline."""
+        return await self.run_stoppable(lambda should_stop: job(), gone=gone, cost=cost)
 
-    async def run_stoppable(self, job: Callable[[Callable[[], bool]], T], *, gone: threading.Event | None = None) -> T:
+    async def run_stoppable(
+        self, job: Callable[[Callable[[], bool]], T], *, gone: threading.Event | None = None, cost: Cost = Cost()  # noqa: B008
+    ) -> T:
         """:meth:`run_alone` for a ``job`` that takes ``should_stop`` (True once the deadline has
         passed, the client has left or the server shuts down) and raises
         :class:`~attnscope.decoding.DecodeStopped` when it says so: the slot frees up at once."""
-        ticket = self._ticket([], [], None, gone)
+        ticket = self._ticket([], [], None, gone, cost)
 
         def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[T]:
             with torch.inference_mode():

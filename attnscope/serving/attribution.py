@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.attribution import attribute, normalise_rows, summary
-from attnscope.engine import limits
+from attnscope.engine import limits, route_prices
 from attnscope.engine.answers import matrix
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.registry import ServedModel
@@ -117,10 +117,16 @@ async def _attribution(
 ) -> AttributionResponse:
     settings = service.settings
     source_length = limits.check_text(settings, served, body.text, ("body", "text"))
+    (budget,) = limits.output_budgets(served, [source_length], None)
+    knobs = {"steps": body.steps, "contrast": 0 if body.contrast is None else 1}
+    config = served.loaded.config
     if body.target is not None:
         target_length = limits.check_text(settings, served, body.target, ("body", "target"), empty_ok=True)
-        limits.admit_attribution(settings, source_length, target_length, body.steps)
-    (budget,) = limits.output_budgets(served, [source_length], None)
+        shape = route_prices.shape_of(config, source_length, target_length, **knobs)
+        cost = route_prices.price_route(settings, config, "attribution", shape)
+    else:  # priced at the output budget; the real length is checked once translated
+        shape = route_prices.shape_of(config, source_length, budget, **knobs)
+        cost = route_prices.price_route(settings, config, "attribution", shape, translate_beams=body.beam_size)
     translator, model = served.translator, served.loaded.model
 
     def job(should_stop: Callable[[], bool]) -> AttributionResponse:
@@ -133,7 +139,8 @@ async def _attribution(
         if not result.target_ids:
             raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
         if body.target is None:  # its length is known now; the translation was cheap beside this
-            limits.admit_attribution(settings, len(result.source_ids), len(result.target_ids), body.steps)
+            real = route_prices.shape_of(config, len(result.source_ids), len(result.target_ids), **knobs)
+            route_prices.check_route(settings, "attribution", real)
         attr = attribute(model, result.source_ids, result.target_ids, steps=body.steps, should_stop=should_stop)
         contrasted = None if body.contrast is None else _contrast(served.loaded, result, body.contrast, body.steps)
         cross = result.hypothesis.cross
@@ -154,7 +161,7 @@ async def _attribution(
 
     # The deadline and a disconnect stop the backward passes within one target token
     async with watch_disconnect(request) as gone:
-        return await service.run_stoppable(job, gone=gone)
+        return await service.run_stoppable(job, gone=gone, cost=cost)
 
 
 def _contrast(loaded: LoadedModel, result: Translation, asked: ContrastRequest, steps: int) -> ContrastiveAttribution:

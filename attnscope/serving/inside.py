@@ -11,8 +11,9 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.config import Settings
-from attnscope.engine import limits, metrics
+from attnscope.engine import limits, route_prices
 from attnscope.engine.errors import InvalidInput
+from attnscope.engine.limits import Cost
 from attnscope.engine.registry import ServedModel
 from attnscope.engine.schemas import BeamSize, ErrorResponse, ModelId, Target, Text
 from attnscope.inside.lens import DirectAttribution, inspect
@@ -103,15 +104,6 @@ class PatchResponse(BaseModel):
     total_effect: float = Field(description="Δ of the whole corrupted source (the grids' scale).")
 
 
-def _admit(settings: Settings, cost: int, what: str) -> None:
-    """422 when ``cost`` (passes × positions) is over ATTNSCOPE_MAX_ATTRIBUTION_COST."""
-    limit = settings.max_attribution_cost
-    if cost > limit:
-        metrics.REJECTED.labels("cost").inc()
-        raise InvalidInput(("body",), f"this {what} would cost {cost:,}; the limit is {limit:,} "
-                           "(ATTNSCOPE_MAX_ATTRIBUTION_COST): ask for a shorter text or target", kind="cost_limit")
-
-
 def _model(served: ServedModel) -> Transformer:
     """The served model as a Transformer; 422 naming why the grids need one (an RNN)."""
     try:
@@ -155,11 +147,11 @@ async def lens_route(body: LensRequest, service: ServiceDep, request: Request) -
 async def _lens(served: ServedModel, body: LensRequest, service: ServiceDep, request: Request) -> LensResponse:
     model = _model(served)
     source_length = limits.check_text(service.settings, served, body.text, ("body", "text"))
+    cost = _price(service.settings, served, "lens", source_length, body.target, body.beam_size)
 
     def job(should_stop: Callable[[], bool]) -> LensResponse:
         result = _target(served, body.text, body.target, body.beam_size, should_stop)
-        points = 1 + 3 * len(model.decoder_layers)
-        _admit(service.settings, points * (source_length + len(result.target_ids)), "lens")
+        _check(service.settings, served, "lens", result)
         found, dla = inspect(model, result.source_ids, result.target_ids, k=body.k)
         tok = served.loaded.tokenizer
         return LensResponse(
@@ -172,16 +164,28 @@ async def _lens(served: ServedModel, body: LensRequest, service: ServiceDep, req
         )
 
     async with watch_disconnect(request) as gone:
-        return await service.run_stoppable(job, gone=gone)
+        return await service.run_stoppable(job, gone=gone, cost=cost)
 
 
-def _patch_cost(model: Transformer, source: int, target: int) -> int:
-    """Passes (two full runs, one per decoder layer and attention kind with every head, one per
-    encoder boundary with every position) × the positions each pass runs."""
-    dec, enc = len(model.decoder_layers), len(model.encoder_layers)
-    heads = model.config.heads
-    passes = 2 + 2 * dec * (heads + 1) + (enc + 1) * (source + 1)
-    return passes * (source + target)
+def _price(
+    settings: Settings, served: ServedModel, route: str, length: int, target: str | None, beams: int
+) -> Cost:
+    """``route``'s price before any work (:func:`route_prices.price_route`): on the given
+    ``target``'s length (the source's: ``length`` with EOS), or on the output budget of the translation still to come at ``beams``;
+    422 for what is over a limit already."""
+    config = served.loaded.config
+    if target is not None:
+        target_length = limits.check_text(settings, served, target, ("body", "target"), empty_ok=True)
+        return route_prices.price_route(settings, config, route, route_prices.shape_of(config, length, target_length))
+    (budget,) = limits.output_budgets(served, [length], None)
+    shape = route_prices.shape_of(config, length, budget)
+    return route_prices.price_route(settings, config, route, shape, translate_beams=beams)
+
+
+def _check(settings: Settings, served: ServedModel, route: str, result: Translation) -> None:
+    """422 when ``route`` on the real lengths of ``result`` is over a limit (after a translation)."""
+    shape = route_prices.shape_of(served.loaded.config, len(result.source_ids), len(result.target_ids))
+    route_prices.check_route(settings, route, shape)
 
 
 @router.post("/patch", response_model=PatchResponse, responses=ERRORS, summary="Activation patching between two sources")
@@ -199,13 +203,14 @@ async def _patch(served: ServedModel, body: PatchRequest, service: ServiceDep, r
     if clean != corrupted:
         raise InvalidInput(("body", "corrupted"), f"has {corrupted} tokens and the clean source {clean} (both with "
                            "</s>): patching replaces position by position, so they must be equally long")
+    cost = _price(service.settings, served, "patching", clean, body.target, body.beam_size)
 
     def job(should_stop: Callable[[], bool]) -> PatchResponse:
         result = _target(served, body.clean, body.target, body.beam_size, should_stop)
         target = result.target_ids
         if body.position is not None and body.position >= len(target):
             raise InvalidInput(("body", "position"), f"is {body.position}; the target has {len(target)} tokens")
-        _admit(service.settings, _patch_cost(model, clean, len(target)), "patching")
+        _check(service.settings, served, "patching", result)
         corrupt_ids = served.translator.source_ids(body.corrupted)
         grids = patch(model, result.source_ids, corrupt_ids, target, position=body.position, should_stop=should_stop)
         tok = served.loaded.tokenizer
@@ -222,4 +227,4 @@ async def _patch(served: ServedModel, body: PatchRequest, service: ServiceDep, r
         )
 
     async with watch_disconnect(request) as gone:
-        return await service.run_stoppable(job, gone=gone)
+        return await service.run_stoppable(job, gone=gone, cost=cost)
