@@ -21,23 +21,29 @@ A price has three parts, each read from the request's :class:`Shape` before any 
   machine cannot finish before the deadline at the rate it runs now, so an admitted request does
   not become a 504.
 
-When the target is the model's own translation, its length is unknown before the decode: the
-prices take the output budget (the longest the decoder may write) for the 503 estimate and the
-decode's own work is added; the 422 on ``passes`` is checked again on the real length once the
-(cheap, priced) translation is done, so a sentence that translates short is not refused for the
-length it might have had (docs/api.md, "Admission")."""
+When the target is the model's own translation, :func:`translate_first` makes it first, in a
+slot of its own under its own price (the decode's kept attention, as ``/api/translate``), and
+the route is priced on the real lengths: an upper bound (the output budget) would price a short
+sentence at two or three times its cost (docs/api.md, "Admission")."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from attnscope.config import Settings
 from attnscope.engine import metrics
 from attnscope.engine.errors import InvalidInput
-from attnscope.engine.limits import Cost, attention_floats, attribution_cost
+from attnscope.engine.limits import Cost, attention_floats, attribution_cost, output_budgets
 from attnscope.nn.config import ModelConfig
 from attnscope.nn.family import Geometry, geometry_of
+
+if TYPE_CHECKING:
+    from attnscope.engine.registry import ServedModel
+    from attnscope.engine.service import ModelService
+    from attnscope.translator import Translation
 
 # Multiply-adds (×2) of one position through one layer (attention projections 4w², feed-forward
 # 8w² with the usual 4w inner size), and of one position through the output layer (V × w).
@@ -98,40 +104,45 @@ def shape_of(config: ModelConfig, source: int, target: int, **knobs: int) -> Sha
     return Shape(g, config.vocab_size, width, source, target, knobs)
 
 
-def price_route(
-    settings: Settings, config: ModelConfig, route: str, shape: Shape, *, translate_beams: int = 0
-) -> Cost:
-    """The :class:`Cost` of ``route`` on ``shape`` before any work. With a known target
-    (``translate_beams`` 0) :func:`check_route` refuses it now; with the translation still to
-    come at ``translate_beams``, the decode's kept attention is checked (422) and its work added,
-    ``shape.target`` is the output budget and the route is priced at no more than its limits
-    allow (the job runs :func:`check_route` on the real length). The cost's ``work`` is what the
-    scheduler's 503 weighs; ``floats`` what the job holds at most."""
+def price_route(settings: Settings, route: str, shape: Shape) -> Cost:
+    """The :class:`Cost` of ``route`` on ``shape`` (its real lengths) before any work: 422 from
+    :func:`check_route` over a limit; the cost's ``work`` is what the scheduler's 503 weighs and
+    ``floats`` what the job holds at most."""
+    check_route(settings, route, shape)
     price = ROUTE_PRICES[route]
-    kept = (
-        attention_floats(config, [shape.source], [shape.target], translate_beams)
-        if translate_beams
-        else 0
-    )
+    return Cost(floats=price.floats(shape), work=round(price.flops(shape) / price.flops_per_work))
+
+
+def translation_price(settings: Settings, config: ModelConfig, source: int, budget: int, beams: int) -> Cost:
+    """The translation a route makes first when no target is given, priced as ``/api/translate``
+    prices a decode (its kept attention; 422 over ``max_attention_floats``)."""
+    kept = attention_floats(config, [source], [budget], beams)
     if kept > settings.max_attention_floats:
         metrics.REJECTED.labels("cost").inc()
         raise InvalidInput(
             ("body",),
-            f"translating first at beam {translate_beams} would keep about {kept / 1e6:.1f} M attention weights; "
+            f"translating first at beam {beams} would keep about {kept / 1e6:.1f} M attention weights; "
             f"the limit is {settings.max_attention_floats / 1e6:g} M (ATTNSCOPE_MAX_ATTENTION_FLOATS). Ask for a "
             "smaller beam_size, a shorter text, or give the target",
             kind="cost_limit",
         )
-    if not translate_beams:
-        check_route(settings, route, shape)
-    passes, floats = price.passes(shape), price.floats(shape)
-    share = min(
-        1.0,
-        settings.max_attribution_cost / max(1, passes),
-        settings.max_route_floats / max(1, floats),
-    )
-    work = kept + round(price.flops(shape) * share / price.flops_per_work)
-    return Cost(floats=max(kept, min(floats, settings.max_route_floats)), work=work)
+    return Cost(floats=kept, work=kept)
+
+
+async def translate_first(
+    service: ModelService, served: ServedModel, text: str, *, beams: int, gone: threading.Event | None
+) -> Translation:
+    """The model's translation of ``text`` at ``beams``, in a decode slot of its own under its own
+    price (:func:`translation_price`), so the route after it is priced on the real target."""
+    source = len(served.translator.source_ids(text))
+    (budget,) = output_budgets(served, [source], None)
+    cost = translation_price(service.settings, served.loaded.config, source, budget, beams)
+
+    def job(should_stop: Callable[[], bool]) -> Translation:
+        (result,) = served.translator.translate([text], beam_size=beams, max_length=budget, should_stop=should_stop)
+        return result
+
+    return await service.run_stoppable(job, gone=gone, cost=cost)
 
 
 def check_route(settings: Settings, route: str, shape: Shape) -> None:

@@ -4,13 +4,14 @@ computation is :mod:`attnscope.inside`. See docs/inside.md."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from attnscope.config import Settings
 from attnscope.engine import limits, route_prices
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.limits import Cost
@@ -121,19 +122,30 @@ def _attribution(d: DirectAttribution) -> Attribution:
     )
 
 
-def _target(
-    served: ServedModel, text: str, target: str | None, beam: int, should_stop: Callable[[], bool]
-) -> Translation:
-    """The translation of ``text`` (or ``target`` teacher-forced), a :class:`Translation`."""
-    translator = served.translator
-    if target is not None:
-        (result,) = translator.align([text], [target])
-    else:
-        (budget,) = limits.output_budgets(served, [len(translator.source_ids(text))], None)
-        (result,) = translator.translate([text], beam_size=beam, max_length=budget, should_stop=should_stop)
+def _aligned(served: ServedModel, text: str, target: str) -> Translation:
+    """``target`` teacher-forced as the translation of ``text``; 422 when it has no token."""
+    (result,) = served.translator.align([text], [target])
     if not result.target_ids:
         raise InvalidInput(("body", "target"), "the target is empty: nothing to read")
     return result
+
+
+async def _priced(
+    service: ServiceDep, served: ServedModel, route: str, source: tuple[str, int], target: str | None, *,
+    beams: int, gone: threading.Event,
+) -> tuple[Translation | None, Cost]:
+    """``route``'s price (:func:`route_prices.price_route`, 422 past a limit) on the given
+    ``target``, or on the model's translation of the source (text, tokens with EOS) at ``beams``,
+    made first in a slot of its own (:func:`route_prices.translate_first`) and returned."""
+    settings, config = service.settings, served.loaded.config
+    if target is not None:
+        length = limits.check_text(settings, served, target, ("body", "target"), empty_ok=True)
+        return None, route_prices.price_route(settings, route, route_prices.shape_of(config, source[1], length))
+    result = await route_prices.translate_first(service, served, source[0], beams=beams, gone=gone)
+    if not result.target_ids:
+        raise InvalidInput(("body", "target"), "the target is empty: nothing to read")
+    shape = route_prices.shape_of(config, len(result.source_ids), len(result.target_ids))
+    return result, route_prices.price_route(settings, route, shape)
 
 
 @router.post("/lens", response_model=LensResponse, responses=ERRORS, summary="Logit lens and direct logit attribution")
@@ -146,12 +158,10 @@ async def lens_route(body: LensRequest, service: ServiceDep, request: Request) -
 
 async def _lens(served: ServedModel, body: LensRequest, service: ServiceDep, request: Request) -> LensResponse:
     model = _model(served)
-    source_length = limits.check_text(service.settings, served, body.text, ("body", "text"))
-    cost = _price(service.settings, served, "lens", source_length, body.target, body.beam_size)
+    source = (body.text, limits.check_text(service.settings, served, body.text, ("body", "text")))
 
-    def job(should_stop: Callable[[], bool]) -> LensResponse:
-        result = _target(served, body.text, body.target, body.beam_size, should_stop)
-        _check(service.settings, served, "lens", result)
+    def job(translated: Translation | None, should_stop: Callable[[], bool]) -> LensResponse:
+        result = translated or _aligned(served, body.text, body.target or "")
         found, dla = inspect(model, result.source_ids, result.target_ids, k=body.k)
         tok = served.loaded.tokenizer
         return LensResponse(
@@ -164,28 +174,8 @@ async def _lens(served: ServedModel, body: LensRequest, service: ServiceDep, req
         )
 
     async with watch_disconnect(request) as gone:
-        return await service.run_stoppable(job, gone=gone, cost=cost)
-
-
-def _price(
-    settings: Settings, served: ServedModel, route: str, length: int, target: str | None, beams: int
-) -> Cost:
-    """``route``'s price before any work (:func:`route_prices.price_route`): on the given
-    ``target``'s length (the source's: ``length`` with EOS), or on the output budget of the translation still to come at ``beams``;
-    422 for what is over a limit already."""
-    config = served.loaded.config
-    if target is not None:
-        target_length = limits.check_text(settings, served, target, ("body", "target"), empty_ok=True)
-        return route_prices.price_route(settings, config, route, route_prices.shape_of(config, length, target_length))
-    (budget,) = limits.output_budgets(served, [length], None)
-    shape = route_prices.shape_of(config, length, budget)
-    return route_prices.price_route(settings, config, route, shape, translate_beams=beams)
-
-
-def _check(settings: Settings, served: ServedModel, route: str, result: Translation) -> None:
-    """422 when ``route`` on the real lengths of ``result`` is over a limit (after a translation)."""
-    shape = route_prices.shape_of(served.loaded.config, len(result.source_ids), len(result.target_ids))
-    route_prices.check_route(settings, route, shape)
+        translated, cost = await _priced(service, served, "lens", source, body.target, beams=body.beam_size, gone=gone)
+        return await service.run_stoppable(partial(job, translated), gone=gone, cost=cost)
 
 
 @router.post("/patch", response_model=PatchResponse, responses=ERRORS, summary="Activation patching between two sources")
@@ -203,14 +193,12 @@ async def _patch(served: ServedModel, body: PatchRequest, service: ServiceDep, r
     if clean != corrupted:
         raise InvalidInput(("body", "corrupted"), f"has {corrupted} tokens and the clean source {clean} (both with "
                            "</s>): patching replaces position by position, so they must be equally long")
-    cost = _price(service.settings, served, "patching", clean, body.target, body.beam_size)
 
-    def job(should_stop: Callable[[], bool]) -> PatchResponse:
-        result = _target(served, body.clean, body.target, body.beam_size, should_stop)
+    def job(translated: Translation | None, should_stop: Callable[[], bool]) -> PatchResponse:
+        result = translated or _aligned(served, body.clean, body.target or "")
         target = result.target_ids
         if body.position is not None and body.position >= len(target):
             raise InvalidInput(("body", "position"), f"is {body.position}; the target has {len(target)} tokens")
-        _check(service.settings, served, "patching", result)
         corrupt_ids = served.translator.source_ids(body.corrupted)
         grids = patch(model, result.source_ids, corrupt_ids, target, position=body.position, should_stop=should_stop)
         tok = served.loaded.tokenizer
@@ -227,4 +215,6 @@ async def _patch(served: ServedModel, body: PatchRequest, service: ServiceDep, r
         )
 
     async with watch_disconnect(request) as gone:
-        return await service.run_stoppable(job, gone=gone, cost=cost)
+        source = (body.clean, clean)
+        translated, cost = await _priced(service, served, "patching", source, body.target, beams=body.beam_size, gone=gone)
+        return await service.run_stoppable(partial(job, translated), gone=gone, cost=cost)
