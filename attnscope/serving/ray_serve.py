@@ -24,12 +24,13 @@ import math
 import os
 import signal
 import threading
+from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from attnscope.config import Settings
 from attnscope.extras import join_ray, require
-from attnscope.serving.ray_serve_http import OneRequestId, proxy_middlewares
+from attnscope.serving.ray_serve_http import PROXY_CALLBACK, OneRequestId
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -131,6 +132,7 @@ def run(address: str | None = None, **flags: Any) -> None:
     local = not address
     if local:
         _check_local(settings)
+        _proxy_callback()
     cpus = max(os.cpu_count() or 1, math.ceil(settings.ray_max_replicas * settings.ray_replica_cpus))
     join_ray(address, cpus=cpus, purpose="serve --ray")  # the local one: CPUs for the most replicas
     stop = _stop_on_signals()
@@ -150,6 +152,17 @@ def run(address: str | None = None, **flags: Any) -> None:
         ray.shutdown()
 
 
+def _proxy_callback() -> None:
+    """Before a local Ray starts (its processes inherit this environment): Serve's HTTP proxies
+    put :class:`~attnscope.serving.ray_serve_http.ReplicaGone` in front (Serve takes proxy
+    middlewares only from this variable) and import it from this checkout."""
+    root = str(Path(__file__).resolve().parents[2])
+    os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", PROXY_CALLBACK)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
 def _running_serve(serve: ModuleType) -> Any:
     """The client of a Serve already running on the joined cluster, or None."""
     try:
@@ -159,8 +172,8 @@ def _running_serve(serve: ModuleType) -> Any:
 
 
 def _start_serve(serve: ModuleType, settings: Settings) -> str:
-    """Start Serve's proxies on the settings' host and port, with :class:`ReplicaGone` in front
-    (a replica killed mid-request is a 503 with ``Retry-After``, not a plain 500). Serve already
+    """Start Serve's proxies on the settings' host and port (on a local Ray with
+    :class:`ReplicaGone` in front: :func:`_proxy_callback`). Serve already
     running on the cluster keeps its own HTTP options (Serve ignores new ones, issue 45.6: the
     port asked for was logged while the old one served): on the same port it is joined; on
     another port a leftover with no application is shut down and started afresh, and one that
@@ -178,7 +191,7 @@ def _start_serve(serve: ModuleType, settings: Settings) -> str:
             )
         logger.info("Serve on this cluster listens on port %d and runs nothing: restarting it on %d", port, settings.port)
         serve.shutdown()
-    serve.start(http_options={"host": settings.host, "port": settings.port, "middlewares": proxy_middlewares()})
+    serve.start(http_options={"host": settings.host, "port": settings.port})
     return f"started Serve on port {settings.port}"
 
 

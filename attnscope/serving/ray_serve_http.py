@@ -5,8 +5,8 @@ ASGI so that neither needs Ray to be tested:
   the request's ``x-request-id`` (the client's own, if it sent one), which the app's request log
   takes as its id, and adds that same id to the answer itself; the app's copy made every answer
   carry the header twice. The replica's answers leave it to the proxy.
-- :class:`ReplicaGone`, in front of Serve's HTTP proxy (:func:`proxy_middlewares`, passed as
-  the proxies' ``middlewares`` when ``serve --ray`` starts Serve): a request in flight on a
+- :class:`ReplicaGone`, in front of Serve's HTTP proxy (:func:`proxy_middlewares`, named by
+  ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH``, which ``serve --ray`` sets for a local Ray): a request in flight on a
   replica that dies (killed, out of memory) ends in the proxy without any answer, which uvicorn
   turns into a plain-text 500. It becomes what the app says when it cannot take a request: a
   503 with ``Retry-After`` and a JSON ``detail`` (Serve restarts the replica; a retry reaches a
@@ -22,9 +22,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 REQUEST_ID = b"x-request-id"
-RETRY_AFTER_S = (
-    5  # about a replica's restart with tiny to small models; the client may retry sooner
-)
+# What RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH names to put ReplicaGone in front of the proxies
+PROXY_CALLBACK = "attnscope.serving.ray_serve_http:proxy_middlewares"
+# About a replica's restart with tiny to small models; the client may retry sooner
+RETRY_AFTER_S = 5
 
 
 class OneRequestId:
@@ -100,9 +101,8 @@ async def send_unavailable(send: Send, scope: Scope) -> None:
 
 
 def proxy_middlewares() -> list[Any]:
-    """The middlewares of Serve's HTTP proxies (``serve.start(http_options={"middlewares": ...})``,
-    or ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH=attnscope.serving.ray_serve_http:proxy_middlewares``
-    on a cluster whose Serve someone else starts)."""
+    """The middlewares of Serve's HTTP proxies: Serve calls this in each proxy where
+    ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH`` names it (:data:`PROXY_CALLBACK`)."""
     from starlette.middleware import Middleware
 
     return [Middleware(ReplicaGone)]
