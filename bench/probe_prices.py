@@ -2,8 +2,8 @@
 thread, on a shipped model, the seconds per unit of decode work of large beam decodes (the
 scheduler's unit: attention weights computed, priced at the output budget as admission does)
 and the seconds per estimated flop of attribution, the lens and patching. Their ratio is
-``FLOPS_PER_WORK`` for each route: the table's constant should sit between them (the price is a
-bound, so nearer the largest is safer).
+each route's ``flops_per_work``: the table's constant should sit near the lowest seen (a lower
+one prices more work, so a price that errs errs towards refusing).
 
     .venv/bin/python bench/probe_prices.py [--model models/en-de-transformer] [--repeats 3]
 """

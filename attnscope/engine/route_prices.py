@@ -189,7 +189,7 @@ def _attribution_passes(s: Shape) -> int:
 def _attribution_floats(s: Shape) -> int:
     """The batch's logits over the vocabulary and their log-softmax, and its activations kept
     for the backward passes (~16 floats per position, layer and width: measured, 128 steps on
-    en-de-transformer, 12 + 11 tokens: +395 MB peak RSS, 98 M floats priced)."""
+    en-de-transformer, 12 + 11 tokens: +395 MB peak RSS, 96 M floats priced)."""
     rows = s.knobs.get("steps", 16) + 1
     return rows * (2 * s.target * s.vocab + 16 * s.layers * (s.source + s.target) * s.width)
 
