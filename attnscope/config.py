@@ -232,6 +232,15 @@ class Settings(BaseSettings):
             "through. 100 k takes about 10-30 s on one CPU core."
         ),
     )
+    max_route_floats: int = Field(
+        default=128_000_000,
+        ge=1,
+        description=(
+            "Admission budget of the memory one /api/attribution, /api/lens or /api/patch job holds at once, "
+            "in floats (integrated gradients' rows of logits and activations, the lens's log-probabilities "
+            "over the vocabulary; attnscope.engine.route_prices). 128 M floats is 512 MB in float32."
+        ),
+    )
     max_explain_cost: int = Field(
         default=2_000_000,
         ge=1,

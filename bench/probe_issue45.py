@@ -128,8 +128,12 @@ def spread(url: str, models: list[str], log_text: Any, requests: int = 400, clie
 
 
 def _big_png(side: int = 2048) -> str:
+    """A ``side``² PNG whose body fits the server's 1 MB limit (a valid request: 4 × 4 blocks
+    of noise, ~580 KB in base64; plain noise at 2048² is 5.6 MB, which is a 413 before any
+    admission and so not part of the worst *valid* mix)."""
     buffer = io.BytesIO()
-    Image.effect_noise((side, side), 64).convert("L").save(buffer, format="PNG", compress_level=1)
+    noise = Image.effect_noise((side // 4, side // 4), 64).convert("L")
+    noise.resize((side, side), Image.Resampling.NEAREST).save(buffer, format="PNG", optimize=True)
     return base64.b64encode(buffer.getvalue()).decode()
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.attribution import attribute, normalise_rows, summary
-from attnscope.engine import limits
+from attnscope.engine import limits, route_prices
 from attnscope.engine.answers import matrix
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.registry import ServedModel
@@ -112,45 +113,51 @@ async def attribution_answer(
 async def _attribution(
     served: ServedModel, body: AttributionRequest, service: ModelService, gone: threading.Event | None
 ) -> AttributionResponse:
-    settings = service.settings
+    settings, config = service.settings, served.loaded.config
     source_length = limits.check_text(settings, served, body.text, ("body", "text"))
-    if body.target is not None:
+    knobs = {"steps": body.steps, "contrast": 0 if body.contrast is None else 1}
+    translated: Translation | None = None
+    if body.target is None:  # translated first, in a slot of its own: the attribution is priced on it
+        translated = await route_prices.translate_first(service, served, body.text, beams=body.beam_size, gone=gone)
+        if not translated.target_ids:
+            raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
+        shape = route_prices.shape_of(config, len(translated.source_ids), len(translated.target_ids), **knobs)
+    else:
         target_length = limits.check_text(settings, served, body.target, ("body", "target"), empty_ok=True)
-        limits.admit_attribution(settings, source_length, target_length, body.steps)
-    (budget,) = limits.output_budgets(served, [source_length], None)
-    translator, model = served.translator, served.loaded.model
+        shape = route_prices.shape_of(config, source_length, target_length, **knobs)
+    cost = route_prices.price_route(settings, "attribution", shape)  # 422 before any work past a limit
+    # The deadline and a disconnect stop the backward passes within one target token
+    return await service.run_stoppable(partial(_job, served, body, translated), gone=gone, cost=cost)
 
-    def job(should_stop: Callable[[], bool]) -> AttributionResponse:
-        if body.target is None:
-            (result,) = translator.translate(
-                [body.text], beam_size=body.beam_size, max_length=budget, should_stop=should_stop
-            )
-        else:
-            (result,) = translator.align([body.text], [body.target])
+
+def _job(
+    served: ServedModel, body: AttributionRequest, translated: Translation | None, should_stop: Callable[[], bool]
+) -> AttributionResponse:
+    """The attribution of ``translated`` (the model's translation), or of ``body.target`` aligned."""
+    model = served.loaded.model
+    if translated is None:
+        (result,) = served.translator.align([body.text], [body.target or ""])
         if not result.target_ids:
             raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
-        if body.target is None:  # its length is known now; the translation was cheap beside this
-            limits.admit_attribution(settings, len(result.source_ids), len(result.target_ids), body.steps)
-        attr = attribute(model, result.source_ids, result.target_ids, steps=body.steps, should_stop=should_stop)
-        contrasted = None if body.contrast is None else _contrast(served.loaded, result, body.contrast, body.steps)
-        cross = result.hypothesis.cross
-        s = summary(attr, cross)
-        tok = served.loaded.tokenizer
-        return AttributionResponse(
-            model=served.loaded.id,
-            translation=result.text if body.target is None else body.target,
-            source_tokens=tok.pieces(result.source_ids),
-            target_tokens=tok.pieces(result.target_ids),
-            input_x_gradient=[[round(v, 6) for v in row] for row in s["input_x_gradient"].tolist()],
-            integrated_gradients=[[round(v, 6) for v in row] for row in s["integrated_gradients"].tolist()],
-            cross_attention=None if cross is None else matrix(cross).tolist(),
-            correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
-            completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
-            contrastive=contrasted,
-        )
-
-    # The deadline and a disconnect stop the backward passes within one target token
-    return await service.run_stoppable(job, gone=gone)
+    else:
+        result = translated
+    attr = attribute(model, result.source_ids, result.target_ids, steps=body.steps, should_stop=should_stop)
+    contrasted = None if body.contrast is None else _contrast(served.loaded, result, body.contrast, body.steps)
+    cross = result.hypothesis.cross
+    s = summary(attr, cross)
+    tok = served.loaded.tokenizer
+    return AttributionResponse(
+        model=served.loaded.id,
+        translation=result.text if body.target is None else body.target,
+        source_tokens=tok.pieces(result.source_ids),
+        target_tokens=tok.pieces(result.target_ids),
+        input_x_gradient=[[round(v, 6) for v in row] for row in s["input_x_gradient"].tolist()],
+        integrated_gradients=[[round(v, 6) for v in row] for row in s["integrated_gradients"].tolist()],
+        cross_attention=None if cross is None else matrix(cross).tolist(),
+        correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
+        completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
+        contrastive=contrasted,
+    )
 
 
 def _contrast(loaded: LoadedModel, result: Translation, asked: ContrastRequest, steps: int) -> ContrastiveAttribution:

@@ -133,6 +133,12 @@ class Scheduler:
     def running(self) -> int:
         return self.slots - self._free
 
+    def calibrate(self, seconds: float, work: int) -> None:
+        """Start from a decode of ``work`` timed now (``seconds``), in place of the prior (the
+        caller times one of at least ``RATE_MIN_WORK``: smaller ones are mostly overhead)."""
+        if work > 0 and seconds > 0:
+            self._work_s = seconds / work
+
     def s_per_work(self, now: float | None = None) -> float:
         """Seconds per unit of work now: the recent decodes' rate, scaled up by how far the
         large decodes running now are past their estimate at that rate (a machine that became

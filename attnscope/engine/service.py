@@ -9,6 +9,7 @@ queue (``batching``) and tensor -> JSON (``answers``). The models keep no per-re
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -24,7 +25,7 @@ from attnscope.device import resolve_device
 from attnscope.engine import ablation, limits
 from attnscope.engine.answer_builder import answer_batch
 from attnscope.engine.attention_store import AttentionStore, stored_bytes
-from attnscope.engine.batching import BatchRunner, Scheduler, Ticket
+from attnscope.engine.batching import RATE_MIN_WORK, BatchRunner, Scheduler, Ticket
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.execution import InferencePool
 from attnscope.engine.explain import forced_prefixes
@@ -39,6 +40,10 @@ from attnscope.translator import Translation
 __all__ = ["AnswerOptions", "ModelService", "ServiceRequest", "resolve_protect"]
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
+# The decode that sets admission's rate at start-up: the issue's digit string at beam 8, 8.6 M
+# units of work on the shipped en-de Transformer (~0.3 s quiet, ~1.1 s at load 8, one thread).
+CALIBRATION = {"digits": 95, "beams": 8, "max_length": 150}
 
 
 class ModelService:
@@ -80,6 +85,34 @@ class ModelService:
 
     def load_all(self) -> None:
         self.registry.load_all()
+        self.calibrate()
+
+    def calibrate(self) -> None:
+        """Time one large decode (the scheduler's rate unit, :data:`CALIBRATION`) on the first
+        loaded model big enough for one, so admission starts from what this machine does now, not
+        from a prior measured elsewhere (issue 45.2: a fresh server on a busy machine admitted
+        a burst at the prior's rate, 6-50 times too fast, and answered 32 of 64 with 504)."""
+        for model_id in self.ids:
+            served = self.registry.residency.resident.get(model_id)
+            if served is None or not served.loaded.config.attention_kinds:
+                continue
+            text = " ".join(str(i % 10) for i in range(CALIBRATION["digits"]))
+            source = min(len(served.loaded.tokenizer.encode(text)), served.max_source_tokens) + 1
+            beams, length = CALIBRATION["beams"], CALIBRATION["max_length"]
+            work = limits.attention_floats(served.loaded.config, [source], [length], beams)
+            if work < RATE_MIN_WORK:
+                continue
+            started = time.monotonic()
+            try:
+                with torch.inference_mode():
+                    served.translator.translate([text], beam_size=beams, max_length=length)
+            except Exception as err:  # noqa: BLE001 - a rate is an estimate: serve with the prior
+                logger.warning("could not time a decode for admission's rate (%s); keeping the prior", err)
+                return
+            seconds = time.monotonic() - started
+            self.scheduler.calibrate(seconds, work)
+            logger.info("admission's rate: %.2e s per unit of work (%s, %.2f s for %.1f M)", seconds / work, model_id, seconds, work / 1e6)
+            return
 
     @property
     def ids(self) -> list[str]:
@@ -223,16 +256,22 @@ class ModelService:
             )
         return replace(cost, floats=floats)
 
-    async def run_alone(self, job: Callable[[], T], *, gone: threading.Event | None = None) -> T:
+    async def run_alone(
+        self, job: Callable[[], T], *, gone: threading.Event | None = None, cost: Cost = Cost()  # noqa: B008
+    ) -> T:
         """Run ``job`` in a decode slot of its own (under inference mode): the queue bound, the
-        deadline and shutdown apply as to a translation, but it is never batched with others."""
-        return await self.run_stoppable(lambda should_stop: job(), gone=gone)
+        deadline and shutdown apply as to a translation, but it is never batched with others.
+        ``cost``: its price (:func:`attnscope.engine.route_prices.price_route`), which the
+        scheduler weighs to refuse with 503 what cannot finish before the deadline."""
+        return await self.run_stoppable(lambda should_stop: job(), gone=gone, cost=cost)
 
-    async def run_stoppable(self, job: Callable[[Callable[[], bool]], T], *, gone: threading.Event | None = None) -> T:
+    async def run_stoppable(
+        self, job: Callable[[Callable[[], bool]], T], *, gone: threading.Event | None = None, cost: Cost = Cost()  # noqa: B008
+    ) -> T:
         """:meth:`run_alone` for a ``job`` that takes ``should_stop`` (True once the deadline has
         passed, the client has left or the server shuts down) and raises
         :class:`~attnscope.decoding.DecodeStopped` when it says so: the slot frees up at once."""
-        ticket = self._ticket([], [], None, gone)
+        ticket = self._ticket([], [], None, gone, cost)
 
         def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[T]:
             with torch.inference_mode():

@@ -4,15 +4,17 @@ computation is :mod:`attnscope.inside`. See docs/inside.md."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from attnscope.config import Settings
-from attnscope.engine import limits, metrics
+from attnscope.engine import limits, route_prices
 from attnscope.engine.errors import InvalidInput
+from attnscope.engine.limits import Cost
 from attnscope.engine.registry import ServedModel
 from attnscope.engine.schemas import BeamSize, ErrorResponse, ModelId, Target, Text
 from attnscope.inside.lens import DirectAttribution, inspect
@@ -103,15 +105,6 @@ class PatchResponse(BaseModel):
     total_effect: float = Field(description="Δ of the whole corrupted source (the grids' scale).")
 
 
-def _admit(settings: Settings, cost: int, what: str) -> None:
-    """422 when ``cost`` (passes × positions) is over ATTNSCOPE_MAX_ATTRIBUTION_COST."""
-    limit = settings.max_attribution_cost
-    if cost > limit:
-        metrics.REJECTED.labels("cost").inc()
-        raise InvalidInput(("body",), f"this {what} would cost {cost:,}; the limit is {limit:,} "
-                           "(ATTNSCOPE_MAX_ATTRIBUTION_COST): ask for a shorter text or target", kind="cost_limit")
-
-
 def _model(served: ServedModel) -> Transformer:
     """The served model as a Transformer; 422 naming why the grids need one (an RNN)."""
     try:
@@ -129,19 +122,30 @@ def _attribution(d: DirectAttribution) -> Attribution:
     )
 
 
-def _target(
-    served: ServedModel, text: str, target: str | None, beam: int, should_stop: Callable[[], bool]
-) -> Translation:
-    """The translation of ``text`` (or ``target`` teacher-forced), a :class:`Translation`."""
-    translator = served.translator
-    if target is not None:
-        (result,) = translator.align([text], [target])
-    else:
-        (budget,) = limits.output_budgets(served, [len(translator.source_ids(text))], None)
-        (result,) = translator.translate([text], beam_size=beam, max_length=budget, should_stop=should_stop)
+def _aligned(served: ServedModel, text: str, target: str) -> Translation:
+    """``target`` teacher-forced as the translation of ``text``; 422 when it has no token."""
+    (result,) = served.translator.align([text], [target])
     if not result.target_ids:
         raise InvalidInput(("body", "target"), "the target is empty: nothing to read")
     return result
+
+
+async def _priced(
+    service: ServiceDep, served: ServedModel, route: str, source: tuple[str, int], target: str | None, *,
+    beams: int, gone: threading.Event,
+) -> tuple[Translation | None, Cost]:
+    """``route``'s price (:func:`route_prices.price_route`, 422 past a limit) on the given
+    ``target``, or on the model's translation of the source (text, tokens with EOS) at ``beams``,
+    made first in a slot of its own (:func:`route_prices.translate_first`) and returned."""
+    settings, config = service.settings, served.loaded.config
+    if target is not None:
+        length = limits.check_text(settings, served, target, ("body", "target"), empty_ok=True)
+        return None, route_prices.price_route(settings, route, route_prices.shape_of(config, source[1], length))
+    result = await route_prices.translate_first(service, served, source[0], beams=beams, gone=gone)
+    if not result.target_ids:
+        raise InvalidInput(("body", "target"), "the target is empty: nothing to read")
+    shape = route_prices.shape_of(config, len(result.source_ids), len(result.target_ids))
+    return result, route_prices.price_route(settings, route, shape)
 
 
 @router.post("/lens", response_model=LensResponse, responses=ERRORS, summary="Logit lens and direct logit attribution")
@@ -154,12 +158,10 @@ async def lens_route(body: LensRequest, service: ServiceDep, request: Request) -
 
 async def _lens(served: ServedModel, body: LensRequest, service: ServiceDep, request: Request) -> LensResponse:
     model = _model(served)
-    source_length = limits.check_text(service.settings, served, body.text, ("body", "text"))
+    source = (body.text, limits.check_text(service.settings, served, body.text, ("body", "text")))
 
-    def job(should_stop: Callable[[], bool]) -> LensResponse:
-        result = _target(served, body.text, body.target, body.beam_size, should_stop)
-        points = 1 + 3 * len(model.decoder_layers)
-        _admit(service.settings, points * (source_length + len(result.target_ids)), "lens")
+    def job(translated: Translation | None, should_stop: Callable[[], bool]) -> LensResponse:
+        result = translated or _aligned(served, body.text, body.target or "")
         found, dla = inspect(model, result.source_ids, result.target_ids, k=body.k)
         tok = served.loaded.tokenizer
         return LensResponse(
@@ -172,16 +174,8 @@ async def _lens(served: ServedModel, body: LensRequest, service: ServiceDep, req
         )
 
     async with watch_disconnect(request) as gone:
-        return await service.run_stoppable(job, gone=gone)
-
-
-def _patch_cost(model: Transformer, source: int, target: int) -> int:
-    """Passes (two full runs, one per decoder layer and attention kind with every head, one per
-    encoder boundary with every position) × the positions each pass runs."""
-    dec, enc = len(model.decoder_layers), len(model.encoder_layers)
-    heads = model.config.heads
-    passes = 2 + 2 * dec * (heads + 1) + (enc + 1) * (source + 1)
-    return passes * (source + target)
+        translated, cost = await _priced(service, served, "lens", source, body.target, beams=body.beam_size, gone=gone)
+        return await service.run_stoppable(partial(job, translated), gone=gone, cost=cost)
 
 
 @router.post("/patch", response_model=PatchResponse, responses=ERRORS, summary="Activation patching between two sources")
@@ -200,12 +194,11 @@ async def _patch(served: ServedModel, body: PatchRequest, service: ServiceDep, r
         raise InvalidInput(("body", "corrupted"), f"has {corrupted} tokens and the clean source {clean} (both with "
                            "</s>): patching replaces position by position, so they must be equally long")
 
-    def job(should_stop: Callable[[], bool]) -> PatchResponse:
-        result = _target(served, body.clean, body.target, body.beam_size, should_stop)
+    def job(translated: Translation | None, should_stop: Callable[[], bool]) -> PatchResponse:
+        result = translated or _aligned(served, body.clean, body.target or "")
         target = result.target_ids
         if body.position is not None and body.position >= len(target):
             raise InvalidInput(("body", "position"), f"is {body.position}; the target has {len(target)} tokens")
-        _admit(service.settings, _patch_cost(model, clean, len(target)), "patching")
         corrupt_ids = served.translator.source_ids(body.corrupted)
         grids = patch(model, result.source_ids, corrupt_ids, target, position=body.position, should_stop=should_stop)
         tok = served.loaded.tokenizer
@@ -222,4 +215,6 @@ async def _patch(served: ServedModel, body: PatchRequest, service: ServiceDep, r
         )
 
     async with watch_disconnect(request) as gone:
-        return await service.run_stoppable(job, gone=gone)
+        source = (body.clean, clean)
+        translated, cost = await _priced(service, served, "patching", source, body.target, beams=body.beam_size, gone=gone)
+        return await service.run_stoppable(partial(job, translated), gone=gone, cost=cost)

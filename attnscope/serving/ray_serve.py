@@ -7,7 +7,9 @@ routes to the same replica batch as they would in the plain server. Serve's HTTP
 endpoint in front of every replica. Readiness maps onto Serve's health checks: a replica's
 ``check_health`` waits for its models on the first (start-up) check and fails once the app is
 shutting down, so Serve routes traffic only to replicas whose models are loaded and
-``/api/ready`` through the proxy answers ready only then.
+``/api/ready`` through the proxy answers ready only then. The proxy, not the replica, sets each
+answer's ``X-Request-ID``, and a request whose replica dies is a 503 with ``Retry-After``
+(:mod:`attnscope.serving.ray_serve_http`).
 
 Ray is optional (``pip install 'attnscope[ray]'``) and imported only here, lazily. For a cluster
 deployment without this command (KubeRay ``RayService``, ``serve run``), :func:`build` is the
@@ -22,11 +24,13 @@ import math
 import os
 import signal
 import threading
+from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from attnscope.config import Settings
 from attnscope.extras import join_ray, require
+from attnscope.serving.ray_serve_http import PROXY_CALLBACK, OneRequestId
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -60,6 +64,7 @@ class Replica:
         from attnscope.serving.main import create_app
 
         self._app: FastAPI = create_app(Settings(**settings))
+        self._app.add_middleware(OneRequestId)  # outermost: the proxy adds the header itself
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self._app  # Serve runs its lifespan (which starts loading the models) next
@@ -127,12 +132,13 @@ def run(address: str | None = None, **flags: Any) -> None:
     local = not address
     if local:
         _check_local(settings)
+        _proxy_callback()
     cpus = max(os.cpu_count() or 1, math.ceil(settings.ray_max_replicas * settings.ray_replica_cpus))
     join_ray(address, cpus=cpus, purpose="serve --ray")  # the local one: CPUs for the most replicas
     stop = _stop_on_signals()
     try:
-        serve.start(http_options={"host": settings.host, "port": settings.port})
-        logger.info("deploying %s on Ray Serve: %s", APP_NAME, options)
+        how = _start_serve(serve, settings)
+        logger.info("deploying %s on Ray Serve (%s): %s", APP_NAME, how, options)
         serve.run(application(settings), name=APP_NAME, route_prefix="/")
         logger.info("attnscope on Ray Serve at http://%s:%d (replicas loaded)", settings.host, settings.port)
         stop.wait()
@@ -146,12 +152,59 @@ def run(address: str | None = None, **flags: Any) -> None:
         ray.shutdown()
 
 
+def _proxy_callback() -> None:
+    """Before a local Ray starts (its processes inherit this environment): Serve's HTTP proxies
+    put :class:`~attnscope.serving.ray_serve_http.ReplicaGone` in front (Serve takes proxy
+    middlewares only from this variable) and import it from this checkout."""
+    root = str(Path(__file__).resolve().parents[2])
+    os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", PROXY_CALLBACK)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([root, *paths])
+
+
+def _running_serve(serve: ModuleType) -> Any:
+    """The client of a Serve already running on the joined cluster, or None."""
+    try:
+        return serve.context._get_global_client(raise_if_no_controller_running=False)
+    except Exception:  # noqa: BLE001 - no controller, or a Serve without this (private) call
+        return None
+
+
+def _start_serve(serve: ModuleType, settings: Settings) -> str:
+    """Start Serve's proxies on the settings' host and port (on a local Ray with
+    :class:`ReplicaGone` in front: :func:`_proxy_callback`). Serve already
+    running on the cluster keeps its own HTTP options (Serve ignores new ones, issue 45.6: the
+    port asked for was logged while the old one served): on the same port it is joined; on
+    another port a leftover with no application is shut down and started afresh, and one that
+    serves other applications is a ValueError naming its port. Returns "started" or "joined"."""
+    client = _running_serve(serve)
+    if client is not None:
+        port = int(client.http_config.port)
+        if port == settings.port:
+            return f"joined the Serve running on port {port}"
+        others = _other_applications(serve)
+        if others:
+            raise ValueError(
+                f"Ray Serve on this cluster listens on port {port} for {', '.join(others)}; it cannot move to "
+                f"--port {settings.port} while they run: use --port {port}, or stop them first"
+            )
+        logger.info("Serve on this cluster listens on port %d and runs nothing: restarting it on %d", port, settings.port)
+        serve.shutdown()
+    serve.start(http_options={"host": settings.host, "port": settings.port})
+    return f"started Serve on port {settings.port}"
+
+
+def _other_applications(serve: ModuleType) -> list[str]:
+    return sorted(name for name in serve.status().applications if name != APP_NAME)
+
+
 def _shutdown_if_idle(serve: ModuleType) -> None:
     """On a cluster we joined: once our application is deleted, Serve's controller and its
     proxies (one per node, ~650 MB, holding the port and answering 404) stay unless someone else
     still runs an application; shut Serve down when nobody does."""
     try:
-        others = list(serve.status().applications)
+        others = _other_applications(serve)
     except Exception as err:  # noqa: BLE001 - a cluster going away: nothing left to stop
         logger.warning("could not read Serve's status after deleting %s: %s", APP_NAME, err)
         return

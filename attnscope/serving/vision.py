@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse
 
 from attnscope.config import Settings
 from attnscope.device import resolve_device
-from attnscope.engine import limits
+from attnscope.engine import limits, route_prices
 from attnscope.engine.errors import InvalidInput, UnknownModel
 from attnscope.engine.schemas import ErrorResponse
 from attnscope.serving.pages import templates
@@ -78,7 +78,8 @@ async def _run(request: Request, fn: Callable[[], T]) -> T:
     inference shares the queue bound, the deadline and shutdown with translation and never
     takes the threads that health checks, pages and static files use."""
     try:
-        return await request.app.state.service.run_alone(fn)
+        service = request.app.state.service  # priced at its limit's bound, so the deadline holds
+        return await service.run_alone(fn, cost=route_prices.vision_price(service.settings))
     except BadImage as err:
         if err.status == 413:
             raise HTTPException(status_code=413, detail=err.message) from None

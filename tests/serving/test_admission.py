@@ -238,3 +238,33 @@ def test_a_decode_running_late_slows_the_estimate_of_the_next() -> None:
             assert scheduler.s_per_work() < 2e-6  # nothing late running: the recent rate again
 
     _in_loop(test)
+
+
+def test_the_rate_starts_from_a_decode_timed_on_this_machine(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45.2: a fresh server on a busy machine admitted its first burst at the prior's rate
+    (measured elsewhere, 6-50 times too fast there) and answered 32 of 64 with 504. Loading the
+    models now times one large decode (the shipped Transformer's is 8.6 M units of work) and
+    starts from it; a decode too small to set the rate leaves the prior. (A tiny model here,
+    with the smallest rate-setting work lowered to what its decode does.)"""
+    from attnscope.config import Settings
+    from attnscope.engine import service as service_module
+    from attnscope.engine.batching import PRIOR_S_PER_WORK
+    from attnscope.testing import build_tiny_models
+
+    scheduler = Scheduler(ThreadPoolExecutor(1), slots=1, max_queue=1, window_s=0.0, max_texts=1)
+    scheduler.calibrate(2.0, 10_000_000)
+    assert scheduler.estimate_s(_ticket("x", Cost(work=1_000_000))) == pytest.approx(0.2)
+    build_tiny_models(tmp_path, kinds=[("transformer", "transformer", None)])
+    monkeypatch.setattr(service_module, "CALIBRATION", {"digits": 5, "beams": 2, "max_length": 5})
+    for least, calibrated in ((10**12, False), (1, True)):
+        monkeypatch.setattr(service_module, "RATE_MIN_WORK", least)
+        service = service_module.ModelService(Settings(models_dir=tmp_path, device="cpu"))
+        try:
+            with caplog.at_level("INFO", logger="attnscope.engine.service"):
+                service.load_all()
+            assert (service.scheduler._work_s != PRIOR_S_PER_WORK) is calibrated
+        finally:
+            service.stop()
+    assert any("admission's rate" in r.getMessage() and TRANSFORMER in r.getMessage() for r in caplog.records)

@@ -180,6 +180,15 @@ def test_ray_serve_answers_like_the_plain_server(
             assert httpx.get(f"{url}{page}").text == httpx.get(f"{plain}{page}").text, page
 
 
+def test_each_answer_through_serve_has_one_request_id(ray_server: tuple[str, list[dict[str, Any]], set[int]]) -> None:
+    """Issue 45.6: every answer carried two ``x-request-id`` headers (the proxy's and the app's)."""
+    url = ray_server[0]
+    mine = httpx.get(f"{url}/api/health", headers={"x-request-id": "abc123"})
+    assert mine.headers.get_list("x-request-id") == ["abc123"]
+    theirs = httpx.post(f"{url}/api/translate", json={"model": "nope", "text": "a dog"})
+    assert theirs.status_code == 404 and len(theirs.headers.get_list("x-request-id")) == 1
+
+
 def test_builder_takes_settings_as_serve_run_args() -> None:
     """``serve run attnscope.serving.ray_serve:build models_dir=... ray_max_replicas=3`` (and a RayService's
     ``args``): strings, validated as Settings, become the deployment's options (no Ray started)."""
