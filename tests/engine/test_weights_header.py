@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from safetensors import safe_open
 
 from attnscope.engine.residency import weights_bytes
 from attnscope.repository import WEIGHTS_FILE, load_model_folder
@@ -19,8 +20,12 @@ def folder(tmp_path: Path) -> Path:
     return built
 
 
-def test_pricing_then_loading_reads_the_header_once(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_price_is_the_headers_tensor_bytes_read_once_for_the_load_too(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     weights = folder / WEIGHTS_FILE
+    with safe_open(str(weights), "pt") as stored:  # an independent count of the bytes
+        expected = sum(stored.get_tensor(k).numel() * stored.get_tensor(k).element_size() for k in stored.keys())
     opened: list[Path] = []
     real_open = Path.open
 
@@ -30,9 +35,9 @@ def test_pricing_then_loading_reads_the_header_once(folder: Path, monkeypatch: p
         return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(Path, "open", counting_open)
-    assert weights_bytes(folder) > 0  # the bytes themselves: tests/serving/test_bounded_models.py
+    assert weights_bytes(folder) == expected > 0
     assert load_model_folder(folder).id == folder.name
-    assert len(opened) == 1  # the price's read; the config check reused it
+    assert len(opened) == 1  # the price's read; the load's config check reused it
 
 
 def test_a_file_written_again_is_read_again(folder: Path) -> None:
