@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -199,3 +199,12 @@ def in_own_thread(body: Any) -> None:
     thread.join()
     if failures:
         raise failures[0]
+
+
+def until(condition: Callable[[], bool], what: str, bound_s: float = 60.0) -> None:
+    """Wait for a state, not a time: poll ``condition`` and fail with ``what`` only if it never
+    holds within a generous bound (a slow, loaded machine waits longer; it never fails sooner)."""
+    deadline = time.monotonic() + bound_s
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)

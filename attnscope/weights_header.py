@@ -6,6 +6,13 @@ file's size; the network a config describes can be built on PyTorch's ``meta`` d
 only, no memory). Comparing the two refuses a config whose sizes the weights do not have
 (``hidden_dim: 6000`` beside a 256-wide model's weights) before the real network is built, so a
 hostile or mistyped config cannot make the process allocate gigabytes first.
+
+The header is read once per version of the file: a bounded registry prices a load by its
+weights' bytes (``tensor_bytes``) just before the load checks the config against the same
+header, and both get one parse, remembered by the file's identity (device, inode, size and
+modification time; a folder written again, in place or by a rename, is read again). The header
+is a guard before allocation, not the last word: the load itself still refuses weights that do not
+fit the network (``load_state_dict(strict=True)``).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -29,8 +37,23 @@ class BadHeader(ValueError):
 
 def read_header(path: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
     """``{tensor name: (dtype, shape)}`` from ``path``'s safetensors header, every tensor's byte
-    range checked against its shape and the file's size; BadHeader otherwise."""
-    size = path.stat().st_size
+    range checked against its shape and the file's size; BadHeader otherwise. Read from disk
+    once per version of the file (see the module's docstring)."""
+    st = path.stat()
+    return dict(_parsed(str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+
+
+def tensor_bytes(header: dict[str, tuple[str, tuple[int, ...]]]) -> int:
+    """The bytes the header's tensors hold (what the weights take once loaded, as stored)."""
+    return sum(math.prod(shape) * DTYPE_BYTES[dtype] for dtype, shape in header.values())
+
+
+@lru_cache(maxsize=64)
+def _parsed(
+    file: str, device: int, inode: int, size: int, mtime_ns: int
+) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """The header of ``file`` as it is now; the other arguments are its identity (the cache key)."""
+    path = Path(file)
     with path.open("rb") as f:
         head = f.read(8)
         if len(head) < 8:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import settings
 
 from attnscope.testing import TINY_KINDS, build_tiny_models
@@ -15,6 +16,14 @@ from attnscope.testing import TINY_KINDS, build_tiny_models
 settings.register_profile("repeatable", derandomize=True, database=None, deadline=None)
 settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+# One intra-op thread for the models this process runs (servers started by the tests take their
+# own --torch-threads, 1 by default). Tiny models gain nothing from a second thread, and on a
+# busy machine it only spins: `attnscope evaluate --ablate` of the browser tests' tiny
+# Transformer took 37.5 s of CPU on two threads, 2.3 s on one. The whole suite already ran on
+# one (several directories' conftest set it when collected); a directory run alone now does too.
+# A test that needs more threads sets them and puts this back.
+torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -58,8 +58,8 @@ class OnDemand(Mapping[str, np.ndarray]):
         return len(self._shapes)
 
 
-class Result:
-    """One answer of ``translate``, ``translate_batch`` or ``align``.
+class _Answer:
+    """A REST answer held as its JSON: what every result shares.
 
     ``answer``: the REST answer's JSON (a dict); ``request``: the body it answered; ``fetch``:
     how to read an on-demand answer's attention where it was made (given by the door)."""
@@ -68,8 +68,6 @@ class Result:
         self._answer = answer
         self.request = request or {}
         self._fetch = fetch
-
-    # -- the answer's fields --------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """The REST answer's JSON (a deep copy: changing it changes nothing here)."""
@@ -80,19 +78,9 @@ class Result:
         return self._answer[field]
 
     @property
-    def model(self) -> str:
-        return str(self._answer["model"])
-
-    @property
     def text(self) -> str:
         """The translation (for ``align``: the given target)."""
         return str(self._answer["translation"])
-
-    translation = text
-
-    @property
-    def source_text(self) -> str | None:
-        return self.request.get("text")
 
     @property
     def source_tokens(self) -> list[str]:
@@ -101,6 +89,24 @@ class Result:
     @property
     def target_tokens(self) -> list[str]:
         return list(self._answer["target_tokens"])
+
+
+class Result(_Answer):
+    """One answer of ``translate``, ``translate_batch`` or ``align``.
+
+    ``answer``: the REST answer's JSON (a dict); ``request``: the body it answered."""
+
+    # -- the answer's fields --------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        return str(self._answer["model"])
+
+    translation = _Answer.text
+
+    @property
+    def source_text(self) -> str | None:
+        return self.request.get("text")
 
     @property
     def decoder_input_tokens(self) -> list[str]:
@@ -252,30 +258,8 @@ class Result:
         return f"<Result {self.model}: {self.text!r} logprob={self.logprob:.3f} attention: {shapes or 'none'}>"
 
 
-class AttributionResult:
+class AttributionResult(_Answer):
     """One ``attribute`` answer: gradient attribution beside the cross-attention."""
-
-    def __init__(self, answer: dict[str, Any], request: dict[str, Any] | None = None) -> None:
-        self._answer = answer
-        self.request = request or {}
-
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self._answer)
-
-    def __getitem__(self, field: str) -> Any:
-        return self._answer[field]
-
-    @property
-    def text(self) -> str:
-        return str(self._answer["translation"])
-
-    @property
-    def source_tokens(self) -> list[str]:
-        return list(self._answer["source_tokens"])
-
-    @property
-    def target_tokens(self) -> list[str]:
-        return list(self._answer["target_tokens"])
 
     @property
     def input_x_gradient(self) -> np.ndarray:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import logging
 import threading
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
 from attnscope.engine.errors import Unavailable
+from attnscope.weights_header import read_header, tensor_bytes
 
 logger = logging.getLogger(__name__)
 M = TypeVar("M")  # a loaded model (attnscope.engine.registry.ServedModel)
@@ -244,14 +244,7 @@ class Residency(Generic[M]):
 
 def weights_bytes(folder: Path) -> int:
     """The bytes of the tensors in ``folder``'s ``*.safetensors`` files, from each file's header
-    (an 8-byte little-endian length, then JSON giving every tensor's ``data_offsets``): what the
-    weights take once loaded (as stored; ``int8`` serving takes less)."""
-    total = 0
-    for path in sorted(folder.glob("*.safetensors")):
-        with path.open("rb") as file:
-            size = int.from_bytes(file.read(8), "little")
-            if size <= 0 or size > 100_000_000:
-                raise ValueError(f"{path}: not a safetensors header")
-            header = json.loads(file.read(size))
-        total += sum(t["data_offsets"][1] - t["data_offsets"][0] for k, t in header.items() if k != "__metadata__")
-    return total
+    (attnscope.weights_header, whose parse the load's config check then reuses): what the
+    weights take once loaded (as stored; ``int8`` serving takes less). BadHeader (a ValueError)
+    for a file that is not safetensors."""
+    return sum(tensor_bytes(read_header(path)) for path in sorted(folder.glob("*.safetensors")))

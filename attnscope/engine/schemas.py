@@ -242,6 +242,14 @@ SAMPLING_DESCRIPTION = (
 )
 
 
+# The request fields that several bodies share, each defined once
+Alignment = Annotated[AlignmentChoice | None, Field(description=ALIGNMENT_DESCRIPTION)]
+DisabledHeads = Annotated[
+    list[HeadRef], Field(max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
+]
+Sampling = Annotated[SamplingRequest | None, Field(description=SAMPLING_DESCRIPTION)]
+
+
 def _one_output(body: Any) -> Any:
     """A sampled request decodes one output: beam_size 1 unless given (then it must be 1)."""
     if body.sampling is None:
@@ -285,9 +293,9 @@ class TranslateRequest(AnswerFields):
     return_scores: ReturnScores = False
     alternatives: Alternatives = 0
     explain: ExplainMethods = []
-    alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
-    disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
-    sampling: SamplingRequest | None = Field(default=None, description=SAMPLING_DESCRIPTION)
+    alignment: Alignment = None
+    disable_heads: DisabledHeads = []
+    sampling: Sampling = None
 
     @model_validator(mode="after")
     def _sampled(self) -> Any:
@@ -315,9 +323,9 @@ class BatchTranslateRequest(AnswerFields):
     protect: Protect = None
     source_lang: LanguageCode = None
     target_lang: LanguageCode = None
-    alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
-    disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
-    sampling: SamplingRequest | None = Field(default=None, description=SAMPLING_DESCRIPTION)
+    alignment: Alignment = None
+    disable_heads: DisabledHeads = []
+    sampling: Sampling = None
 
     @model_validator(mode="after")
     def _sampled(self) -> Any:
@@ -341,8 +349,8 @@ class AlignRequest(AnswerFields):
     return_scores: ReturnScores = False
     alternatives: Alternatives = 0
     explain: ExplainMethods = []
-    alignment: AlignmentChoice | None = Field(default=None, description=ALIGNMENT_DESCRIPTION)
-    disable_heads: list[HeadRef] = Field(default=[], max_length=MAX_DISABLED_HEADS, description=DISABLE_DESCRIPTION)
+    alignment: Alignment = None
+    disable_heads: DisabledHeads = []
 
 
 class Word(BaseModel):

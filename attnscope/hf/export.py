@@ -11,12 +11,11 @@ fairseq's, so this is a check of the mapping, not a way to publish a model.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import torch
 
-from attnscope.hf import ImportFailure, require_transformers
+from attnscope.hf import ImportFailure, renamed, require_transformers
 from attnscope.hf.converters.bart_lineage import LAYER_NAMES, SKIPPED
 from attnscope.nn.transformer import Transformer
 
@@ -43,10 +42,8 @@ def to_m2m100(model: Transformer) -> Any:
         for name, tensor in hf_model.state_dict().items():
             if SKIPPED.search(name):
                 continue
-            for pattern, replacement in LAYER_NAMES:
-                if re.search(pattern, name):
-                    tensor.copy_(ours[re.sub(pattern, replacement, name)])
-                    break
+            if (our_name := renamed(name, LAYER_NAMES)) is not None:
+                tensor.copy_(ours[our_name])
         hf_model.model.shared.weight.copy_(model.embed.weight)
         for stack in (hf_model.model.encoder, hf_model.model.decoder):
             stack.embed_tokens.weight = hf_model.model.shared.weight

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnscope.hf import ImportFailure
+from attnscope.hf import ImportFailure, renamed_state
 
 LLAMA_LINEAGE = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text")
 LLM_TYPES: tuple[str, ...] = (*LLAMA_LINEAGE, "gpt2")
@@ -140,23 +140,10 @@ def _gpt2_fields(c: Any) -> dict[str, Any]:
     )  # fmt: skip
 
 
-def _rename(state: dict[str, Tensor], rules: list[tuple[str, str]]) -> tuple[dict[str, Tensor], list[str]]:
-    out: dict[str, Tensor] = {}
-    unmapped = []
-    for name, tensor in state.items():
-        for pattern, replacement in rules:
-            if re.search(pattern, name):
-                out[re.sub(pattern, replacement, name)] = tensor.detach().float()
-                break
-        else:
-            unmapped.append(name)
-    return out, unmapped
-
-
 def _gpt2_state(state: dict[str, Tensor], layers: int) -> tuple[dict[str, Tensor], list[str]]:
     """Conv1D weights are (in, out): transposed into Linear's (out, in); c_attn split in q, k, v."""
     state = {k: v for k, v in state.items() if not re.search(r"\.attn\.(bias|masked_bias)$", k)}
-    out, unmapped = _rename(state, GPT2_NAMES)
+    out, unmapped = renamed_state(state, GPT2_NAMES)
     for name in list(out):
         if re.search(r"\.(attn\.o|ff\.up|ff\.down)\.weight$", name):
             out[name] = out[name].t().contiguous()
@@ -194,7 +181,7 @@ def llm_state(hf_model: Any, fields: dict[str, Any]) -> dict[str, Tensor]:
         out, unmapped = _gpt2_state(state, fields["layers"])
     else:
         rules = LLAMA_NAMES + (SANDWICH_NORMS if fields["sandwich_norm"] else PLAIN_NORMS)
-        out, unmapped = _rename(state, rules)
+        out, unmapped = renamed_state(state, rules)
         out |= _rotary(hf_model, fields["layer_types"])
     if unmapped:
         raise ImportFailure(f"parameters attnscope has no place for: {', '.join(unmapped[:5])}")

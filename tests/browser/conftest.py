@@ -138,6 +138,36 @@ def server_url(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactor
         yield url
 
 
+# What `attnscope evaluate --explain` writes into two cards (0-based [layer][head] grids; per-layer
+# methods have one column), for the explanation views' tests (test_explain_panels, test_explain_view)
+CARD_EXPLANATIONS = {
+    "en-de-transformer": {
+        "weights": {"per": "head", "alignment": {"f1": [[0.1, 0.2], [0.3, 0.25]]}, "spearman_ig": [[0.1, 0.0], [0.2, 0.3]]},
+        "norm": {"per": "head", "alignment": {"f1": [[0.15, 0.35], [0.3, 0.2]]}, "spearman_ig": [[0.2, 0.1], [0.4, 0.3]]},
+        "alti": {"per": "layer", "alignment": {"f1": [[0.4], [0.75]]}, "spearman_ig": [[0.1], [0.2]]},
+    },
+    "en-de-rnn-additive": {
+        "weights": {"per": "head", "alignment": {"f1": [[0.45]]}, "spearman_ig": [[0.5]]},
+        "norm": {"per": "head", "alignment": {"f1": [[0.5]]}, "spearman_ig": [[0.55]]},
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def explained_server_url(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The browser tests' models, two cards carrying an `explanations` section
+    (:data:`CARD_EXPLANATIONS`): one server for every module that draws them."""
+    root = tmp_path_factory.mktemp("explained") / "models"
+    shutil.copytree(browser_models_dir, root)
+    for name, methods in CARD_EXPLANATIONS.items():
+        path = root / name / "card.json"
+        card = json.loads(path.read_text())
+        card["explanations"] = {"split": "test2016", "sentences": 6, "ig_steps": 4, "methods": methods}
+        path.write_text(json.dumps(card))
+    with running_server(root, tmp_path_factory.mktemp("explained-server") / "server.log") as url:
+        yield url
+
+
 @pytest.fixture(scope="session")
 def playwright_instance() -> Iterator[Playwright]:
     with sync_playwright() as playwright:

@@ -4,45 +4,16 @@ the ALTI+ source | prefix view (static/js/explain-view.js), the Models page's me
 
 from __future__ import annotations
 
-import json
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import Page, expect
-
-from attnscope.testing import running_server
 
 pytestmark = pytest.mark.browser
 
 TEXT = "A man is riding a bicycle."
-# what `attnscope evaluate --explain` writes (0-based [layer][head] grids; per-layer methods have one column)
-CARD_EXPLANATIONS = {
-    "en-de-transformer": {
-        "weights": {"per": "head", "alignment": {"f1": [[0.1, 0.2], [0.3, 0.25]]}, "spearman_ig": [[0.1, 0.0], [0.2, 0.3]]},
-        "norm": {"per": "head", "alignment": {"f1": [[0.15, 0.35], [0.3, 0.2]]}, "spearman_ig": [[0.2, 0.1], [0.4, 0.3]]},
-        "alti": {"per": "layer", "alignment": {"f1": [[0.4], [0.75]]}, "spearman_ig": [[0.1], [0.2]]},
-    },
-    "en-de-rnn-additive": {
-        "weights": {"per": "head", "alignment": {"f1": [[0.45]]}, "spearman_ig": [[0.5]]},
-        "norm": {"per": "head", "alignment": {"f1": [[0.5]]}, "spearman_ig": [[0.55]]},
-    },
-}
-
-
 @pytest.fixture(scope="module")
-def server_url(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The browser tests' models; two cards carry an `explanations` section."""
-    root = tmp_path_factory.mktemp("panels") / "models"
-    shutil.copytree(browser_models_dir, root)
-    for name, methods in CARD_EXPLANATIONS.items():
-        path = root / name / "card.json"
-        card = json.loads(path.read_text())
-        card["explanations"] = {"split": "test2016", "sentences": 6, "ig_steps": 4, "methods": methods}
-        path.write_text(json.dumps(card))
-    with running_server(root, tmp_path_factory.mktemp("panels-server") / "server.log") as url:
-        yield url
+def server_url(explained_server_url: str) -> str:
+    """The browser tests' models; two cards carry an `explanations` section (conftest.py)."""
+    return explained_server_url
 
 
 def translate(page: Page, server_url: str, model: str) -> None:

@@ -4,15 +4,10 @@ kind, layer and head, and a family without a method's definition cannot choose i
 
 from __future__ import annotations
 
-import json
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import Page, expect
 
-from attnscope.testing import running_server
+from tests.browser.conftest import CARD_EXPLANATIONS
 
 pytestmark = pytest.mark.browser
 
@@ -22,19 +17,11 @@ ALTI_F1 = [[0.4], [0.75]]  # what `attnscope evaluate --explain` wrote for ALTI+
 
 
 @pytest.fixture(scope="module")
-def server_url(browser_models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The browser tests' models, the Transformer's card with an `explanations` section."""
-    root = tmp_path_factory.mktemp("explain") / "models"
-    shutil.copytree(browser_models_dir, root)
-    path = root / "en-de-transformer" / "card.json"
-    card = json.loads(path.read_text())
-    card["explanations"] = {
-        "split": "test2016", "sentences": 6, "ig_steps": 4,
-        "methods": {"alti": {"per": "layer", "alignment": {"f1": ALTI_F1}, "spearman_ig": [[0.1], [0.2]]}},
-    }
-    path.write_text(json.dumps(card))
-    with running_server(root, tmp_path_factory.mktemp("explain-server") / "server.log") as url:
-        yield url
+def server_url(explained_server_url: str) -> str:
+    """The browser tests' models, the Transformer's card with an `explanations` section whose
+    ALTI+ F1 is :data:`ALTI_F1` (conftest.py's CARD_EXPLANATIONS, shared with test_explain_panels)."""
+    assert CARD_EXPLANATIONS["en-de-transformer"]["alti"]["alignment"]["f1"] == ALTI_F1
+    return explained_server_url
 
 
 def translate(page: Page, server_url: str, model: str) -> None:

@@ -31,7 +31,7 @@ def _ticket(text: str, cost: Cost) -> Ticket:
 
 
 def _in_loop(test: Callable[[], Any]) -> None:
-    with ThreadPoolExecutor(1) as main:  # a loop of its own (see test_scheduler.py)
+    with ThreadPoolExecutor(1) as main:  # a loop of its own (see tests/engine/test_scheduler.py)
         main.submit(asyncio.run, test()).result()
 
 

@@ -1,15 +1,13 @@
 """Issue 45.1: a stream is priced by its step events (beam × steps × rows) and backpressured (a
 bounded buffer: the decode waits for the writer; a client that reads nothing is dropped at its
-send timeout). Asserted on bytes, events and counters, never on timings."""
+send timeout). Asserted on bytes, events and counters, never on timings. The buffer alone:
+tests/engine/test_step_buffer.py."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import socket
-import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -18,74 +16,13 @@ import pytest
 from attnscope.config import Settings
 from attnscope.engine.limits import Asked, answer_bytes
 from attnscope.engine.registry import ServedModel
-from attnscope.engine.stream_flow import StepBuffer, stream_bytes
-from attnscope.testing import in_own_thread, running_server
+from attnscope.engine.stream_flow import stream_bytes
+from attnscope.testing import running_server, until
 
 from .conftest import make_client
 
 MODEL = "en-de-transformer"
 LONG = " ".join(str(i % 10) for i in range(60))
-
-
-def _until(condition: object, what: str, bound_s: float = 60.0) -> None:
-    """Wait for a state (not a time): fails only if it never comes within a generous bound."""
-    deadline = time.monotonic() + bound_s
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
-def test_the_buffer_holds_at_most_its_bytes_and_the_producer_waits() -> None:
-
-    def body() -> None:
-        loop = asyncio.new_event_loop()
-        gone = threading.Event()
-        buffer = StepBuffer(loop, max_bytes=3000, send_timeout_s=600, gone=gone)
-        put = []
-
-        def produce() -> None:
-            for i in range(10):
-                buffer.put(bytes([i]) * 1000)
-                put.append(i)
-
-        producer = threading.Thread(target=produce, daemon=True)
-        producer.start()
-        _until(lambda: buffer.waits == 1, "the producer never waited")
-        assert put == [0, 1, 2] and buffer.queued_bytes == 3000  # full: the decode waits
-        assert loop.run_until_complete(buffer.get()) == b"\0" * 1000  # the writer sends one ...
-        _until(lambda: len(put) == 4 and buffer.waits == 2, "one more event once there was room")
-        assert buffer.queued_bytes == 3000 and buffer.peak_bytes == 3000
-        got = [loop.run_until_complete(buffer.get()) for _ in range(9)]
-        producer.join(60)
-        assert [g[0] for g in got] == list(range(1, 10)) and buffer.peak_bytes == 3000 and not gone.is_set()
-        loop.close()
-
-    in_own_thread(body)  # a loop of its own: the browser tests' Playwright keeps one running here
-
-
-def test_a_reader_that_never_reads_is_dropped_and_the_decode_told() -> None:
-    loop = asyncio.new_event_loop()
-    gone = threading.Event()
-    buffer = StepBuffer(loop, max_bytes=2000, send_timeout_s=0.05, gone=gone)
-    for _ in range(50):  # a decode of 50 steps, nobody reading
-        buffer.put(b"x" * 1000)
-    assert gone.is_set()  # the decode stops at its next step
-    assert buffer.queued_bytes == 2000 and buffer.peak_bytes == 2000  # never more than its bound
-    loop.close()
-
-
-def test_a_closed_writer_drops_events_at_once() -> None:
-    loop = asyncio.new_event_loop()
-    gone = threading.Event()
-    buffer = StepBuffer(loop, max_bytes=1000, send_timeout_s=600, gone=gone)
-    buffer.put(b"a" * 1000)
-    waiting = threading.Thread(target=buffer.put, args=(b"b" * 1000,), daemon=True)
-    waiting.start()
-    _until(lambda: buffer.waits == 1, "never waited")
-    buffer.close()  # the response was closed (the client left)
-    waiting.join(60)
-    assert not waiting.is_alive() and gone.is_set() and buffer.queued_bytes == 1000
-    loop.close()
 
 
 def test_a_stream_is_priced_by_its_steps_not_only_its_answer(tiny_models_dir: Path) -> None:
@@ -134,7 +71,7 @@ def test_clients_that_never_read_keep_the_queue_bounded(tiny_models_dir: Path, t
         try:
             # dropped at the send timeout: by the connection's own send watchdog, or (a writer
             # that still takes bytes but too slowly) by the buffer; either way the decode stops
-            _until(lambda: _metric(url, 'attnscope_decodes_cancelled_total{reason="client_gone"}') >= clients,
+            until(lambda: _metric(url, 'attnscope_decodes_cancelled_total{reason="client_gone"}') >= clients,
                    "decodes not stopped", bound_s=180)  # fmt: skip
             assert _metric(url, "attnscope_stream_waits_total") >= clients  # each decode waited for its writer
             # never more than the bound plus one event; the largest is step 0's, which carries the

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnscope.hf import ImportFailure
+from attnscope.hf import ImportFailure, renamed_state
 from attnscope.hf.converters import Converter
 
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "swish": "silu", "silu": "silu"}
@@ -115,16 +115,9 @@ class BartLineage(Converter):
         max_positions = min(out["encoder_positions"].size(0), out["decoder_positions"].size(0))
         for side in ("encoder", "decoder"):
             out[f"{side}_positions"] = out[f"{side}_positions"][:max_positions].contiguous()
-        unmapped = []
-        for name, tensor in hf_model.state_dict().items():
-            if SKIPPED.search(name):
-                continue
-            for pattern, replacement in LAYER_NAMES:
-                if re.search(pattern, name):
-                    out[re.sub(pattern, replacement, name)] = tensor.detach().float()
-                    break
-            else:
-                unmapped.append(name)
+        kept = {name: t for name, t in hf_model.state_dict().items() if not SKIPPED.search(name)}
+        layers, unmapped = renamed_state(kept, LAYER_NAMES)
+        out.update(layers)
         if unmapped:
             raise ImportFailure(f"parameters attnscope has no place for: {', '.join(unmapped[:5])}")
         head = hf_model.get_output_embeddings().weight

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from attnscope.hf import ImportFailure
+from attnscope.hf import ImportFailure, renamed
 from attnscope.hf.converters import Converter, register
 
 MAX_POSITIONS = 512  # no position table: the limit of what attnscope decodes, T5's training length
@@ -93,16 +93,14 @@ def t5_config_fields(hf_config: Any) -> dict[str, Any]:
 
 
 def _rename(name: str) -> str | None:
-    for pattern, replacement in T5_NAMES:
-        if re.search(pattern, name):
-            renamed = re.sub(pattern, replacement, name)
-            if "ff@" not in renamed:
-                return renamed
-            layer, rest = renamed.split("ff@")
-            for prefix, ours in FF_NAMES.items():
-                if rest.startswith(prefix):
-                    part = ours[1:] if ours.startswith("@") else "ff." + ours
-                    return layer + part + rest[len(prefix) :]
+    new = renamed(name, T5_NAMES)
+    if new is None or "ff@" not in new:
+        return new
+    layer, rest = new.split("ff@")  # the feed-forward sublayer: its own names
+    for prefix, ours in FF_NAMES.items():
+        if rest.startswith(prefix):
+            part = ours[1:] if ours.startswith("@") else "ff." + ours
+            return layer + part + rest[len(prefix) :]
     return None
 
 
