@@ -19,6 +19,7 @@ from attnscope.engine.schemas import BeamSize, ErrorResponse, ModelId, Target, T
 from attnscope.inside import decoder_only as llm_inside
 from attnscope.inside.lens import DirectAttribution, inspect
 from attnscope.inside.patching import patch
+from attnscope.inside.recurrent import is_rnn, patch_context
 from attnscope.inside.trace import NotApplicable, require_transformer
 from attnscope.llm.prompt import PromptError
 from attnscope.llm.search import LLMOptions
@@ -112,6 +113,11 @@ class PatchResponse(BaseModel):
     source_span: list[int] | None = Field(
         default=None, description="LLM translators: the source's [start, end) among `clean_tokens`, the whole "
         "prompt (`positions` has a column per prompt token); null for encoder-decoders.")
+    context_steps: list[float] | None = Field(
+        default=None, description="RNN models: [step] Δ log p(target) patching that decoder step's attention context "
+        "vector from the corrupted run (the head and position grids are empty: an RNN has neither).")
+    context_grid: list[list[float]] | None = Field(
+        default=None, description="RNN models: [patched step][target token] the Δ on each token (0 before the step).")
 
 
 def _admit(settings: Settings, cost: int, what: str) -> None:
@@ -213,6 +219,8 @@ async def patch_route(body: PatchRequest, service: ServiceDep, request: Request)
 
 
 async def _patch(served: ServedModel, body: PatchRequest, service: ServiceDep, request: Request) -> PatchResponse:
+    if is_rnn(served.loaded.model):
+        return await _rnn_patch(served, body, service, request)
     model = _model(served)
     clean = limits.check_text(service.settings, served, body.clean, ("body", "clean"))
     corrupted = limits.check_text(service.settings, served, body.corrupted, ("body", "corrupted"))
@@ -239,6 +247,36 @@ async def _patch(served: ServedModel, body: PatchRequest, service: ServiceDep, r
             positions=_r(grids.positions.tolist()), clean_log_prob=_r(grids.clean.tolist()),
             corrupted_log_prob=_r(grids.corrupted.tolist()),
             total_effect=round(float((grids.corrupted - grids.clean)[sel].sum()), 5),
+        )
+
+    async with watch_disconnect(request) as gone:
+        return await service.run_stoppable(job, gone=gone)
+
+
+async def _rnn_patch(served: ServedModel, body: PatchRequest, service: ServiceDep, request: Request) -> PatchResponse:
+    """An RNN: each decoder step's context vector from the corrupted run (any length)."""
+    limits.check_text(service.settings, served, body.clean, ("body", "clean"))
+    corrupted_length = limits.check_text(service.settings, served, body.corrupted, ("body", "corrupted"))
+
+    def job(should_stop: Callable[[], bool]) -> PatchResponse:
+        result = _target(served, body.clean, body.target, body.beam_size, should_stop)
+        target = result.target_ids
+        if body.position is not None and body.position >= len(target):
+            raise InvalidInput(("body", "position"), f"is {body.position}; the target has {len(target)} tokens")
+        _admit(service.settings, (2 + len(target)) * (corrupted_length + len(target)), "patching")
+        corrupt_ids = served.translator.source_ids(body.corrupted)
+        found = patch_context(served.loaded.model, result.source_ids, corrupt_ids, target,  # type: ignore[arg-type]
+                              position=body.position, should_stop=should_stop)  # fmt: skip
+        tok = served.loaded.tokenizer
+        sel = slice(None) if body.position is None else slice(body.position, body.position + 1)
+        return PatchResponse(
+            model=served.loaded.id, translation=body.target if body.target is not None else result.text,
+            clean_tokens=tok.pieces(result.source_ids), corrupted_tokens=tok.pieces(corrupt_ids),
+            target_tokens=tok.pieces(target), position=body.position, self_heads=[], cross_heads=[],
+            position_rows=[], positions=[], clean_log_prob=_r(found.clean.tolist()),
+            corrupted_log_prob=_r(found.corrupted.tolist()),
+            total_effect=round(float((found.corrupted - found.clean)[sel].sum()), 5),
+            context_steps=_r(found.steps.tolist()), context_grid=_r(found.grid.tolist()),
         )
 
     async with watch_disconnect(request) as gone:
