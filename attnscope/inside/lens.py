@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -27,6 +28,7 @@ from torch import Tensor, nn
 from attnscope.inside import trace as tracing
 from attnscope.inside.trace import NotApplicable, Trace
 from attnscope.nn import layers
+from attnscope.nn.layers import DecoderLayer
 from attnscope.nn.t5_parts import RMSNorm
 from attnscope.nn.transformer import Transformer
 
@@ -137,7 +139,7 @@ def _sublayer_directions(
     norm_bias = final.new_zeros(layers_n, final.size(0))
     d, point = final, 3 * layers_n
     for i in range(layers_n - 1, -1, -1):
-        w = layers.general(model.decoder_layers[i])
+        w = layers.general(cast(DecoderLayer, model.decoder_layers[i]))
         for kind, norm in (("ff", w.norm_ff), ("cross", w.norm_cross), ("self", w.norm_self)):
             y = (trace.points[point - 1][0] + trace.parts[(i, kind)][0]).float()  # the norm's input
             d, c = _through_norm(norm, y, d)

@@ -48,6 +48,7 @@ def _step(
         assert enc.final is not None
         context = enc.final
     elif context is None:
+        assert model.score is not None
         weights = masked_softmax(model.score(hidden, enc.memory), enc.mask)  # (1, S)
         context = torch.bmm(weights.unsqueeze(1), enc.memory).squeeze(1)  # (1, H)
     hidden = model.cell(torch.cat([emb, context], dim=-1), hidden)
@@ -91,11 +92,10 @@ def patch_context(
         for t in range(steps):
             if stop():
                 raise DecodeStopped()
-            hidden, context = states[t], donors[t]
-            for j in range(t, steps):
-                lp, hidden, _ = _step(model, enc, tgt_in[j : j + 1], hidden, context)
+            hidden = states[t]
+            for j in range(t, steps):  # the donor's context at step t only; then the model's own
+                lp, hidden, _ = _step(model, enc, tgt_in[j : j + 1], hidden, donors[t] if j == t else None)
                 grid[t, j] = lp[0, tgt[j]] - clean_chosen[j]
-                context = None
         corrupted_chosen = corrupted_lp.gather(-1, tgt[:, None])[:, 0]
     summed = grid.sum(-1) if position is None else grid[:, position]
     return ContextPatch(grid, summed, clean_chosen, corrupted_chosen)
