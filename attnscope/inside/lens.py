@@ -11,17 +11,24 @@ feed-forward block. The final LayerNorm ``(x - mean x) / σ(x) · γ + β`` is l
 fixed, so σ is frozen at its value on this pass (as TransformerLens does): the centering is
 applied to every part, β (and an output bias) form one more part, and the parts add up to the
 logit exactly. An RMSNorm freezes its root mean square the same way. Post-norm layouts renormalise
-after every sublayer, so the parts do not add up there: DLA is refused for them."""
+after every sublayer: there every sublayer's norm is frozen at its scale on this pass as well, so
+it is linear too; each part is carried up through the later norms and their β are parts of their
+own (``norm_bias``). The parts then add up to the logit exactly, but only through this
+linearisation at this input (docs/inside.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor, nn
 
 from attnscope.inside import trace as tracing
 from attnscope.inside.trace import NotApplicable, Trace
+from attnscope.nn import layers
+from attnscope.nn.layers import DecoderLayer
 from attnscope.nn.t5_parts import RMSNorm
 from attnscope.nn.transformer import Transformer
 
@@ -45,8 +52,15 @@ class Lens:
 
 def lens(model: Transformer, trace: Trace, target: Tensor, *, k: int = 5) -> Lens:
     """The lens of ``trace`` (one row) for target (T,) the written ids."""
-    stacked = torch.cat(trace.points, dim=0)  # (P, T, D)
-    log_probs = torch.log_softmax(model.logits(model.decoder_norm(stacked)).float(), dim=-1)  # (P, T, V)
+    readout = lambda x: model.logits(model.decoder_norm(x))  # noqa: E731
+    return read_lens(readout, torch.cat(trace.points, dim=0), trace.labels, target, k=k)
+
+
+def read_lens(readout: Callable[[Tensor], Tensor], stacked: Tensor, labels: list[str], target: Tensor, *, k: int = 5) -> Lens:
+    """The lens of the residual stream ``stacked`` (P, T, D) at the points ``labels``, read out
+    by ``readout`` (the model's final norm and output layer: (P, T, D) -> (P, T, V)), for target
+    (T,) the written ids."""
+    log_probs = torch.log_softmax(readout(stacked).float(), dim=-1)  # (P, T, V)
     top = log_probs.topk(min(k, log_probs.size(-1)), dim=-1)
     chosen = log_probs.gather(-1, target.view(1, -1, 1).expand(log_probs.size(0), -1, 1))  # (P, T, 1)
     rank = (log_probs > chosen).sum(-1)  # (P, T)
@@ -59,7 +73,7 @@ def lens(model: Transformer, trace: Trace, target: Tensor, *, k: int = 5) -> Len
                 break
             start = p
         emergence.append(start)
-    return Lens(trace.labels, top.indices, top.values.exp(), rank, chosen[..., 0].exp(), emergence, log_probs[-1])
+    return Lens(labels, top.indices, top.values.exp(), rank, chosen[..., 0].exp(), emergence, log_probs[-1])
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,7 @@ class DirectAttribution:
     final_bias: Tensor  # (T,) the final norm's β (plus the output bias, where the layout has one)
     logit: Tensor  # (T,) the logit the model computed
     norm: str  # how the final norm was handled
+    norm_bias: Tensor | None = None  # (L, T) post-norm: each layer's sublayer norms' β (carried up)
 
 
 def _directions(model: Transformer, final: Tensor, target: Tensor) -> tuple[Tensor, Tensor, str]:
@@ -97,41 +112,78 @@ def _directions(model: Transformer, final: Tensor, target: Tensor) -> tuple[Tens
     raise NotApplicable(f"direct logit attribution does not know the final norm {type(norm).__name__}")
 
 
+def _through_norm(norm: nn.Module, y: Tensor, d: Tensor) -> tuple[Tensor, Tensor]:
+    """A post-norm sublayer's norm, applied to y (T, D), frozen at its scale on this pass:
+    norm(y)·d = y·d' + c exactly, and linear in y. Returns d' (T, D) and c (T,)."""
+    if isinstance(norm, nn.LayerNorm):
+        sigma = (y.var(-1, unbiased=False, keepdim=True) + norm.eps).sqrt()
+        g = d * norm.weight / sigma if norm.weight is not None else d / sigma
+        c = (d * norm.bias).sum(-1) if norm.bias is not None else d.new_zeros(d.size(0))
+        return g - g.mean(-1, keepdim=True), c
+    if isinstance(norm, RMSNorm):
+        return d * norm.weight / (y.pow(2).mean(-1, keepdim=True) + norm.eps).sqrt(), d.new_zeros(d.size(0))
+    raise NotApplicable(f"direct logit attribution does not know the norm {type(norm).__name__}")
+
+
+def _sublayer_directions(
+    model: Transformer, trace: Trace, final: Tensor
+) -> tuple[dict[tuple[int, str], Tensor], Tensor, Tensor | None]:
+    """Per decoder sublayer the direction (T, D) its output is read along, the embeddings', and
+    (post-norm) each layer's norms' β as parts (L, T). Pre-norm: every direction is ``final``.
+    Post-norm: walking back from the top, each sublayer's norm is frozen at its scale on this
+    pass (:func:`_through_norm`) and the direction carried through it."""
+    layers_n = len(model.decoder_layers)
+    if model.config.pre_norm:
+        return {(i, k): final for i in range(layers_n) for k in tracing.SUBLAYERS}, final, None
+    directions: dict[tuple[int, str], Tensor] = {}
+    norm_bias = final.new_zeros(layers_n, final.size(0))
+    d, point = final, 3 * layers_n
+    for i in range(layers_n - 1, -1, -1):
+        w = layers.general(cast(DecoderLayer, model.decoder_layers[i]))
+        for kind, norm in (("ff", w.norm_ff), ("cross", w.norm_cross), ("self", w.norm_self)):
+            y = (trace.points[point - 1][0] + trace.parts[(i, kind)][0]).float()  # the norm's input
+            d, c = _through_norm(norm, y, d)
+            directions[(i, kind)] = d
+            norm_bias[i] += c
+            point -= 1
+    return directions, d, norm_bias
+
+
 def direct_attribution(model: Transformer, trace: Trace, target: Tensor) -> DirectAttribution:
-    """DLA of ``trace`` (one row) for the written ids target (T,); pre-norm layouts only."""
-    if not model.config.pre_norm:
-        raise NotApplicable(
-            "direct logit attribution needs a pre-norm model: a post-norm layer renormalises the "
-            "residual stream after every sublayer, so the parts no longer add up to the logit"
-        )
-    directions, const, how = _directions(model, trace.points[-1][0].float(), target)  # (T, D)
-    layers = len(model.decoder_layers)
+    """DLA of ``trace`` (one row) for the written ids target (T,). Post-norm layouts: every
+    sublayer's norm is frozen at its scale on this pass too, and their β are parts."""
+    final, const, how = _directions(model, trace.points[-1][0].float(), target)  # (T, D)
+    directions, embed_dir, norm_bias = _sublayer_directions(model, trace, final)
+    if norm_bias is not None:
+        how += "; post-norm: every sublayer's LayerNorm σ frozen too, its β a part (norm_bias)"
+    layers_n = len(model.decoder_layers)
     heads, biases = {}, {}
     for kind in ("self", "cross"):
         rows, bias_rows = [], []
-        for i in range(layers):
+        for i in range(layers_n):
             layer = model.decoder_layers[i]
+            d = directions[(i, kind)]
             proj: nn.Linear = getattr(layer, f"{kind}_attn").out_proj
             h = trace.heads[(i, kind)][0]  # (T, H, Dh)
             w_o = proj.weight.view(proj.weight.size(0), h.size(1), h.size(2))  # (D, H, Dh)
             written = torch.einsum("thd,ehd->the", h.float(), w_o.float())  # (T, H, D)
-            rows.append((written * directions[:, None]).sum(-1).T)  # (H, T)
-            b = proj.bias if proj.bias is not None else directions.new_zeros(directions.size(1))
-            bias_rows.append(directions @ b.float())  # (T,)
+            rows.append((written * d[:, None]).sum(-1).T)  # (H, T)
+            b = proj.bias if proj.bias is not None else d.new_zeros(d.size(1))
+            bias_rows.append(d @ b.float())  # (T,)
         heads[kind], biases[kind] = torch.stack(rows), torch.stack(bias_rows)
-    ff = torch.stack([(trace.parts[(i, "ff")][0].float() * directions).sum(-1) for i in range(layers)])
-    embeddings = (trace.points[0][0].float() * directions).sum(-1)
+    ff = torch.stack([(trace.parts[(i, "ff")][0].float() * directions[(i, "ff")]).sum(-1) for i in range(layers_n)])
+    embeddings = (trace.points[0][0].float() * embed_dir).sum(-1)
     logit = trace.logits[0].float().gather(-1, target[:, None])[:, 0] if trace.logits is not None else None
     assert logit is not None
-    return DirectAttribution(heads, biases, ff, embeddings, const.float(), logit, how)
+    return DirectAttribution(heads, biases, ff, embeddings, const.float(), logit, how, norm_bias)
 
 
 def total(parts: DirectAttribution) -> Tensor:
     """(T,) the sum of every part: equals ``parts.logit`` (up to float rounding)."""
     summed = parts.embeddings + parts.final_bias + parts.feed_forward.sum(0)
-    for kind in ("self", "cross"):
+    for kind in parts.heads:
         summed = summed + parts.heads[kind].sum((0, 1)) + parts.attention_bias[kind].sum(0)
-    return summed
+    return summed + parts.norm_bias.sum(0) if parts.norm_bias is not None else summed
 
 
 def inspect(model: Transformer, source: list[int], target: list[int], *, k: int = 5) -> tuple[Lens, DirectAttribution | None]:
@@ -141,5 +193,5 @@ def inspect(model: Transformer, source: list[int], target: list[int], *, k: int 
     with torch.no_grad():
         _, trace = tracing.run(model, src, tgt)
         found = lens(model, trace, tgt[0], k=k)
-        dla = direct_attribution(model, trace, tgt[0]) if model.config.pre_norm else None
+        dla = direct_attribution(model, trace, tgt[0])
     return found, dla

@@ -57,16 +57,35 @@ function lensTable(out) {
 
 function attribution(out, position) {
   const dla = out.attribution;
-  if (!dla) return el("p", { class: "hint" }, "No direct logit attribution: this is a post-norm model (docs/inside.md).");
-  const layers = dla.cross_heads.map((_, i) => `layer ${i + 1}`);
-  const heads = dla.cross_heads[0].map((_, h) => `head ${h}`);
+  if (!dla) return el("p", { class: "hint" }, "No direct logit attribution for this model (docs/inside.md).");
+  const layers = dla.self_heads.map((_, i) => `layer ${i + 1}`);
+  const heads = dla.self_heads[0].map((_, h) => `head ${h}`);
   const at = (g) => g.map((layer) => layer.map((head) => head[position]));
   const word = words(out.target_tokens)[position];
+  const normBias = dla.norm_bias ? ` · sublayer-norm biases ${dla.norm_bias.map((b) => b[position].toFixed(2)).join(" / ")}` : "";
   const other = `feed-forward ${dla.feed_forward.map((f) => f[position].toFixed(2)).join(" / ")} · embeddings ` +
-    `${dla.embeddings[position].toFixed(2)} · final-norm bias ${dla.final_bias[position].toFixed(2)} · logit ${dla.logit[position].toFixed(2)}`;
-  return el("div", {}, grid(`What each cross-attention head writes towards “${word}” (logit units; ${dla.norm})`, layers, heads, at(dla.cross_heads), "dla-cross"),
-    grid(`Decoder self-attention heads towards “${word}”`, layers, heads, at(dla.self_heads), "dla-self"),
-    el("p", { class: "hint" }, other));
+    `${dla.embeddings[position].toFixed(2)} · final-norm bias ${dla.final_bias[position].toFixed(2)}${normBias} · logit ${dla.logit[position].toFixed(2)}`;
+  const cross = dla.cross_heads.length  // a decoder-only LLM has no cross-attention
+    ? grid(`What each cross-attention head writes towards “${word}” (logit units; ${dla.norm})`, layers, heads, at(dla.cross_heads), "dla-cross")
+    : null;
+  const selfCaption = cross ? `Decoder self-attention heads towards “${word}”` : `What each attention head writes towards “${word}” (logit units; ${dla.norm})`;
+  return el("div", {}, cross, grid(selfCaption, layers, heads, at(dla.self_heads), "dla-self"), el("p", { class: "hint" }, other));
+}
+
+/** The patching answer's grids: per head and position (Transformers), per decoder step (RNNs). */
+function patchGrids(out) {
+  if (out.context_steps) {
+    const steps = words(out.target_tokens).map((w, t) => `step ${t}: ${w}`);
+    return [el("p", { class: "hint" }, "An RNN has no heads or residual stream: each row replaces that decoder step's " +
+      "attention context vector with the corrupted run's (docs/inside.md)."),
+    grid("Context vector per decoder step (Δ log p of each target word)", steps, words(out.target_tokens), out.context_grid, "patch-context")];
+  }
+  const layers = out.self_heads.map((_, i) => `layer ${i + 1}`);
+  const heads = out.self_heads[0].map((_, h) => `head ${h}`);
+  return [out.cross_heads.length ? grid("Cross-attention heads (Δ log p of the target)", layers, heads, out.cross_heads, "patch-cross") : null,
+    grid(out.cross_heads.length ? "Decoder self-attention heads" : "Attention heads (Δ log p of the target)", layers, heads, out.self_heads, "patch-self"),
+    grid(out.source_span ? "Residual stream per prompt position" : "Encoder residual stream per source position",
+      out.position_rows, words(out.clean_tokens), out.positions, "patch-positions")];
 }
 
 async function runLens() {
@@ -118,14 +137,10 @@ async function runPatch(event) {
   try {
     const out = await postJSON("/api/patch", { model: $("#model").value, clean: role(card, "clean").value,
       corrupted: role(card, "corrupted").value, beam_size: beam() });
-    const layers = out.cross_heads.map((_, i) => `layer ${i + 1}`);
-    const heads = out.cross_heads[0].map((_, h) => `head ${h}`);
     setChildren(role(card, "patch-out"),
       el("p", { class: "hint", "data-role": "patch-summary" }, `Target “${out.translation}”: the corrupted source changes log p by ` +
         `${out.total_effect.toFixed(2)}. Each cell: the change when only that piece comes from the corrupted run.`),
-      grid("Cross-attention heads (Δ log p of the target)", layers, heads, out.cross_heads, "patch-cross"),
-      grid("Decoder self-attention heads", layers, heads, out.self_heads, "patch-self"),
-      grid("Encoder residual stream per source position", out.position_rows, words(out.clean_tokens), out.positions, "patch-positions"));
+      ...patchGrids(out));
   } catch (err) {
     showError(role(card, "error"), err.message);
   } finally {
@@ -133,7 +148,25 @@ async function runPatch(event) {
   }
 }
 
+// Arriving from the Learn tour's stop (a link ending in #inside-card): the page's own URL updates
+// drop the hash and its answer grows the page above the panel, so show the panel, and its lens,
+// once the page says it is ready.
+const arrivedHere = location.hash === "#inside-card";
+
+function revealWhenReady(tries = 1200) {
+  // the page's own flag (translate.js sets it after its first answer), asked every 100 ms
+  if (document.body.dataset.ready !== "true") {
+    if (tries > 0) setTimeout(() => revealWhenReady(tries - 1), 100);
+    return;
+  }
+  requestAnimationFrame(() => {
+    card.scrollIntoView({ block: "start" });
+    runLens();
+  });
+}
+
 if (card) {
+  if (arrivedHere) revealWhenReady();
   role(card, "lens-run").addEventListener("click", runLens);
   role(card, "patch-form").addEventListener("submit", runPatch);
   role(card, "clean").addEventListener("input", swapChips);

@@ -1,4 +1,4 @@
-// The Learn page: eight stops that follow the lectures, each figure drawn from a live answer of
+// The Learn page: nine stops that follow the lectures, each figure drawn from a live answer of
 // the loaded models on the student's sentence. A stop whose model is not loaded says so and
 // uses what is there. Each figure's `data-state` is loading, ready, unavailable or error.
 import { getJSON, postJSON } from "./api.js";
@@ -10,6 +10,7 @@ import { drawHeatmap } from "./heatmap.js";
 import { Player } from "./learn-player.js";
 import { viewOf } from "./matrix.js";
 import { describeArchitecture, loadModels, pageCards, showHealth } from "./models-api.js";
+import { readablePieces } from "./pieces.js";
 
 const textBox = document.getElementById("learn-text");
 const errorBox = document.getElementById("learn-error");
@@ -339,7 +340,28 @@ async function caption(figure, model) {
   draw();
 }
 
-const STOPS = { forgetting, step: oneStep, scores: scoreFunctions, cost, self: selfAttention, transformer, beam, vision };
+// 9 · inside the layers: the logit lens ------------------------------------------------------------
+async function inside(text) {
+  const figure = figureOf("inside");
+  const model = pick(isTransformer);
+  if (!model) return state(figure, "unavailable", note("No Transformer is loaded on this server: the lens reads a residual stream, which an RNN does not have."));
+  const out = await postJSON("/api/lens", { model: model.id, text, beam_size: 1, k: 1 });
+  const target = readablePieces(out.target_tokens);
+  const head = el("tr", {}, el("th", { scope: "col" }, "point"), target.map((w) => el("th", { scope: "col" }, w)));
+  const rows = out.points.map((point, p) => el("tr", {}, el("th", { scope: "row" }, point), out.top_tokens[p].map((tops, t) =>
+    el("td", { class: out.rank[p][t] === 0 ? "lens-hit" : null, title: `“${target[t]}” has rank ${out.rank[p][t] + 1} here` },
+      readablePieces([tops[0]])[0]))));
+  const emerge = el("tr", {}, el("th", { scope: "row" }, "emerges at"), out.emergence.map((e) => el("td", {}, e ?? "—")));
+  const table = el("table", { class: "cost-table lens-table", "aria-label": "Logit lens: the top-1 word at each point" },
+    el("thead", {}, head), el("tbody", {}, rows, emerge));
+  setChildren(figure, note(`${modelName(model)}: «${out.translation}». Each row reads the decoder's residual stream after one sublayer through the final norm and output layer; bold where the written word is already on top.`),
+    el("div", { class: "table-scroll", tabindex: "0", role: "region", "aria-label": "Logit lens (scrolls sideways)" }, table));
+  const link = stops.get("inside").querySelector('[data-role="full"]');
+  link.href = `/?${new URLSearchParams({ model: model.id, text, beam: "1" })}#inside-card`;
+  state(figure, "ready");
+}
+
+const STOPS = { forgetting, step: oneStep, scores: scoreFunctions, cost, self: selfAttention, transformer, beam, vision, inside };
 
 async function runAll() {
   const text = textBox.value.trim();

@@ -17,7 +17,7 @@ from attnscope.testing import running_server
 
 pytestmark = pytest.mark.browser
 
-STOPS = ["forgetting", "step", "scores", "cost", "self", "transformer", "beam", "vision"]
+STOPS = ["forgetting", "step", "scores", "cost", "self", "transformer", "beam", "vision", "inside"]
 SENTENCE = "A man is riding a bicycle and two dogs play in the snow."
 
 

@@ -12,6 +12,7 @@ import torch
 from attnscope.inside import trace as tracing
 from attnscope.inside.lens import inspect, total
 from attnscope.inside.trace import NotApplicable
+from attnscope.nn import layers
 from attnscope.nn.factory import build_model
 from attnscope.repository import load_model_folder
 from attnscope.testing import tiny_config
@@ -93,9 +94,41 @@ def test_a_heads_attribution_is_its_output_on_the_frozen_norms_direction() -> No
     assert dla is not None and torch.allclose(dla.heads["cross"][1, 1], expected, atol=1e-5)
 
 
-def test_post_norm_models_get_the_lens_but_no_attribution() -> None:
-    found, dla = inspect(tiny("bart"), SOURCE, TARGET)
-    assert dla is None and len(found.labels) == 7
+def test_post_norm_attributions_add_up_through_the_frozen_norms() -> None:
+    """BART's layout renormalises after every sublayer: with each norm's σ frozen the parts (the
+    norms' β among them) add up to the model's own logit."""
+    model = tiny("bart")
+    found, dla = inspect(model, SOURCE, TARGET)
+    src, tgt = torch.tensor([SOURCE]), torch.tensor([TARGET])
+    with torch.no_grad():
+        own = model(src, tracing.target_input(model, tgt)).logits[0].gather(-1, tgt[0][:, None])[:, 0]
+    assert len(found.labels) == 7 and dla is not None and "post-norm" in dla.norm
+    assert dla.norm_bias is not None and dla.norm_bias.shape == (2, len(TARGET)) and dla.norm_bias.abs().sum() > 0
+    assert (dla.logit - own).abs().max() < 1e-5
+    assert (total(dla) - own).abs().max() < 1e-4
+
+
+def test_a_post_norm_heads_attribution_is_carried_forward_through_each_later_norm() -> None:
+    """Independently of the backward sweep: layer 1's cross head 2 written through W_O, then
+    through every later sublayer norm forwards (centred, over that norm's σ on this pass, times
+    γ; β left out: it is a part of its own), dotted with the written word's output row."""
+    model = tiny("bart")
+    src, tgt = torch.tensor([SOURCE]), torch.tensor([TARGET])
+    with torch.no_grad():
+        _, trace = tracing.run(model, src, tgt)
+        _, dla = inspect(model, SOURCE, TARGET)
+        heads = trace.heads[(0, "cross")][0].clone()  # (T, H, Dh)
+        heads[:, 0] = 0
+        v = heads.flatten(1) @ model.decoder_layers[0].cross_attn.out_proj.weight.T  # (T, D)
+        later = [(0, "cross"), (0, "ff"), (1, "self"), (1, "cross"), (1, "ff")]
+        for i, kind in later:
+            norm = getattr(layers.general(model.decoder_layers[i]), f"norm_{kind}")
+            j = trace.labels.index(f"{i + 1}.{kind}")
+            y = trace.points[j - 1][0] + trace.parts[(i, kind)][0]
+            sigma = (y.var(-1, unbiased=False, keepdim=True) + norm.eps).sqrt()
+            v = (v - v.mean(-1, keepdim=True)) / sigma * norm.weight
+        expected = (v * model.output.weight[tgt[0]]).sum(-1)
+    assert dla is not None and torch.allclose(dla.heads["cross"][0, 1], expected, atol=1e-5)
 
 
 def test_an_rnn_is_refused_with_the_reason() -> None:

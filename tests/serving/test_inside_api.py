@@ -53,6 +53,23 @@ def test_patch_at_one_position_and_with_a_given_target(client: TestClient) -> No
     assert abs(out["total_effect"] - (out["corrupted_log_prob"][0] - out["clean_log_prob"][0])) < 1e-4
 
 
+def test_rnn_patching_replaces_each_steps_context(client: TestClient) -> None:
+    """An RNN: no head or position grids, a context per decoder step instead; any source length."""
+    same = post(client, "/api/patch", model="en-de-rnn-additive", clean=TEXT, corrupted=TEXT, beam_size=1)
+    targets = len(same["target_tokens"])
+    assert same["self_heads"] == [] and same["positions"] == [] and same["total_effect"] == 0
+    assert same["context_steps"] == [0] * targets and len(same["context_grid"]) == targets
+    out = post(client, "/api/patch", model="en-de-rnn-additive", clean=TEXT, corrupted="Two dogs play in the snow.",
+               beam_size=1)  # fmt: skip
+    grid, steps = out["context_grid"], out["context_steps"]
+    assert any(abs(v) > 0 for row in grid for v in row)
+    assert all(grid[i][j] == 0 for i in range(targets) for j in range(i))  # a step moves no earlier token
+    assert all(abs(sum(row) - s) < 1e-3 for row, s in zip(grid, steps, strict=True))
+    at = post(client, "/api/patch", model="en-de-rnn-additive", clean=TEXT, corrupted="Two dogs play in the snow.",
+              beam_size=1, position=1)  # fmt: skip
+    assert at["context_steps"] == [row[1] for row in grid]
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status", "words"),
     [
@@ -60,7 +77,8 @@ def test_patch_at_one_position_and_with_a_given_target(client: TestClient) -> No
         ("/api/patch", {"clean": "a b c", "corrupted": "a b d", "position": 40}, 422, ["position", "target has"]),
         ("/api/lens", {"model": "no-such-model", "text": TEXT}, 404, ["no-such-model"]),
         ("/api/lens", {"model": "en-de-rnn-additive", "text": TEXT}, 422, ["not a Transformer", "residual stream"]),
-        ("/api/patch", {"model": "en-de-rnn-additive", "clean": "a", "corrupted": "b"}, 422, ["not a Transformer"]),
+        ("/api/patch", {"model": "en-de-rnn-additive", "clean": "a b", "corrupted": "b", "position": 40}, 422,
+         ["position", "target has"]),
         ("/api/lens", {"text": TEXT, "k": 0}, 422, ["k"]),
     ],
 )
