@@ -198,41 +198,59 @@ def test_per_sentence_aer_from_counts() -> None:
     assert counts.scores() == {"precision": round(2 / 3, 4), "recall": 1.0, "aer": 0.25}
 
 
-def test_jobs_on_ray_give_the_in_process_rows(
-    gold_client: TestClient, gold_dir: Path, tmp_path: Path
-) -> None:
+RAY_JOBS = """
+import json, sys, time
+from pathlib import Path
+
+import torch
+
+from attnscope.engine.testset_data import rwth
+from attnscope.engine.testsets import TestSetJobs
+from attnscope.repository import load_model_folder
+from attnscope.translator import Translator
+
+gold, out, folder = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+translator = Translator(load_model_folder(folder))
+test_set = rwth(gold, "en", "de").limited(4)
+here, on_ray = TestSetJobs(out / "here", batch_size=2), TestSetJobs(out / "ray", batch_size=2, ray="local")
+torch.set_num_threads(1)
+try:  # the in-process job first: a job started while this process runs Ray goes to Ray
+    started = [here.start(translator, test_set), on_ray.start(translator, test_set),
+               on_ray.start(translator, test_set.limited(2))]
+    for _ in range(2400):  # a bound on polls, not a timing assertion
+        if all(job.state not in ("running", "cancelling") for job in started):
+            break
+        time.sleep(0.05)
+finally:
+    on_ray.close()
+rows = [here.rows(started[0]) if j.state == "done" and not j.on_ray else
+        (on_ray.rows(j) if j.state == "done" else None) for j in started]
+print(json.dumps({"on_ray": [j.on_ray for j in started], "state": [j.state for j in started],
+                  "error": [j.error for j in started], "rows": rows}, default=str))
+"""
+
+
+def test_jobs_on_ray_give_the_in_process_rows(gold_dir: Path, tmp_path: Path) -> None:
     """The same rows from a local Ray (an actor each, one torch thread) as in this process (one
-    thread); two Ray jobs at once (the page's comparison) both finish: one ending leaves Ray up."""
+    thread); two Ray jobs at once (the page's comparison) both finish: one ending leaves Ray up.
+    Run in a fresh interpreter: a local Ray started from a job thread of this long test process
+    (an asyncio loop left in its main thread by the browser tests) took the process down with it."""
     pytest.importorskip("ray.data")
-    import torch
+    import json
+    import subprocess
+    import sys
 
-    from attnscope.engine.testset_data import rwth
+    from attnscope.config import REPO_ROOT
 
-    translator = gold_client.app.state.service.get(MODEL).translator  # type: ignore[attr-defined]
-    test_set = rwth(gold_dir, "en", "de").limited(4)
-    here, on_ray = (
-        TestSetJobs(tmp_path / "here", batch_size=2),
-        TestSetJobs(tmp_path / "ray", batch_size=2, ray="local"),
-    )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:  # the in-process job first: a job started while this process runs Ray goes to Ray
-        started = [
-            here.start(translator, test_set),
-            on_ray.start(translator, test_set),
-            on_ray.start(translator, test_set.limited(2)),
-        ]
-        for _ in range(2400):  # a bound on polls, not a timing assertion
-            if all(job.state not in ("running", "cancelling") for job in started):
-                break
-            time.sleep(0.05)
-    finally:
-        torch.set_num_threads(threads)
-        on_ray.close()
-    assert [j.on_ray for j in started] == [False, True, True]
-    assert [j.state for j in started] == ["done"] * 3, [j.error for j in started]
-    expected = here.rows(started[0])
-    for job, n in ((started[1], 4), (started[2], 2)):
-        rows = on_ray.rows(job)
+    done = subprocess.run(
+        [sys.executable, "-c", RAY_JOBS, str(gold_dir), str(tmp_path), str(REPO_ROOT / "models" / MODEL)],
+        capture_output=True, text=True, timeout=900, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["on_ray"] == [False, True, True]
+    assert found["state"] == ["done"] * 3, found["error"]
+    expected = found["rows"][0]
+    for rows, n in ((found["rows"][1], 4), (found["rows"][2], 2)):
         for key in ("output", "align_counts", "bleu", "flags"):
             assert [r[key] for r in rows] == [r[key] for r in expected[:n]], key
