@@ -35,7 +35,7 @@ CPU, where the same step runs eagerly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import cast
 
@@ -207,12 +207,6 @@ class StaticBeam(sg.StaticGreedy):
                 rows.append(r)
             paths.append((tokens[::-1], logprobs[::-1], rows[::-1]))
         return paths
-
-
-def applies(model: Seq2Seq, device: torch.device, prefix: Sequence[Sequence[int]] | None) -> bool:
-    """Whether a beam search (no tree, step callback or coverage penalty: the plan checks those)
-    takes this path: the same conditions as the greedy one."""
-    return sg.applies(model, device, prefix)
 
 
 @torch.no_grad()

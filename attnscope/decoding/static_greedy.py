@@ -319,7 +319,7 @@ def capture(runner: StaticGreedy) -> None:
         runner.capture()
     except RuntimeError as err:  # e.g. an operation capture does not support
         _capture_failed = True
-        logger.warning("CUDA graph capture failed (%s); greedy decoding runs without graphs", err)
+        logger.warning("CUDA graph capture failed (%s); decoding runs its fixed-shape steps without graphs", err)
 
 
 @torch.no_grad()
@@ -340,26 +340,8 @@ def static_greedy_decode(
     another call): the caller decodes the ordinary way. ``should_stop`` is asked before the
     first step and at every check (every ``CHECK_EVERY`` steps). The batch is rounded up to a
     bucket (:func:`bucketed`)."""
-    padded, budgets = bucketed(src, max_length)
-    out = _static_greedy(
-        model, padded, need_weights=need_weights, max_len_ratio=max_len_ratio, max_len_offset=max_len_offset,
-        max_length=budgets, should_stop=should_stop, graphs=graphs,
-    )  # fmt: skip
-    return None if out is None else trimmed(out, src.size(0))
-
-
-def _static_greedy(
-    model: Seq2Seq,
-    src: Tensor,
-    *,
-    need_weights: bool = True,
-    max_len_ratio: float = 1.5,
-    max_len_offset: int = 10,
-    max_length: int | Sequence[int] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    graphs: bool | None = None,
-) -> DecodeOutput | None:
-    """static_greedy_decode on a batch of a bucket's size."""
+    batch = src.size(0)
+    src, max_length = bucketed(src, max_length)
     model = cast(Transformer, model)
     c = model.config
     _, limits = plan_decoding(c, src, None, ratio=max_len_ratio, offset=max_len_offset, max_length=max_length)
@@ -398,7 +380,7 @@ def _static_greedy(
             rows = real[:, None, None, :, None]
             cross = runner.cross_rows[:, :, :, :length, : src.size(1)] * rows
             decoder_self = runner.self_rows[:, :, :, :length, :length] * rows
-        return DecodeOutput(
+        out = DecodeOutput(
             tokens=tokens,
             lengths=lengths,
             source_lengths=enc.mask.sum(1),
@@ -408,5 +390,6 @@ def _static_greedy(
             cross=cross,
             decoder_self=decoder_self,
         )
+        return trimmed(out, batch)
     finally:
         runner.lock.release()
