@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnscope.api.answer import JsonAnswer
+
 if TYPE_CHECKING:
     import pandas
 
@@ -43,23 +45,9 @@ def sentences_of(given: Sequence[str] | Path | None, what: str) -> list[str] | N
     return [str(s) for s in given]
 
 
-class HeadAnalysis:
+class HeadAnalysis(JsonAnswer):
     """The answer of ``analyze``: ``to_dict()`` is the REST JSON; ``heads`` one summary per kind
     × layer × head (role, ``<stat>_mean``, ``_q10``/``_q50``/``_q90``, ``alignment_f1``)."""
-
-    def __init__(self, answer: dict[str, Any], request: dict[str, Any] | None = None) -> None:
-        self._answer = answer
-        self.request = request or {}
-
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(self._answer)
-
-    def __getitem__(self, field: str) -> Any:
-        return self._answer[field]
-
-    @property
-    def model(self) -> str:
-        return str(self._answer["model"])
 
     @property
     def heads(self) -> list[dict[str, Any]]:

@@ -9,7 +9,6 @@ the log-probabilities, the explanations, the beam tree. Values carry the request
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from attnscope.api.answer import JsonAnswer
 from attnscope.api.axes import KIND_AXES
 
 if TYPE_CHECKING:
@@ -58,24 +58,15 @@ class OnDemand(Mapping[str, np.ndarray]):
         return len(self._shapes)
 
 
-class _Answer:
+class _Answer(JsonAnswer):
     """A REST answer held as its JSON: what every result shares.
 
     ``answer``: the REST answer's JSON (a dict); ``request``: the body it answered; ``fetch``:
     how to read an on-demand answer's attention where it was made (given by the door)."""
 
     def __init__(self, answer: dict[str, Any], request: dict[str, Any] | None = None, fetch: Fetch | None = None) -> None:
-        self._answer = answer
-        self.request = request or {}
+        super().__init__(answer, request)
         self._fetch = fetch
-
-    def to_dict(self) -> dict[str, Any]:
-        """The REST answer's JSON (a deep copy: changing it changes nothing here)."""
-        return copy.deepcopy(self._answer)
-
-    def __getitem__(self, field: str) -> Any:
-        """A field of the REST answer as it is in its JSON (``result["beam"]``)."""
-        return self._answer[field]
 
     @property
     def text(self) -> str:
@@ -97,10 +88,6 @@ class Result(_Answer):
     ``answer``: the REST answer's JSON (a dict); ``request``: the body it answered."""
 
     # -- the answer's fields --------------------------------------------------------------
-
-    @property
-    def model(self) -> str:
-        return str(self._answer["model"])
 
     translation = _Answer.text
 

@@ -10,13 +10,13 @@ string; light items on black, as the models were trained."""
 from __future__ import annotations
 
 import base64
-import copy
 import io
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from attnscope.api.answer import JsonAnswer
 from attnscope.api.errors import ModelNotFound, entry, for_status, unprocessable
 
 __all__ = ["CaptionResult", "GlimpseResult", "LocalVisionModel", "RemoteVisionModel", "image_data"]
@@ -56,24 +56,7 @@ def _is_file(name: str) -> bool:
         return False
 
 
-class _Answer:
-    def __init__(self, answer: dict[str, Any], request: dict[str, Any] | None = None) -> None:
-        self._answer = answer
-        self.request = request or {}
-
-    def to_dict(self) -> dict[str, Any]:
-        """The REST answer's JSON."""
-        return copy.deepcopy(self._answer)
-
-    def __getitem__(self, field: str) -> Any:
-        return self._answer[field]
-
-    @property
-    def model(self) -> str:
-        return str(self._answer["model"])
-
-
-class GlimpseResult(_Answer):
+class GlimpseResult(JsonAnswer):
     """A classifier's answer: where the Recurrent Attention Model looked and what it thought."""
 
     @property
@@ -109,7 +92,7 @@ class GlimpseResult(_Answer):
         return f"<GlimpseResult {self.model}: {self.prediction} ({self.probability:.2f}) after {len(self._answer['glimpses'])} glimpses>"
 
 
-class CaptionResult(_Answer):
+class CaptionResult(JsonAnswer):
     """A captioner's answer: the words and where each looked on the image grid."""
 
     @property
