@@ -197,4 +197,11 @@ def test_the_player_asks_for_the_explanation_shown(page: Page, server_url: str) 
     body = request.value.post_data_json
     assert "norm" in body["explain"] and (body["model"], body["text"], body["beam_size"]) == ("en-de-transformer", SENTENCE, 1)
     assert page.get_attribute("#explorer [data-role=explain-switch] [data-method=norm]", "aria-checked") == "true"
+    # the final answer's explanation is drawn after the player says done (one more redraw on a
+    # loaded machine): wait for the heatmap to settle on it, then compare everything
+    page.wait_for_function(
+        "(want) => { const gd = document.querySelector('#explorer [data-role=plot-main]');"
+        " return gd && gd.data && gd.data.length > 0 && JSON.stringify(gd.data[0].z) === JSON.stringify(want) }",
+        arg=before["z"], timeout=30_000,
+    )  # fmt: skip
     assert drawn(page) == before
