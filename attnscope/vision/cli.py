@@ -51,6 +51,8 @@ def add_commands(sub: Any) -> None:
     train.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     train.add_argument("--set", type=_set, action="append", default=[], metavar="FIELD=VALUE",
                        help="override a model config field, e.g. --set glimpses=6")
+    train.add_argument("--init", default=None, metavar="FOLDER",
+                       help="continue from this model folder's weights (same kind and dataset); its numbers go to the card's history")
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ev = sub.add_parser("vision-evaluate", help="test metrics of a vision model folder")
@@ -89,7 +91,7 @@ def _train(args: argparse.Namespace) -> int:
         if name not in ("max_time_s", "test_examples") and value <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
     card = train(args.model, dataset, out_dir=args.out, settings=TrainSettings(**fields), overrides=overrides,
-                 data_dir=args.data_dir, device=args.device, progress=not args.quiet)
+                 data_dir=args.data_dir, device=args.device, progress=not args.quiet, init=args.init)
     logger.info("wrote %s: %s", args.out, json.dumps({k: v for k, v in card["test"].items() if k != "samples"}))
     return 0
 

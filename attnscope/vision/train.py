@@ -90,8 +90,11 @@ def train(
     data_dir: str | Path | None = None,
     device: str | None = None,
     progress: bool = True,
+    init: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train one model, write its folder to ``out_dir`` and return its card."""
+    """Train one model, write its folder to ``out_dir`` and return its card. ``init``: a model
+    folder of the same kind and dataset to continue from (its weights and configuration; the
+    optimiser starts afresh), recorded in the card with that folder's own training and test."""
     if (kind == "captioner") != (dataset == "scenes"):
         raise ValueError(f"{kind} does not train on {dataset}: captioners train on scenes, classifiers on "
                          f"{' or '.join(CANVAS_KINDS)}")
@@ -99,7 +102,8 @@ def train(
         raise ValueError(f"unknown dataset {dataset!r}")
     dev = resolve_device(device)
     torch.manual_seed(settings.seed)
-    model = build_model(kind, dataset, overrides or {}).to(dev)
+    start_from = _start_from(init, kind, dataset, overrides) if init is not None else None
+    model = (start_from.model if start_from is not None else build_model(kind, dataset, overrides or {})).to(dev)
     train_items, val_set, test_items, generator = _data(model, dataset, data_dir, dev, settings)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     curve: list[dict[str, Any]] = []
@@ -153,9 +157,30 @@ def train(
         "curve": curve,
         "test": test,
     }
+    if start_from is not None:
+        earlier = start_from.card
+        card["continued_from"] = {"folder": str(start_from.path), "training": earlier.get("training"),
+                                  "test": earlier.get("test")}
+        card["history"] = [*earlier.get("history", []),
+                           {k: earlier[k] for k in ("training", "hyperparameters", "test", "note") if k in earlier}]
+        card["training"]["steps_before"] = sum(
+            int((h.get("training") or {}).get("steps", 0)) for h in card["history"])
     folders.save_folder(out_dir, model.cpu(), dataset=dataset, card=card)
     logger.info("wrote %s (test: %s)", out_dir, {k: v for k, v in test.items() if k != "samples"})
     return card
+
+
+def _start_from(init: str | Path, kind: str, dataset: str, overrides: dict[str, Any] | None) -> folders.VisionModel:
+    """The folder to continue from, checked: same kind and dataset, no overrides."""
+    loaded = folders.load_folder(init)
+    if loaded.dataset != dataset:
+        raise ValueError(f"--init {init}: that model was trained on {loaded.dataset}, not {dataset}")
+    if loaded.kind != kind:
+        raise ValueError(f"--init {init}: that folder holds a {loaded.kind} model, not {kind}")
+    if overrides:
+        raise ValueError("--init continues the folder's own configuration; --set does not apply")
+    loaded.model.float()
+    return loaded
 
 
 def _data(

@@ -84,3 +84,24 @@ def test_cli_errors_name_the_problem(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "--no-attention applies to --model captioner" in capsys.readouterr().err
     assert main(["vision-train", "--model", "ram", "--steps", "0", "--out", str(tmp_path / "z")]) == 2
     assert "--steps must be positive" in capsys.readouterr().err
+
+
+def test_training_continues_from_a_folder_and_keeps_its_numbers(fashion_dir: Path, tmp_path: Path) -> None:
+    """``--init``: the weights the run starts from are the folder's (zero steps change nothing),
+    and the earlier run's training and test numbers go into the card's history."""
+    first = tmp_path / "first"
+    card = train("ram", "translated", out_dir=first, settings=TINY, overrides=TINY_RAM, data_dir=fashion_dir,
+                 device="cpu", progress=False)
+    same = tmp_path / "same"
+    zero = TrainSettings(steps=4, max_time_s=1e-9, batch=8, eval_every=2, val_examples=10, test_examples=20)
+    again = train("ram", "translated", out_dir=same, settings=zero, data_dir=fashion_dir, device="cpu",
+                  progress=False, init=first)
+    assert again["training"]["steps"] == 0 and again["training"]["steps_before"] == 4
+    assert again["history"] == [{k: card[k] for k in ("training", "hyperparameters", "test")}]
+    before, after = load_file(str(first / "model.safetensors")), load_file(str(same / "model.safetensors"))
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    with pytest.raises(ValueError, match="trained on translated, not cluttered"):
+        train("ram", "cluttered", out_dir=tmp_path / "x", settings=TINY, data_dir=fashion_dir, progress=False, init=first)
+    with pytest.raises(ValueError, match="--set does not apply"):
+        train("ram", "translated", out_dir=tmp_path / "y", settings=TINY, overrides=TINY_RAM,
+              data_dir=fashion_dir, progress=False, init=first)
