@@ -14,6 +14,7 @@
 #   there:  scripts/device.sh evaluate "$OUT"      # test2016 BLEU of every model in gpu/models, side by side on its cores
 #   there:  scripts/device.sh distill              # the teachers' translations of train, for the long run
 #   there:  scripts/device.sh train  NAME SECONDS [attnscope train options...]   # detached; log in gpu/NAME.log
+#   there:  scripts/device.sh vision OUT SECONDS FOLDER:LR...  # vision folders continued side by side (gpu/fashion-mnist)
 #   there:  scripts/device.sh status               # the runs' last log lines
 #   there:  scripts/device.sh collect NAME "$OUT"  # the finished model folder, packed in pieces of ≤ 15 MiB
 #   here:   scripts/device.sh unpack FILES_AT DEST # the pieces back into a model folder
@@ -209,6 +210,26 @@ train)
   setsid nohup "$PYTHON" -m attnscope.cli train --out "gpu/$name" --run-dir "runs/$name" --device "$DEVICE" \
     --max-time "$seconds" "${resume[@]}" "$@" > "gpu/$name.log" 2>&1 < /dev/null &
   echo "started $name (pid $!), log gpu/$name.log"
+  ;;
+vision)  # issue 49 goal 4: continue vision folders on the GPU, several runs side by side, all back in OUT
+  out=${2:?usage: device.sh vision OUT SECONDS RUN...}; seconds=${3:?usage: device.sh vision OUT SECONDS RUN...}
+  shift 3  # each RUN is FOLDER:LR, FOLDER under gpu/models (carried), e.g. vision-sat-scenes:5e-4
+  setup
+  mkdir -p "$out" gpu/trained
+  nvidia-smi --query-gpu=name --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
+  pids=()
+  for run in "$@"; do
+    folder=${run%%:*}; lr=${run##*:}
+    kind=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['kind'])" "gpu/models/$folder/vision.json")
+    dataset=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['dataset'])" "gpu/models/$folder/vision.json")
+    "$PYTHON" -m attnscope.cli vision-train --model "$kind" --dataset "$dataset" --init "gpu/models/$folder" \
+      --out "gpu/trained/$folder-lr$lr" --max-time "$seconds" --steps 1000000 --batch 256 --lr "$lr" \
+      --eval-every 500 --data-dir gpu/fashion-mnist --device "$DEVICE" --quiet > "$out/$folder-lr$lr.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || echo "a run failed (pid $pid): see its log" >> "$out/gpu.txt"; done
+  tar -C gpu/trained -czf "$out/trained.tgz" .
+  ls -l "$out"
   ;;
 status)
   for log in gpu/*.log; do echo "== $log"; tail -c 4000 "$log" | tr "\r" "\n" | grep -v "^ *$" | tail -n 3; done

@@ -13,7 +13,7 @@ from attnscope.vision.baseline import FullImageCNN
 from attnscope.vision.captioner import Captioner, beam_search, greedy
 from attnscope.vision.data import CLASSES, Canvases
 from attnscope.vision.ram import RecurrentAttentionModel
-from attnscope.vision.scenes import GRID, Scenes, caption_words, cell_overlap, decode
+from attnscope.vision.scenes import GRID, Placed, Scenes, caption_words, cell_overlap, decode
 
 
 @torch.no_grad()
@@ -58,8 +58,9 @@ def attention_in_cells(attention: Tensor, cells: list[int | None], overlap: Tens
 
 @torch.no_grad()
 def caption_metrics(model: Captioner, scenes: Scenes, *, beam_size: int = 1, batch: int = 200) -> dict[str, Any]:
-    """BLEU (sacreBLEU on the space-separated words, tokenize none), exact match, and attention
-    in the named item's cell: ``attention_in_cell`` on the generated captions (words that name
+    """BLEU (sacreBLEU on the space-separated words, tokenize none), exact match, the share of
+    scenes whose caption names every item (``names_every_item``: each item's cell is named by
+    one of its class words, order and relations aside), and attention in the named item's cell: ``attention_in_cell`` on the generated captions (words that name
     an item in the scene), ``attention_in_cell_reference`` under teacher forcing on the
     reference captions. Uniform attention scores 1/9 on both."""
     was_training = model.training
@@ -68,6 +69,7 @@ def caption_metrics(model: Captioner, scenes: Scenes, *, beam_size: int = 1, bat
     grid = model.config.grid
     overlap = cell_overlap(grid, grid)
     hypotheses: list[str] = []
+    names_all = 0  # scenes whose caption names every item's class
     shares: list[float] = []
     reference_shares: list[float] = []
     for start in range(0, len(scenes.captions), batch):
@@ -84,6 +86,7 @@ def caption_metrics(model: Captioner, scenes: Scenes, *, beam_size: int = 1, bat
             hypotheses.append(" ".join(words))
             cell_of = {p.cls: p.row * GRID + p.col for p in layout}
             word_cells = _cells_of_words(words, cell_of)
+            names_all += names_every_item(words, layout)
             shares += attention_in_cells(atts[b], word_cells, overlap)
             ref_words, ref_names = caption_words(layout)
             ref_cells = named_cells([(p.row, p.col) for p in layout], ref_names)
@@ -96,6 +99,7 @@ def caption_metrics(model: Captioner, scenes: Scenes, *, beam_size: int = 1, bat
         "bleu": round(bleu.score, 2),
         "bleu_signature": str(metric.get_signature()),
         "exact_match": exact,
+        "names_every_item": names_all / len(hypotheses),
         "attention_in_cell": sum(shares) / len(shares) if shares else None,
         "attention_in_cell_reference": sum(reference_shares) / len(reference_shares) if reference_shares else None,
         "uniform_attention_in_cell": 1 / (GRID * GRID),
@@ -103,6 +107,13 @@ def caption_metrics(model: Captioner, scenes: Scenes, *, beam_size: int = 1, bat
         "examples": len(hypotheses),
         "samples": [{"reference": r, "generated": h} for r, h in list(zip(scenes.captions, hypotheses, strict=True))[:8]],
     }
+
+
+def names_every_item(words: list[str], layout: list[Placed]) -> bool:
+    """Whether a caption's words name every item of the scene (a class word of each; two-word
+    classes such as "ankle boot" count by either word; order and relations aside)."""
+    cell_of = {p.cls: p.row * GRID + p.col for p in layout}
+    return set(cell_of.values()) <= {c for c in _cells_of_words(words, cell_of) if c is not None}
 
 
 def _cells_of_words(words: list[str], cell_of: dict[int, int]) -> list[int | None]:

@@ -77,3 +77,18 @@ def test_training_steps_lower_the_loss() -> None:
         optimizer.step()
         losses.append(nll.item())
     assert losses[-1] < losses[0] * 0.7
+
+
+def test_names_every_item_needs_each_items_class_word() -> None:
+    """The captioner goal's measure: every item of the scene named (by either word of a two-word
+    class), whatever the order or relations; a class absent from the scene names nothing."""
+    from attnscope.vision.evaluate import names_every_item
+    from attnscope.vision.scenes import Placed, caption
+
+    layout = [Placed(9, 0, 0), Placed(3, 1, 2)]  # an ankle boot and a dress
+    assert names_every_item(caption(layout).split(), layout)
+    assert names_every_item("a dress left of an ankle boot".split(), layout)
+    assert names_every_item("a boot above a dress".split(), layout)
+    assert not names_every_item("an ankle boot above a coat".split(), layout)
+    assert not names_every_item("a dress".split(), layout)
+    assert not names_every_item([], [Placed(0, 0, 0)])
