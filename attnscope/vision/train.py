@@ -163,11 +163,19 @@ def train(
                                   "test": earlier.get("test")}
         card["history"] = [*earlier.get("history", []),
                            {k: earlier[k] for k in ("training", "hyperparameters", "test", "note") if k in earlier}]
-        card["training"]["steps_before"] = sum(
+        card["training"]["steps_before"] = before = sum(
             int((h.get("training") or {}).get("steps", 0)) for h in card["history"])
+        card["curve"] = continued_curve(earlier.get("curve", []), curve, before)
     folders.save_folder(out_dir, model.cpu(), dataset=dataset, card=card)
     logger.info("wrote %s (test: %s)", out_dir, {k: v for k, v in test.items() if k != "samples"})
     return card
+
+
+def continued_curve(earlier: list[dict[str, Any]], curve: list[dict[str, Any]], before: int) -> list[dict[str, Any]]:
+    """One curve over all the runs: the earlier card's points, then this run's with its steps
+    counted on from ``before`` (the earlier runs' steps) and ``run`` its place in the chain."""
+    run = 1 + max((int(p.get("run", 0)) for p in earlier), default=0)
+    return [*earlier, *({**p, "step": p["step"] + before, "run": run} for p in curve)]
 
 
 def _start_from(init: str | Path, kind: str, dataset: str, overrides: dict[str, Any] | None) -> folders.VisionModel:

@@ -98,6 +98,11 @@ def test_training_continues_from_a_folder_and_keeps_its_numbers(fashion_dir: Pat
                   progress=False, init=first)
     assert again["training"]["steps"] == 0 and again["training"]["steps_before"] == 4
     assert again["history"] == [{k: card[k] for k in ("training", "hyperparameters", "test")}]
+    assert again["curve"] == card["curve"]  # no step, no new point
+    more = train("ram", "translated", out_dir=tmp_path / "more", data_dir=fashion_dir, device="cpu", progress=False,
+                 settings=TrainSettings(steps=2, batch=8, eval_every=2, val_examples=10, test_examples=20), init=first)
+    assert more["curve"][: len(card["curve"])] == card["curve"]  # one curve over both runs, steps counted on
+    assert [(p["step"], p["run"]) for p in more["curve"][len(card["curve"]) :]] == [(6, 1)]
     before, after = load_file(str(first / "model.safetensors")), load_file(str(same / "model.safetensors"))
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     with pytest.raises(ValueError, match="trained on translated, not cluttered"):
