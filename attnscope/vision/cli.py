@@ -86,12 +86,12 @@ def _train(args: argparse.Namespace) -> int:
         overrides["attention"] = False
     fields = {name: getattr(args, name) for name in (
         "steps", "max_time_s", "batch", "lr", "eval_every", "val_examples", "test_examples",
-        "test_scenes", "beam_size", "seed") if getattr(args, name) is not None}
+        "test_scenes", "beam_size", "seed", "init") if getattr(args, name) is not None}
     for name, value in fields.items():
         if name not in ("max_time_s", "test_examples") and value <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
     card = train(args.model, dataset, out_dir=args.out, settings=TrainSettings(**fields), overrides=overrides,
-                 data_dir=args.data_dir, device=args.device, progress=not args.quiet, init=args.init)
+                 data_dir=args.data_dir, device=args.device, progress=not args.quiet)
     logger.info("wrote %s: %s", args.out, json.dumps({k: v for k, v in card["test"].items() if k != "samples"}))
     return 0
 

@@ -46,6 +46,7 @@ class TrainSettings:
     test_scenes: int = 2000
     beam_size: int = 1  # captioners: test beam (1, greedy, is batched and fast; vision-evaluate --beam 3 for more)
     seed: int = 0
+    init: str | None = None  # a model folder to continue from (same kind and dataset)
 
 
 def split_train(items: Items) -> tuple[Items, Items]:
@@ -90,11 +91,9 @@ def train(
     data_dir: str | Path | None = None,
     device: str | None = None,
     progress: bool = True,
-    init: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train one model, write its folder to ``out_dir`` and return its card. ``init``: a model
-    folder of the same kind and dataset to continue from (its weights and configuration; the
-    optimiser starts afresh), recorded in the card with that folder's own training and test."""
+    """Train one model, write its folder to ``out_dir`` and return its card; ``settings.init``
+    continues a folder (its weights and configuration; the optimiser starts afresh)."""
     if (kind == "captioner") != (dataset == "scenes"):
         raise ValueError(f"{kind} does not train on {dataset}: captioners train on scenes, classifiers on "
                          f"{' or '.join(CANVAS_KINDS)}")
@@ -102,8 +101,8 @@ def train(
         raise ValueError(f"unknown dataset {dataset!r}")
     dev = resolve_device(device)
     torch.manual_seed(settings.seed)
-    start_from = _start_from(init, kind, dataset, overrides) if init is not None else None
-    model = (start_from.model if start_from is not None else build_model(kind, dataset, overrides or {})).to(dev)
+    start_from = _start_from(settings.init, kind, dataset, overrides) if settings.init else None
+    model = (start_from.model if start_from else build_model(kind, dataset, overrides or {})).to(dev)
     train_items, val_set, test_items, generator = _data(model, dataset, data_dir, dev, settings)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     curve: list[dict[str, Any]] = []
@@ -157,18 +156,21 @@ def train(
         "curve": curve,
         "test": test,
     }
-    if start_from is not None:
-        earlier = start_from.card
-        card["continued_from"] = {"folder": str(start_from.path), "training": earlier.get("training"),
-                                  "test": earlier.get("test")}
-        card["history"] = [*earlier.get("history", []),
-                           {k: earlier[k] for k in ("training", "hyperparameters", "test", "note") if k in earlier}]
-        card["training"]["steps_before"] = before = sum(
-            int((h.get("training") or {}).get("steps", 0)) for h in card["history"])
-        card["curve"] = continued_curve(earlier.get("curve", []), curve, before)
+    if start_from:  # continued: the earlier runs' numbers kept
+        _record_continuation(card, start_from.card)
     folders.save_folder(out_dir, model.cpu(), dataset=dataset, card=card)
     logger.info("wrote %s (test: %s)", out_dir, {k: v for k, v in test.items() if k != "samples"})
     return card
+
+
+def _record_continuation(card: dict[str, Any], earlier: dict[str, Any]) -> None:
+    """Into ``card``: the earlier card's numbers in ``history``, its steps in
+    ``training.steps_before`` and one curve over all the runs."""
+    card["history"] = [*earlier.get("history", []),
+                       {k: earlier[k] for k in ("training", "hyperparameters", "test", "note") if k in earlier}]
+    card["training"]["steps_before"] = before = sum(
+        int((h.get("training") or {}).get("steps", 0)) for h in card["history"])
+    card["curve"] = continued_curve(earlier.get("curve", []), card["curve"], before)
 
 
 def continued_curve(earlier: list[dict[str, Any]], curve: list[dict[str, Any]], before: int) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -93,20 +94,23 @@ def test_training_continues_from_a_folder_and_keeps_its_numbers(fashion_dir: Pat
     card = train("ram", "translated", out_dir=first, settings=TINY, overrides=TINY_RAM, data_dir=fashion_dir,
                  device="cpu", progress=False)
     same = tmp_path / "same"
-    zero = TrainSettings(steps=4, max_time_s=1e-9, batch=8, eval_every=2, val_examples=10, test_examples=20)
+    zero = TrainSettings(steps=4, max_time_s=1e-9, batch=8, eval_every=2, val_examples=10, test_examples=20,
+                         init=str(first))
     again = train("ram", "translated", out_dir=same, settings=zero, data_dir=fashion_dir, device="cpu",
-                  progress=False, init=first)
+                  progress=False)
     assert again["training"]["steps"] == 0 and again["training"]["steps_before"] == 4
     assert again["history"] == [{k: card[k] for k in ("training", "hyperparameters", "test")}]
     assert again["curve"] == card["curve"]  # no step, no new point
     more = train("ram", "translated", out_dir=tmp_path / "more", data_dir=fashion_dir, device="cpu", progress=False,
-                 settings=TrainSettings(steps=2, batch=8, eval_every=2, val_examples=10, test_examples=20), init=first)
+                 settings=TrainSettings(steps=2, batch=8, eval_every=2, val_examples=10, test_examples=20,
+                                        init=str(first)))
     assert more["curve"][: len(card["curve"])] == card["curve"]  # one curve over both runs, steps counted on
     assert [(p["step"], p["run"]) for p in more["curve"][len(card["curve"]) :]] == [(6, 1)]
     before, after = load_file(str(first / "model.safetensors")), load_file(str(same / "model.safetensors"))
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     with pytest.raises(ValueError, match="trained on translated, not cluttered"):
-        train("ram", "cluttered", out_dir=tmp_path / "x", settings=TINY, data_dir=fashion_dir, progress=False, init=first)
+        train("ram", "cluttered", out_dir=tmp_path / "x", settings=replace(TINY, init=str(first)), data_dir=fashion_dir,
+              progress=False)
     with pytest.raises(ValueError, match="--set does not apply"):
-        train("ram", "translated", out_dir=tmp_path / "y", settings=TINY, overrides=TINY_RAM,
-              data_dir=fashion_dir, progress=False, init=first)
+        train("ram", "translated", out_dir=tmp_path / "y", settings=replace(TINY, init=str(first)), overrides=TINY_RAM,
+              data_dir=fashion_dir, progress=False)
