@@ -69,7 +69,10 @@ def test_each_layers_lens_is_the_originals_hidden_state_read_out(
             written = expected.gather(-1, torch.tensor(target)[:, None])[:, 0]
             assert (ours - written).abs().max() < 1e-4, f"{layout} point {found.labels[point]}"
             assert found.top_ids[point, :, 0].tolist() == expected.argmax(-1).tolist()
-    assert (found.log_probs - theirs).abs().max() < 1e-4  # the last point: the model's own output
+    assert (found.log_probs - theirs).abs().max() < 1e-4  # the last point: the original's output
+    with torch.no_grad():  # and our own model's output distribution, on its own forward pass
+        own = torch.log_softmax(model(ids).logits[0, rows].float(), -1)
+    assert (found.log_probs - own).abs().max() < 1e-5
     assert all(found.rank[-1] == (theirs > theirs.gather(-1, torch.tensor(target)[:, None])).sum(-1))
     # DLA: the parts add up to the logit (before a final soft-cap, which then gives the original's)
     assert (total(dla) - dla.logit).abs().max() < 1e-4
