@@ -1,7 +1,7 @@
 """Time one activation-patching run (both head grids and the encoder position grid) and the lens
 on the shipped en-de-transformer, and print the man/woman finding (docs/inside.md).
 
-    python bench/inside_patch.py [--threads N] [--repeats 5]"""
+    PYTHONPATH=. python bench/inside_patch.py [--threads N] [--repeats 5]"""
 
 from __future__ import annotations
 

@@ -32,13 +32,17 @@ class NotApplicable(ValueError):
     """The model has no residual stream and heads of the kind these methods read (an RNN)."""
 
 
-def require_transformer(model: object) -> Transformer:
-    """``model`` as a Transformer, or :class:`NotApplicable` saying why the grids need one."""
+def require_transformer(model: object, name: str | None = None) -> Transformer:
+    """``model`` as a Transformer, or :class:`NotApplicable` saying why these methods need one
+    (``name``: the model's id for the message; default its class)."""
     if not isinstance(model, Transformer):
         raise NotApplicable(
-            f"{type(model).__name__} is not a Transformer: the logit lens, direct logit attribution and "
-            "the patching grids read a residual stream and per-head outputs, which an RNN does not have "
-            "(its one attention feeds a recurrent state, not a sum of layer outputs)"
+            f"{name or type(model).__name__} is an RNN, not a Transformer: the logit lens and direct logit "
+            "attribution read a residual stream (a running sum every layer and head adds to, read after each "
+            "one) and the patching grids per-head outputs. An RNN has neither: its decoder keeps one "
+            "recurrent state, rewritten at each step, and its output layer reads it once per step, so there "
+            "is no layer-by-layer stream to read. Patching does apply to it: it swaps each decoder step's "
+            "attention context vector (docs/inside.md)"
         )
     return model
 

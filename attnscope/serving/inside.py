@@ -135,7 +135,7 @@ def _admit(settings: Settings, cost: int, what: str) -> None:
 def _model(served: ServedModel) -> Transformer:
     """The served model as a Transformer; 422 naming why the grids need one (an RNN)."""
     try:
-        return require_transformer(served.loaded.model)
+        return require_transformer(served.loaded.model, served.loaded.id)
     except NotApplicable as exc:
         raise InvalidInput(("body", "model"), str(exc)) from None
 

@@ -27,10 +27,13 @@ function signed(value, max) {
   return `rgba(${r}, ${g}, ${b}, ${(0.08 + 0.82 * t).toFixed(2)})`;
 }
 
-/** A table heatmap: rows × cols of numbers, labelled, each cell with its value as a tooltip. */
-function grid(caption, rowLabels, colLabels, values, name) {
+/** A table heatmap: rows × cols of numbers, labelled, each cell with its value as a tooltip;
+ * columns in `span` ([start, end)) get a marked header (an LLM prompt's source). */
+function grid(caption, rowLabels, colLabels, values, name, span = null) {
   const max = Math.max(1e-9, ...values.flat().map(Math.abs));
-  const head = el("tr", {}, el("th", { scope: "col" }, ""), colLabels.map((c) => el("th", { scope: "col" }, c)));
+  const inSpan = (j) => span && j >= span[0] && j < span[1];
+  const head = el("tr", {}, el("th", { scope: "col" }, ""), colLabels.map((c, j) => el("th", inSpan(j)
+    ? { scope: "col", class: "inside-source", title: "a token of the source sentence" } : { scope: "col" }, c)));
   const rows = values.map((row, i) => el("tr", {}, el("th", { scope: "row" }, rowLabels[i]),
     row.map((v, j) => el("td", { class: "inside-cell", style: { background: signed(v, max) },
       title: `${rowLabels[i]}, ${colLabels[j]}: ${v.toFixed(4)}` }, v.toFixed(2)))));
@@ -84,8 +87,9 @@ function patchGrids(out) {
   const heads = out.self_heads[0].map((_, h) => `head ${h}`);
   return [out.cross_heads.length ? grid("Cross-attention heads (Δ log p of the target)", layers, heads, out.cross_heads, "patch-cross") : null,
     grid(out.cross_heads.length ? "Decoder self-attention heads" : "Attention heads (Δ log p of the target)", layers, heads, out.self_heads, "patch-self"),
-    grid(out.source_span ? "Residual stream per prompt position" : "Encoder residual stream per source position",
-      out.position_rows, words(out.clean_tokens), out.positions, "patch-positions")];
+    grid(out.source_span ? "Residual stream per prompt position (the source's tokens underlined; the rest is the template)"
+      : "Encoder residual stream per source position", out.position_rows, words(out.clean_tokens), out.positions,
+    "patch-positions", out.source_span)];
 }
 
 async function runLens() {
@@ -101,6 +105,7 @@ async function runLens() {
     setChildren(role(card, "lens-out"), el("p", { class: "hint" }, `Translation: ${out.translation}`), lensTable(out),
       el("label", { class: "field" }, el("span", { class: "control-label" }, "Direct logit attribution of"), pick), holder);
   } catch (err) {
+    setChildren(role(card, "lens-out"));  // no table of an earlier sentence under the message
     showError(role(card, "error"), err.message);
   } finally {
     setBusy(button, false);
@@ -142,6 +147,7 @@ async function runPatch(event) {
         `${out.total_effect.toFixed(2)}. Each cell: the change when only that piece comes from the corrupted run.`),
       ...patchGrids(out));
   } catch (err) {
+    setChildren(role(card, "patch-out"));  // no grids of an earlier pair under the message
     showError(role(card, "error"), err.message);
   } finally {
     setBusy(button, false);

@@ -48,8 +48,15 @@ def test_the_panel_end_to_end(page: Page, server_url: str, width: int, shoot) ->
         card.locator("[data-role=patch-run]").click()
     expect(card.locator("[data-role=error]")).to_contain_text("equally long")
 
-    # an RNN: one context vector per decoder step instead of the grids, and any source length
+    # an RNN: no lens (the message says why, and no table of the Transformer's stays under it),
+    # one context vector per decoder step instead of the grids, and any source length
     page.select_option("#model", "en-de-rnn-additive")
+    with page.expect_response("**/api/lens") as refused:
+        card.locator("[data-role=lens-run]").click()
+    assert refused.value.status == 422
+    expect(card.locator("[data-role=error]")).to_contain_text("no layer-by-layer stream")
+    expect(card.locator("[data-role=error]")).to_contain_text("context vector")
+    expect(card.locator("[data-role=lens-table]")).to_have_count(0)
     with page.expect_response("**/api/patch") as answer:
         card.locator("[data-role=patch-run]").click()
     steps = len(answer.value.json()["target_tokens"])

@@ -1,7 +1,7 @@
 """Activation patching (attnscope.inside.patching): identical sources change nothing, a grid entry
 is the single-head patched run, patching every head of a layer is the model's own pass with that
 attention's output taken from the corrupted run (forward hooks on the model's modules), and in a
-hand-built model where one head alone carries the source, only that head shows."""
+hand-built model where one head copies one source token, only that head (and that position) shows."""
 
 from __future__ import annotations
 
@@ -83,10 +83,16 @@ def test_every_head_of_a_layer_is_that_layers_attention_output_from_the_corrupte
     assert (got - expected).abs().max() < 1e-4
 
 
+SWAPPED = 2  # the source position where CLEAN and CORRUPTED differ (token 11 vs 12)
+
+
 def copying_model() -> Transformer:
-    """A tiny model whose decoder reads the source through one head only: cross-attention head 1
-    of layer 0 copies (the mean of) the memory's second half into the residual stream; every other
-    head's output projection, every feed-forward output and every attention output bias is zero."""
+    """A tiny model whose decoder reads the source through one head only, and that head copies one
+    source token: cross-attention head 1 of layer 0 attends to the source position holding a
+    "marked" token (11 or 12, both marked: the swapped position in either run) and writes that
+    position's memory (its dims dh..d) into the residual stream. The encoder's sublayers write
+    nothing (the memory at a position is its own embedding, normed), and every other head's output
+    projection, every feed-forward output and every attention output bias is zero."""
     model = tiny("shipped", seed=3)
     with torch.no_grad():
         for layer in model.decoder_layers:
@@ -95,8 +101,21 @@ def copying_model() -> Transformer:
                 attn.out_proj.bias.zero_()
             layer.ff.net[-1].weight.zero_()
             layer.ff.net[-1].bias.zero_()
+        for layer in model.encoder_layers:  # the memory at position j: only token j and position j
+            layer.self_attn.out_proj.weight.zero_()
+            layer.self_attn.out_proj.bias.zero_()
+            layer.ff.net[-1].weight.zero_()
+            layer.ff.net[-1].bias.zero_()
+        model.embed.weight[[11, 12], 0] = 5.0  # the mark: a large dimension 0
+        model.encoder_norm.weight[0], model.encoder_norm.bias[0] = 1.0, 0.0
         ca = model.decoder_layers[0].cross_attn
         d, dh = model.config.d_model, ca.head_dim
+        ca.q_proj.weight[dh:].zero_()  # head 1's query: a constant that asks for the mark...
+        ca.q_proj.bias[dh:].zero_()
+        ca.q_proj.bias[dh] = 40.0
+        ca.k_proj.weight[dh:].zero_()  # ...which its keys read from the memory's dimension 0
+        ca.k_proj.bias[dh:].zero_()
+        ca.k_proj.weight[dh, 0] = 1.0
         ca.v_proj.weight[dh:].copy_(torch.eye(d)[dh:] * 3)  # head 1's values: the memory's dims dh..d
         ca.v_proj.bias[dh:].zero_()
         ca.out_proj.weight[dh:, dh:].copy_(torch.eye(dh))  # written back where they came from
@@ -104,14 +123,21 @@ def copying_model() -> Transformer:
 
 
 def test_only_the_copying_head_shows_in_the_grid() -> None:
-    grids = patch(copying_model(), CLEAN, CORRUPTED, TARGET)
+    model = copying_model()
+    tgt_in = tracing.target_input(model, torch.tensor([TARGET]))
+    for source in (CLEAN, CORRUPTED):  # the head copies the swapped token in both runs
+        with torch.no_grad():
+            cross = model(torch.tensor([source]), tgt_in, need_weights=True).cross  # (1, L, H, T, S)
+        assert cross is not None and bool((cross[0, 0, 1, :, SWAPPED] > 0.99).all())
+    grids = patch(model, CLEAN, CORRUPTED, TARGET)
     cross = grids.heads["cross"]
-    assert abs(float(cross[0, 1])) > 1e-3
+    assert abs(float(cross[0, 1])) > 1e-2
     others = [float(cross[i, j]) for i in range(2) for j in range(2) if (i, j) != (0, 1)]
     assert others == [0.0, 0.0, 0.0]
     assert grids.heads["self"].abs().max() == 0
-    embedded = grids.positions[0]  # the embeddings differ at the swapped position only
-    assert abs(float(embedded[2])) > 1e-4 and embedded[[0, 1, 3, 4]].abs().max() == 0
+    assert abs(float((grids.corrupted - grids.clean).sum() - cross[0, 1])) < 1e-4  # that head is the whole effect
+    for row in grids.positions:  # every encoder row: the swapped position only (the encoder mixes nothing)
+        assert abs(float(row[SWAPPED])) > 1e-2 and row[[0, 1, 3, 4]].abs().max() == 0
 
 
 def test_bad_input_is_named() -> None:

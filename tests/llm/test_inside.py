@@ -1,9 +1,10 @@
 """The logit lens, direct logit attribution and activation patching of the decoder-only LLM
 translators (attnscope.inside.decoder_only), checked against ``transformers`` itself: each layer's
 lens is the original's hidden state through its own final norm and lm_head, the last one is its
-output distribution, the attribution's parts add up to its logit, and one head (one residual
-position) patched by a hook in the original moves log p by what the grid says. Then the same
-through the real server's ``/api/lens`` and ``/api/patch``."""
+output distribution, the attribution's parts add up to its logit, one head (one residual
+position) patched by a hook in the original moves log p by what the grid says, and every head of
+a layer patched is the original with that layer's attention output from the corrupted run. Then
+the same through the real server's ``/api/lens`` and ``/api/patch``."""
 
 from __future__ import annotations
 
@@ -69,7 +70,10 @@ def test_each_layers_lens_is_the_originals_hidden_state_read_out(
             written = expected.gather(-1, torch.tensor(target)[:, None])[:, 0]
             assert (ours - written).abs().max() < 1e-4, f"{layout} point {found.labels[point]}"
             assert found.top_ids[point, :, 0].tolist() == expected.argmax(-1).tolist()
-    assert (found.log_probs - theirs).abs().max() < 1e-4  # the last point: the model's own output
+    assert (found.log_probs - theirs).abs().max() < 1e-4  # the last point: the original's output
+    with torch.no_grad():  # and our own model's output distribution, on its own forward pass
+        own = torch.log_softmax(model(ids).logits[0, rows].float(), -1)
+    assert (found.log_probs - own).abs().max() < 1e-5
     assert all(found.rank[-1] == (theirs > theirs.gather(-1, torch.tensor(target)[:, None])).sum(-1))
     # DLA: the parts add up to the logit (before a final soft-cap, which then gives the original's)
     assert (total(dla) - dla.logit).abs().max() < 1e-4
@@ -136,6 +140,38 @@ def test_the_grids_equal_the_original_patched_by_hooks(layout: str, llm_sources:
     hook.remove()
     assert abs((patched - base) - float(grids.positions[1, differ[0]])) < 1e-4
     assert grids.positions[0, [p for p in range(len(prompt)) if p not in differ]].abs().max() == 0
+
+
+@pytest.mark.parametrize("layout", ["llama", "gemma2"])
+def test_every_head_of_a_layer_is_that_layers_attention_output_from_the_corrupted_run(
+    layout: str, llm_sources: dict[str, Path], llm_models: Path
+) -> None:
+    """All query heads of layer 1 from the corrupted run equal the original with its whole
+    ``o_proj`` input on layer 1 taken from the corrupted run (gemma2: through its post-attention
+    norm too)."""
+    translator, prompt, target = _translated(llm_models / f"en-de-{layout}")
+    corrupted = translator.prompt(_equal_length_pair(translator)).ids
+    model, layer = translator.loaded.model, 1
+    with torch.no_grad():
+        donor = inside.run(model, torch.tensor([corrupted + target[:-1]])).heads[layer]
+        own = inside.run(model, torch.tensor([prompt + target[:-1]])).heads[layer]
+        patched = inside.run(model, torch.tensor([prompt + target[:-1]]),
+                             edit=lambda i, heads: donor if i == layer else heads)  # fmt: skip
+    assert (donor - own).abs().max() > 1e-3  # a real replacement
+    assert patched.logits is not None
+    lp = torch.log_softmax(patched.logits[0, len(prompt) - 1 :].float(), -1)
+    ours = float(lp.gather(-1, torch.tensor(target)[:, None]).sum())
+    original = _original(llm_sources[layout])
+    o_proj = original.model.layers[layer].self_attn.o_proj
+    seen: list[torch.Tensor] = []
+    hook = o_proj.register_forward_pre_hook(lambda m, args: seen.append(args[0].clone()))
+    _log_p(original, corrupted, target, len(prompt))
+    hook.remove()
+    hook = o_proj.register_forward_pre_hook(lambda m, args: (seen[0],))
+    theirs = _log_p(original, prompt, target, len(prompt))
+    hook.remove()
+    assert abs(ours - theirs) < 1e-4
+    assert abs(theirs - _log_p(original, prompt, target, len(prompt))) > 1e-3  # the patch changed something
 
 
 def post(url: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
