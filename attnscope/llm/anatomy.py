@@ -52,8 +52,8 @@ def _head_scores(attn: Attention, x: Tensor, positions: Tensor) -> tuple[Tensor,
     scores = dot * attn.scale
     if attn.softcap is not None:
         scores = torch.tanh(scores / attn.softcap) * attn.softcap
-    mask = causal_mask(positions, x.size(1), attn.window)
-    return dot, scores.masked_fill(~mask, -math.inf)
+    hidden = ~causal_mask(positions, x.size(1), attn.window)
+    return dot.masked_fill(hidden, -math.inf), scores.masked_fill(hidden, -math.inf)
 
 
 @torch.inference_mode()
