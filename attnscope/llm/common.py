@@ -90,11 +90,11 @@ def llm_requests(body: Any, *, source_lang: str, target_lang: str) -> list[LLMRe
     explain = tuple(dict.fromkeys(getattr(body, "explain", None) or ()))
     target = getattr(body, "target", None)
     prefix = getattr(body, "prefix", None)
-    extras = {"alternatives": int(getattr(body, "alternatives", 0) or 0),
-              "return_scores": bool(getattr(body, "return_scores", False))}  # fmt: skip
+    alternatives, scores = int(getattr(body, "alternatives", 0) or 0), bool(getattr(body, "return_scores", False))
     return [
         LLMRequest(model=body.model, text=text, options=options, views=views, heads_off=heads, target=target,
-                   explain=explain, prefix=prefix if prefix and prefix.strip() else None, **extras)  # fmt: skip
+                   explain=explain, prefix=prefix if prefix and prefix.strip() else None, alternatives=alternatives,
+                   return_scores=scores)  # fmt: skip
         for text in texts
     ]
 
@@ -124,8 +124,9 @@ def context(result: LLMTranslation, decimals: int) -> dict[str, Any]:
 
 def _masked(t: torch.Tensor, decimals: int) -> list[Any]:
     """(…, K) as nested lists rounded to ``decimals``, ``-inf`` (a masked key) as None."""
-    values = rounded(t.masked_fill(torch.isinf(t), 0.0), decimals)
-    return np.where(torch.isinf(t).cpu().numpy(), None, values).tolist()
+    values = rounded(t.masked_fill(torch.isinf(t), 0.0), decimals).astype(object)
+    values[torch.isinf(t).cpu().numpy()] = None
+    return values.tolist()
 
 
 def extras(

@@ -24,8 +24,12 @@ from fastapi import HTTPException, Request
 
 from attnscope.attribution import summary
 from attnscope.engine.answers import words
-from attnscope.engine.attribution_answer import AttributionRequest, AttributionResponse, Correlations
 from attnscope.engine.attention_store import Recorded, kept
+from attnscope.engine.attribution_answer import (
+    AttributionRequest,
+    AttributionResponse,
+    Correlations,
+)
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.head_scores import CardAlignment, card_head_scores
 from attnscope.engine.heads import HeadRef
@@ -43,10 +47,20 @@ from attnscope.engine.schemas import (
 from attnscope.engine.service import ModelService
 from attnscope.explain import registry as explain_registry
 from attnscope.llm.attribution import attribute_llm
-from attnscope.llm.common import KINDS, METHODS, StepEvents, context, extras, kind_tensors, kinds_asked, llm_requests, rounded
+from attnscope.llm.common import (
+    KINDS,
+    METHODS,
+    StepEvents,
+    context,
+    extras,
+    kind_tensors,
+    kinds_asked,
+    llm_requests,
+    rounded,
+)
+from attnscope.llm.explain import UNAVAILABLE
 from attnscope.llm.prompt import PromptError
 from attnscope.llm.search import StepHook
-from attnscope.llm.explain import UNAVAILABLE
 from attnscope.llm.service import LLMRequest, LLMRequestError, LLMService
 from attnscope.llm.translator import LLMTranslation, LLMTranslator
 from attnscope.nn.ablation import disabled_heads
@@ -315,7 +329,8 @@ async def explain_stored(service: ModelService, request: Request, entry: Recorde
     if not entry.target_ids:
         raise HTTPException(422, "the target has no tokens to explain")
     model = llm.models[entry.model].loaded.model
-    sentence = explain_registry.Sentence(model, list(entry.source_ids), list(entry.target_ids), source_span=entry.source_span)
+    sentence = explain_registry.Sentence(cast(Any, model), list(entry.source_ids), list(entry.target_ids),
+                                         source_span=entry.source_span)  # fmt: skip
 
     def run() -> dict[str, Any]:
         with disabled_heads(model, list(entry.disabled)) if entry.disabled else nullcontext():
