@@ -119,8 +119,11 @@ def test_load_runs_an_llm_folder_in_process_with_the_servers_answers(server: str
         np.testing.assert_allclose(local.explanation("norm"), remote["explanations"]["norm"]["cross"], atol=1e-5)
         with pytest.raises(attnscope.InvalidRequest, match="ALTI|alti"):
             model.translate(SOURCE, explain=["alti"])
-        with pytest.raises(attnscope.InvalidRequest, match="attribution"):
-            model.attribute(SOURCE)
+        _, remote = post(f"{server}/api/attribution", {"model": "en-de-qwen2", "text": SOURCE, "target": "Zwei Hunde.", "steps": 4})
+        attributed = model.attribute(SOURCE, target="Zwei Hunde.", steps=4)
+        np.testing.assert_allclose(attributed["integrated_gradients"], remote["integrated_gradients"], atol=1e-6)
+        with pytest.raises(attnscope.InvalidRequest, match="contrastive"):
+            model.attribute(SOURCE, target="Zwei Hunde.", contrast={"position": 0, "token": "hr"})
     finally:
         model.close()
 
