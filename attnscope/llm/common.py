@@ -34,7 +34,7 @@ KINDS: dict[str, str] = {"cross": "target_source", "encoder_self": "source_sourc
 MAX_BEAM = 8  # the decoder-only beam search's bound (/api/llm/translate's)
 DEFAULT_NEW_TOKENS = 64
 # The explanation methods with a decoder-only runner in the registry (attnscope.explain)
-METHODS: tuple[str, ...] = ("norm", "rollout", "value_zeroing")
+METHODS: tuple[str, ...] = ("norm", "rollout", "value_zeroing", "alti")
 
 
 def _refuse(field: str, what: str) -> LLMRequestError:

@@ -116,6 +116,7 @@ class LLMService:
         sent += c.layers * output * (source + 1) if "rollout" in request.explain else 0  # + source_share
         sent += c.layers * c.heads * (output + 1) * source if "norm" in request.explain else 0  # + value_norms
         sent += c.layers * output * source if "value_zeroing" in request.explain else 0
+        sent += c.layers * (output * (source + output + 1) + source * source) if "alti" in request.explain else 0
         if request.return_scores:  # scores and q·k for each view, plus each view row's logsumexp
             views = floats(c.layers, c.heads, prompt=prompt_length, output=output, source=source, views=request.views)
             sent += 2 * views + 2 * c.layers * c.heads * (2 * output + source)

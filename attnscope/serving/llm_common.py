@@ -46,6 +46,7 @@ from attnscope.engine.schemas import (
 )
 from attnscope.engine.service import ModelService
 from attnscope.explain import registry as explain_registry
+from attnscope.explain.alti import Alti
 from attnscope.llm.attribution import attribute_llm
 from attnscope.llm.common import (
     KINDS,
@@ -206,7 +207,10 @@ def _encoded(explained: dict[str, Any], decimals: int) -> Any:
 
 
 def _matrices(found: Any) -> dict[str, Any]:
-    """A result as kind -> tensor (the norm's weighted matrices; rollout's mapping as it is)."""
+    """A result as name -> tensor (the norm's weighted matrices, ALTI's source/target/encoder
+    parts as ``GET /api/attention`` reads them; rollout's mapping as it is)."""
+    if isinstance(found, Alti):
+        return {"source": found.source, "target": found.target, "encoder": found.encoder}
     return dict(found.weighted) if hasattr(found, "weighted") else dict(found)
 
 
@@ -324,8 +328,9 @@ async def explain_stored(service: ModelService, request: Request, entry: Recorde
     if llm is None or entry.model not in llm.models:
         raise HTTPException(404, f"the decoder-only model {entry.model!r} of this answer is no longer served")
     if method not in METHODS:
-        reason = UNAVAILABLE.get(method, "it has no definition for decoder-only models")
-        raise HTTPException(422, f"{method} is not available for decoder-only models: {reason}")
+        known = ", ".join(METHODS)
+        reason = UNAVAILABLE.get(method, f"it has no definition for decoder-only models (they have: {known})")
+        raise HTTPException(422, f"{method!r} is not available for decoder-only models: {reason}")
     if not entry.target_ids:
         raise HTTPException(422, "the target has no tokens to explain")
     model = llm.models[entry.model].loaded.model
