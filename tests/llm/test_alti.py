@@ -26,26 +26,38 @@ def _hf_alti(folder: Path, ids: list[int], layout: str) -> torch.Tensor:
     from transformers import AutoModelForCausalLM
 
     hf = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float64).eval()
-    caught: list[dict[str, Any]] = [{} for _ in hf.model.layers]
+    layers = hf.transformer.h if layout == "gpt2" else hf.model.layers
+    caught: list[dict[str, Any]] = [{} for _ in layers]
     hooks = []
-    for i, layer in enumerate(hf.model.layers):
+
+    def first(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
+        return (args[0] if args else kwargs["hidden_states"])[0]
+
+    for i, layer in enumerate(layers):
+        attention = layer.attn if layout == "gpt2" else layer.self_attn
         hooks.append(layer.register_forward_pre_hook(
-            lambda _m, args, kwargs, i=i: caught[i].update(x=(args[0] if args else kwargs["hidden_states"])[0]),
-            with_kwargs=True))  # fmt: skip
-        hooks.append(layer.self_attn.register_forward_pre_hook(
-            lambda _m, args, kwargs, i=i: caught[i].update(h=kwargs["hidden_states"][0]), with_kwargs=True))  # fmt: skip
-        hooks.append(layer.self_attn.register_forward_hook(
+            lambda _m, args, kwargs, i=i: caught[i].update(x=first(args, kwargs)), with_kwargs=True))  # fmt: skip
+        hooks.append(attention.register_forward_pre_hook(
+            lambda _m, args, kwargs, i=i: caught[i].update(h=first(args, kwargs)), with_kwargs=True))  # fmt: skip
+        hooks.append(attention.register_forward_hook(
             lambda _m, _a, out, i=i: caught[i].update(out=out[0][0], weights=out[1][0])))  # fmt: skip
     with torch.no_grad():
         hf(input_ids=torch.tensor([ids]), output_attentions=True)
         flow = None
         rows = []
-        for layer, c in zip(hf.model.layers, caught, strict=True):
-            attn, n = layer.self_attn, c["x"].size(0)
-            heads, dh = c["weights"].size(0), attn.head_dim
-            v = attn.v_proj(c["h"]).view(n, -1, dh).transpose(0, 1)  # (KVH, n, Dh)
-            v = v.repeat_interleave(heads // v.size(0), dim=0)
-            w_o = attn.o_proj.weight  # (D, H·Dh)
+        for layer, c in zip(layers, caught, strict=True):
+            n, heads = c["x"].size(0), c["weights"].size(0)
+            if layout == "gpt2":  # fused c_attn and Conv1D c_proj (y = x W + b, W: (in, out))
+                d = c["x"].size(-1)
+                dh = d // heads
+                v = layer.attn.c_attn(c["h"])[:, 2 * d :].view(n, heads, dh).transpose(0, 1)
+                w_o = layer.attn.c_proj.weight.T  # (D, H·Dh)
+            else:
+                attn = layer.self_attn
+                dh = attn.head_dim
+                v = attn.v_proj(c["h"]).view(n, -1, dh).transpose(0, 1)  # (KVH, n, Dh)
+                v = v.repeat_interleave(heads // v.size(0), dim=0)
+                w_o = attn.o_proj.weight  # (D, H·Dh)
             f = torch.stack([v[h] @ w_o[:, h * dh : (h + 1) * dh].T for h in range(heads)])  # (H, n, D)
             moved = torch.einsum("hij,hjd->ijd", c["weights"], f)
             if layout == "gemma2":  # the post-attention norm, linear with the real output's rms
@@ -65,7 +77,8 @@ def _hf_alti(folder: Path, ids: list[int], layout: str) -> torch.Tensor:
     return torch.stack(rows)
 
 
-@pytest.mark.parametrize("layout", ["llama", "qwen2", "gemma2"])  # GQA; value bias 5/1; post-attention norm, soft-cap
+# GQA; value bias, 5/1 heads; post-attention norm, soft-cap; LayerNorm, output bias, fused c_attn
+@pytest.mark.parametrize("layout", ["llama", "qwen2", "gemma2", "gpt2"])
 def test_alti_equals_an_independent_implementation_on_the_original(
     server: str, llm_sources: dict[str, Path], llm_models: Path, layout: str
 ) -> None:
