@@ -23,7 +23,7 @@ import torch
 
 from attnscope.llm.anatomy import anatomy, rows_of
 from attnscope.llm.explain import UNAVAILABLE
-from attnscope.llm.search import LLMOptions
+from attnscope.llm.search import Chosen, LLMOptions, SearchStep
 from attnscope.llm.service import LLMRequest, LLMRequestError
 from attnscope.llm.translator import LLMTranslation, LLMTranslator
 from attnscope.llm.views import Views, cut
@@ -164,40 +164,52 @@ STEP_TOP_K = 5  # the likeliest next tokens a step event reports (the encoder-de
 
 
 class StepEvents:
-    """One decode's ``step`` events, shaped as an encoder-decoder's greedy stream's
-    (``attnscope.serving.stream``): ``step``, ``beam`` 1, ``chosen`` (the token, parent 0),
-    ``finished`` and ``ended`` empty, ``top`` (the ``STEP_TOP_K`` likeliest next tokens) and
-    ``attention``: the choosing query's rows of each kind asked, cross ``[1][L][H][S]`` and
-    decoder_self ``[1][L][H][t + 1]`` (keys: last prompt token + output so far), and at the first
-    event encoder_self ``[L][H][S][S]`` and ``source_tokens``. No web: plain dicts."""
+    """One decode's ``step`` events, shaped as an encoder-decoder's stream's
+    (``attnscope.serving.stream``): ``step``; ``beam`` (1 greedy or sampling, else k);
+    ``chosen``: per row of the next step the token extending row ``parent`` of this one (its
+    ``logprob`` and summed ``score``); ``finished`` (beam): hypotheses that ended here, with their
+    ``ranking``; ``ended`` empty (the decoder-only search keeps no tree); ``top``: per row the
+    ``STEP_TOP_K`` likeliest next tokens; ``attention``: per row its choosing query's rows of each
+    kind asked, cross ``[row][L][H][S]`` and decoder_self ``[row][L][H][t + 1]`` (keys: last
+    prompt token + output so far), and at the first event encoder_self ``[L][H][S][S]`` and
+    ``source_tokens``. No web: plain dicts."""
 
-    def __init__(self, translator: LLMTranslator, prompt: Any, kinds: tuple[str, ...], decimals: int) -> None:
-        self.translator, self.prompt, self.kinds, self.decimals = translator, prompt, kinds, decimals
-        self.score, self.sent = 0.0, 0
+    def __init__(self, translator: LLMTranslator, prompt: Any, kinds: tuple[str, ...], *, decimals: int, beam: int) -> None:
+        self.translator, self.prompt, self.kinds = translator, prompt, kinds
+        self.decimals, self.beam, self.sent = decimals, beam, 0
 
-    def event(self, step: int, log_probs: torch.Tensor, token: int, block: torch.Tensor | None) -> dict[str, Any]:
-        """The event of output position ``step``; ``block`` (L, H, q, K): the choosing pass's attention."""
+    def _attention(self, block: torch.Tensor, step: int) -> dict[str, Any]:
+        """block (R, L, H, q, K) -> the kinds asked of each row's last query."""
         (s0, s1), first = self.prompt.source_span, len(self.prompt.ids) - 1
-        top_p, top_id = log_probs.float().exp().topk(min(STEP_TOP_K, log_probs.size(-1)))
-        ids, lp = top_id.tolist(), float(log_probs[token])
-        self.score += lp
-        attention: dict[str, Any] = {}
-        if block is not None:
-            row = block[:, :, -1:].transpose(0, 2).transpose(1, 2)  # (1, L, H, K)
-            if "cross" in self.kinds:
-                attention["cross"] = rounded(row[..., s0:s1], self.decimals)
-            if "decoder_self" in self.kinds:
-                attention["decoder_self"] = rounded(row[..., first : first + step + 1], self.decimals)
-            if "encoder_self" in self.kinds and self.sent == 0:
-                attention["encoder_self"] = rounded(block[:, :, s0:s1, s0:s1], self.decimals)
-        texts = self.translator.token_texts([token, *ids])
-        first_event = {"source_tokens": self.prompt.tokens[s0:s1]} if self.sent == 0 else {}
-        self.sent += 1
-        return {
-            **first_event, "step": step, "beam": 1,
-            "chosen": [{"parent": 0, "token": texts[0], "token_id": token, "logprob": round(lp, 6),
-                        "score": round(self.score, 6)}],
-            "finished": [], "ended": [],
-            "top": [[{"token": p, "token_id": i, "p": round(q, 6)} for p, i, q in zip(texts[1:], ids, top_p.tolist(), strict=True)]],
-            "attention": attention,
+        rows = block[:, :, :, -1]  # (R, L, H, K)
+        found: dict[str, Any] = {}
+        if "cross" in self.kinds:
+            found["cross"] = rounded(rows[..., s0:s1], self.decimals)
+        if "decoder_self" in self.kinds:
+            found["decoder_self"] = rounded(rows[..., first : first + step + 1], self.decimals)
+        if "encoder_self" in self.kinds and self.sent == 0:
+            found["encoder_self"] = rounded(block[0, :, :, s0:s1, s0:s1], self.decimals)
+        return found
+
+    def event(self, found: SearchStep) -> dict[str, Any]:
+        """The event of one :class:`~attnscope.llm.search.SearchStep`."""
+        top_p, top_id = found.log_probs.float().exp().topk(min(STEP_TOP_K, found.log_probs.size(-1)), dim=-1)
+        ids = top_id.tolist()
+        texts = iter(self.translator.token_texts([c.token for c in found.chosen + found.finished] + sum(ids, [])))
+
+        def chosen(c: Chosen) -> dict[str, Any]:
+            out = {"parent": c.parent, "token": next(texts), "token_id": c.token, "logprob": round(c.logprob, 6),
+                   "score": round(c.score, 6)}  # fmt: skip
+            return out if c.ranking is None else out | {"ranking": round(c.ranking, 6)}
+
+        (s0, s1) = self.prompt.source_span
+        event: dict[str, Any] = {"source_tokens": self.prompt.tokens[s0:s1]} if self.sent == 0 else {}
+        event |= {
+            "step": found.step, "beam": self.beam, "chosen": [chosen(c) for c in found.chosen],
+            "finished": [chosen(c) for c in found.finished], "ended": [],
+            "top": [[{"token": next(texts), "token_id": i, "p": round(q, 6)} for i, q in zip(row, probs, strict=True)]
+                    for row, probs in zip(ids, top_p.tolist(), strict=True)],
+            "attention": {} if found.attention is None else self._attention(found.attention, found.step),
         }  # fmt: skip
+        self.sent += 1
+        return event

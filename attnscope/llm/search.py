@@ -24,11 +24,40 @@ from torch import Tensor
 from attnscope.nn.decoder_only import DecoderOnlyLM, KVCache, LMOutput
 
 NEG = -1.0e9
-# Hears each greedy or sampling step, in the decode's thread (a stream's step events): step t,
-# the log-probabilities that chose (V,), the token chosen, and the attention (L, H, q, K) of the
-# pass that chose it (the prompt's at the first step, one row after), or None. Its last row is
-# the choosing query's. It may raise to stop the decode (a client that left).
-StepHook = Callable[[int, Tensor, int, Tensor | None], None]
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """A token the search took at a step: it extends row ``parent``; ``score`` is the row's
+    summed log-probability with it; ``ranking`` (finished beam hypotheses) the length-normalised
+    score the search ranks finished hypotheses by."""
+
+    parent: int
+    token: int
+    logprob: float
+    score: float
+    ranking: float | None = None
+
+
+@dataclass
+class SearchStep:
+    """One step of the search, as a stream reports it: output position ``step``; ``log_probs``
+    (R, V) of its R live rows (greedy and sampling: 1; beam: 1 at the first step, then k);
+    ``chosen``: per row of the next step, the token that extends a row of this one (empty when
+    the search ends here); ``finished``: beam hypotheses that ended here; ``attention``
+    (R, L, H, q, K) of the pass that gave these rows (the prompt's at the first step), whose
+    last query is each row's choosing query, or None."""
+
+    step: int
+    log_probs: Tensor
+    chosen: list[Chosen]
+    finished: list[Chosen]
+    attention: Tensor | None
+
+
+# Hears each step, in the decode's thread (a stream's step events); it may raise to stop the
+# decode (a client that left).
+StepHook = Callable[[SearchStep], None]
 
 
 @dataclass(frozen=True)
@@ -115,7 +144,7 @@ def generate(
     if len(forced) >= options.max_new_tokens:
         raise ValueError(f"the prefix has {len(forced)} tokens, leaving no room in {options.max_new_tokens}")
     if options.beam_size > 1:
-        return beam(model, prompt, options, forced=forced)
+        return beam(model, prompt, options, forced=forced, on_step=on_step)
     stops = set(model.config.stop_ids)
     gen = torch.Generator(device="cpu").manual_seed(options.seed if options.seed is not None else 0)
     out, forced_logprobs = forced_start(model, prompt, forced, options.need_weights)
@@ -131,7 +160,8 @@ def generate(
         tokens.append(token)
         logprobs.append(float(log_probs[token]))
         if on_step is not None:
-            on_step(step, log_probs, token, None if out.attention is None else out.attention[0])
+            chosen = [Chosen(0, token, logprobs[-1], sum(logprobs[len(forced) :]))]
+            on_step(SearchStep(step, log_probs[None], chosen, [], out.attention))
         if token in stops or step == options.max_new_tokens - 1:
             break
         out = model(torch.tensor([[token]], device=model.device), cache=out.cache, need_weights=options.need_weights)
@@ -147,6 +177,24 @@ class _Hyp:
     rows: list[Tensor]  # attention row blocks (L, H, q, k) of the queries it ran
 
 
+def _report(
+    on_step: StepHook, step: int, log_probs: Tensor, attention: Tensor | None,
+    picked: tuple[Tensor, list[int], list[int], list[bool], list[int]], norm: float,
+) -> None:  # fmt: skip
+    """One beam step as a :class:`SearchStep`: ``picked`` = (the 2k candidates' scores, parents,
+    tokens, whether each ends, the k that go on); ``norm``: the length penalty's divisor. At the
+    first step only row 0 is live (the others are copies scored −inf)."""
+    top, parents, tokens, hits, going = picked
+    live = 1 if step == 0 else log_probs.size(0)
+
+    def chosen(j: int, ranking: float | None = None) -> Chosen:
+        return Chosen(parents[j], tokens[j], float(log_probs[parents[j], tokens[j]]), float(top[j]), ranking)
+
+    onward = [] if all(hits) else [chosen(j) for j in going]
+    ended = [chosen(j, float(top[j]) / norm) for j in range(len(going)) if hits[j]]
+    on_step(SearchStep(step, log_probs[:live], onward, ended, None if attention is None else attention[:live]))
+
+
 def _finish(finished: list[tuple[float, _Hyp]], new: list[tuple[float, _Hyp]], k: int) -> list[tuple[float, _Hyp]]:
     """The ``k`` best finished hypotheses, earlier ones first among equals (HF's merge)."""
     merged = finished + new
@@ -155,7 +203,10 @@ def _finish(finished: list[tuple[float, _Hyp]], new: list[tuple[float, _Hyp]], k
 
 
 @torch.inference_mode()
-def beam(model: DecoderOnlyLM, prompt: list[int], options: LLMOptions, *, forced: Sequence[int] = ()) -> Generation:
+def beam(
+    model: DecoderOnlyLM, prompt: list[int], options: LLMOptions, *, forced: Sequence[int] = (),
+    on_step: StepHook | None = None,
+) -> Generation:  # fmt: skip
     """Beam search of ``options.beam_size`` as Hugging Face's ``generate`` runs it. With
     ``forced`` the search starts after those tokens exactly as ``generate`` on prompt + forced
     does: lengths, scores and the budget count the continuation only (the score is its own)."""
@@ -182,6 +233,8 @@ def beam(model: DecoderOnlyLM, prompt: list[int], options: LLMOptions, *, forced
         finished = _finish(finished, new, k)
         masked = top + torch.tensor(hits, device=top.device, dtype=top.dtype) * NEG
         chosen = torch.topk(masked, k).indices.tolist()
+        if on_step is not None:
+            _report(on_step, step, log_probs, out.attention, (top, parents, tokens, hits, chosen), length**lp)
         if all(hits):
             break
         scores = masked[chosen]

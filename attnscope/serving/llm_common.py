@@ -305,18 +305,19 @@ async def attribution(
 
 
 def step_events(llm: LLMService, body: Any) -> StepEvents | None:
-    """The step events of a stream ``body`` (``attnscope.serving.stream``): None for beam search
-    (its stream is the one ``answer`` event) or a request the decode will refuse (the refusal is
-    the stream's plain JSON error); 422/404 here for what the request itself gets wrong."""
+    """The step events of a stream ``body`` (``attnscope.serving.stream``): None for a request
+    the decode will refuse (the refusal is the stream's plain JSON error) or a teacher-forced
+    one; 422/404 here for what the request itself gets wrong."""
     translator, (request,) = _checked(llm, body)
-    if request.options.beam_size > 1:
+    if request.target is not None:
         return None
     try:
         prompt = translator.prompt(request.text, request.template)
     except (PromptError, ValueError):
         return None
     kinds, _ = kinds_asked(getattr(body, "attention", None))
-    return StepEvents(translator, prompt, kinds, int(getattr(body, "precision", 6)))
+    return StepEvents(translator, prompt, kinds, decimals=int(getattr(body, "precision", 6)),
+                      beam=request.options.beam_size)  # fmt: skip
 
 
 async def explain_stored(service: ModelService, request: Request, entry: Recorded, method: str) -> dict[str, Any]:

@@ -137,8 +137,7 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     probabilities and the step's new attention rows for every kind, layer and head; for beam
     search the live hypotheses with back-pointers), then an ``answer`` event holding exactly what
     ``/api/translate`` answers (see docs/api.md, "Streaming"). Not with ``protect``. A decoder-only
-    model (docs/llm.md) sends the same step events for greedy and sampled decoding (beam search:
-    the ``answer`` event alone)."""
+    model (docs/llm.md) sends the same events (its beam events name no tree nodes)."""
     if llm := llm_common.served_llm(request, body.model):
         return await _llm_stream(llm, body, service, request)
     async with service.holding(body.model) as served:  # waits for its load; translate holds it on
@@ -208,15 +207,15 @@ async def _events(
 
 
 async def _llm_stream(llm: Any, body: TranslateRequest, service: ServiceDep, request: Request) -> Response:
-    """A decoder-only model's stream (docs/llm.md): a ``step`` event per greedy or sampled step
-    (:class:`attnscope.llm.common.StepEvents`, the shape of an encoder-decoder's greedy steps),
-    then the ``answer`` ``/api/translate`` gives; beam search sends the ``answer`` alone."""
+    """A decoder-only model's stream (docs/llm.md): a ``step`` event per step of the search
+    (:class:`attnscope.llm.common.StepEvents`, the shape of an encoder-decoder's), then the
+    ``answer`` ``/api/translate`` gives."""
     encoder = llm_common.step_events(llm, body)  # 422/404 before the stream starts
     events: StepBuffer | None = None
 
-    def on_step(step: int, log_probs: Any, token: int, block: Any) -> None:  # in the decode's thread
+    def on_step(found: Any) -> None:  # in the decode's thread: an attnscope.llm.search.SearchStep
         assert events is not None and encoder is not None
-        data = orjson.dumps(encoder.event(step, log_probs, token, block), option=orjson.OPT_SERIALIZE_NUMPY)
+        data = orjson.dumps(encoder.event(found), option=orjson.OPT_SERIALIZE_NUMPY)
         events.put(b"event: step\ndata: " + data + b"\n\n")
 
     async with watch_disconnect(request) as gone:

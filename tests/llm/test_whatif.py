@@ -209,7 +209,28 @@ def test_a_stream_sends_each_step_then_the_translate_answer(server: str) -> None
     sampled = body | {"sampling": {"temperature": 0.9, "seed": 7}}
     twice = [_events(server, sampled) for _ in range(2)]
     assert [e["chosen"] for _, e in twice[0][:-1]] == [e["chosen"] for _, e in twice[1][:-1]]
-    assert [kind for kind, _ in _events(server, body | {"beam_size": 2})] == ["answer"]  # beam: the answer alone
+
+
+def test_a_beam_stream_sends_each_steps_rows_and_the_answer_follows_their_back_pointers(server: str) -> None:
+    body = {"model": "en-de-qwen3", "text": SOURCE, "beam_size": 3, "max_length": 6}
+    *steps, (last, streamed) = _events(server, body)
+    _, answer = post(f"{server}/api/translate", body)
+    assert last == "answer" and streamed["llm"] == answer["llm"] and streamed["attention"] == answer["attention"]
+    # Replay the search from the events: each row's tokens and, per step, which event row it was
+    rows: list[tuple[list[int], list[int]]] = [([], [])]
+    ended: list[tuple[float, list[int], list[int]]] = []
+    for t, (kind, event) in enumerate(steps):
+        assert kind == "step" and event["step"] == t and event["beam"] == 3
+        assert len(event["top"]) == len(rows) == len(event["attention"]["cross"])
+        grow = [(rows[c["parent"]][0] + [c["token_id"]], rows[c["parent"]][1] + [c["parent"]]) for c in event["chosen"]]
+        ended += [(c["ranking"], *grow_one) for c in event["finished"]
+                  for grow_one in [(rows[c["parent"]][0] + [c["token_id"]], rows[c["parent"]][1] + [c["parent"]])]]  # fmt: skip
+        rows = grow
+    ranking, tokens, path = max(ended, key=lambda e: e[0])
+    assert tokens == answer["llm"]["target_token_ids"]
+    cross = np.array(answer["attention"]["cross"])  # (L, H, T, S)
+    for t, row in enumerate(path):  # the answer's rows are those its own hypothesis computed
+        np.testing.assert_allclose(steps[t][1]["attention"]["cross"][row], cross[:, :, t], atol=1e-6)
 
 
 def test_explanations_by_id_are_computed_for_an_llms_stored_answer(server: str) -> None:
