@@ -247,3 +247,47 @@ def test_explanations_by_id_are_computed_for_an_llms_stored_answer(server: str) 
     np.testing.assert_allclose(norm, inline["explanations"]["norm"]["cross"][1][4], atol=1e-6)
     status, err = _get(f"{base}/1?method=no_such_method")
     assert status == 422 and "no_such_method" in err["detail"]  # says why, not "unknown model"
+
+
+RENDER = """async (details) => {
+  const { renderAnatomy } = await import("/static/js/anatomy.js");
+  const root = document.createElement("div");
+  root.innerHTML = '<p data-role="anatomy-title"></p><div data-role="anatomy-body"></div>';
+  document.body.append(root);
+  renderAnatomy(root, details, { kind: "cross", layer: 1, head: 2, query: 1 });
+  const heads = [...root.querySelectorAll("thead th")].map((th) => th.textContent);
+  const cells = [...root.querySelectorAll("tbody tr")].map((tr) => [...tr.querySelectorAll("td.num")].map((td) => td.textContent));
+  return { heads, cells, text: root.textContent };
+}"""
+
+
+def test_the_anatomy_panel_shows_an_llms_own_stages_in_chromium(server: str) -> None:
+    """static/js/anatomy.js on a gemma2 answer: q·k after rotary, the soft-capped score, and a
+    softmax over the *whole* causal row (equal to the weights), not over the source columns."""
+    from playwright.sync_api import sync_playwright
+    from test_page import CHROMIUM
+
+    from attnscope.testing import in_own_thread
+
+    _, a = post(f"{server}/api/translate", {"model": "en-de-gemma2", "text": SOURCE, "beam_size": 1, "max_length": 3,
+                                            "return_scores": True})  # fmt: skip
+    shown: dict[str, Any] = {}
+
+    def drive() -> None:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(server + "/")
+            shown.update(page.evaluate(RENDER, a))
+            browser.close()
+
+    in_own_thread(drive)
+    assert "q · k" in shown["heads"] and "5·tanh(q·k ÷ 4.47 / 5) = score" in shown["heads"]
+    dots, weights = a["llm"]["anatomy"]["dot"]["cross"][1][2][1], a["attention"]["cross"][1][2][1]
+    assert any(d is not None for d in dots) and sum(weights) < 0.99  # a partial row, some keys attended
+    for row, dot, weight in zip(shown["cells"], dots, weights, strict=True):
+        if dot is None:  # a key the sliding window hides
+            assert row[:3] == ["–", "masked", "–"] and weight == 0
+        else:
+            assert float(row[0]) == pytest.approx(dot, abs=0.006) and float(row[2]) == pytest.approx(weight, abs=6e-5)
+    assert "Part of a longer row" in shown["text"] and f"sum to {sum(weights):.3f}" in shown["text"]
