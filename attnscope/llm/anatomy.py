@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor, nn
 
-from attnscope.nn.decoder_only import Attention, DecoderOnlyLM, causal_mask
+from attnscope.nn.decoder_only import Attention, DecoderOnlyLM, Layer, causal_mask
 
 
 @dataclass
@@ -68,14 +69,15 @@ def anatomy(model: DecoderOnlyLM, ids: list[int], first_row: int, *, top_k: int 
 
         return hook
 
-    handles = [layer.attn.register_forward_pre_hook(keep(i)) for i, layer in enumerate(model.layers)]
+    attns = [cast(Layer, layer).attn for layer in model.layers]
+    handles = [attn.register_forward_pre_hook(keep(i)) for i, attn in enumerate(attns)]
     try:
         out = model(torch.tensor([ids], device=model.device), need_weights=True)
     finally:
         for handle in handles:
             handle.remove()
     positions = torch.arange(len(ids), device=model.device)
-    parts = [_head_scores(layer.attn, inputs[i], positions) for i, layer in enumerate(model.layers)]
+    parts = [_head_scores(attn, inputs[i], positions) for i, attn in enumerate(attns)]
     dot, scores = torch.stack([d for d, _ in parts]), torch.stack([s for _, s in parts])  # (L, H, n, n)
     alternatives: list[list[tuple[int, float]]] = []
     if top_k > 0:
@@ -83,10 +85,9 @@ def anatomy(model: DecoderOnlyLM, ids: list[int], first_row: int, *, top_k: int 
         values, found = log_probs.topk(min(top_k, log_probs.size(-1)), dim=-1)
         alternatives = [list(zip(i, v, strict=True)) for i, v in zip(found.tolist(), values.tolist(), strict=True)]
     assert out.attention is not None
-    attn0 = model.layers[0].attn
     return LLMAnatomy(dot=dot, scores=scores, logsumexp=torch.logsumexp(scores.float(), dim=-1),
-                      weights=out.attention[0], alternatives=alternatives, scale=float(attn0.scale),
-                      softcap=attn0.softcap)  # fmt: skip
+                      weights=out.attention[0], alternatives=alternatives, scale=float(attns[0].scale),
+                      softcap=attns[0].softcap)  # fmt: skip
 
 
 def rows_of(kind: str, first_row: int, outputs: int, span: tuple[int, int]) -> slice:
