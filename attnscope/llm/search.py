@@ -143,6 +143,11 @@ def generate(
     included: the output starts with those tokens, then the search goes on from them)."""
     if len(forced) >= options.max_new_tokens:
         raise ValueError(f"the prefix has {len(forced)} tokens, leaving no room in {options.max_new_tokens}")
+    if forced and forced[-1] in model.config.stop_ids:  # the prefix ends the output: nothing to search
+        out, forced_logprobs = forced_start(model, prompt, forced, options.need_weights)
+        n = len(prompt) + len(forced) - 1  # the stop token is never fed back
+        weights = None if out.attention is None else out.attention[0, :, :, :n, :n]
+        return Generation(list(forced), forced_logprobs, sum(forced_logprobs), weights)
     if options.beam_size > 1:
         return beam(model, prompt, options, forced=forced, on_step=on_step)
     stops = set(model.config.stop_ids)

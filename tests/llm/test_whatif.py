@@ -291,3 +291,11 @@ def test_the_anatomy_panel_shows_an_llms_own_stages_in_chromium(server: str) -> 
         else:
             assert float(row[0]) == pytest.approx(dot, abs=0.006) and float(row[2]) == pytest.approx(weight, abs=6e-5)
     assert "Part of a longer row" in shown["text"] and f"sum to {sum(weights):.3f}" in shown["text"]
+
+
+def test_a_prefix_ending_with_the_stop_token_is_the_whole_output(server: str) -> None:
+    status, a = post(f"{server}/api/translate", {"model": "en-de-llama", "text": SOURCE, "beam_size": 2, "max_length": 8,
+                                                 "prefix": "Zwei<|im_end|>"})  # fmt: skip
+    assert status == 200, a
+    assert a["forced_tokens"] == len(a["target_tokens"]) and a["target_tokens"][-1] == "<|im_end|>" and a["finished"]
+    assert np.array(a["attention"]["cross"]).shape[2] == len(a["target_tokens"])
