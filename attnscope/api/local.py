@@ -254,9 +254,14 @@ class LocalLLM(LocalModel):
         return Result(json.loads(answer_json(answer)), sent)
 
     def attribute(self, text: str, target: str | None = None, **options: Any) -> AttributionResult:
-        """Not for decoder-only models yet: :class:`~attnscope.api.errors.InvalidRequest`."""
-        raise unprocessable([entry(("body", "model"), "attribution is not available for decoder-only models yet "
-                                   "(docs/llm.md)", "value_error")])  # fmt: skip
+        """``POST /api/attribution`` for a decoder-only model: attributed to the source tokens of
+        its prompt (``steps``, ``beam_size``; no ``contrast``)."""
+        from attnscope.serving import llm_common
+
+        fields: dict[str, Any] = {"text": text} if target is None else {"text": text, "target": target}
+        sent = requests.body("attribution", self.id, options, **fields)
+        answer = _run(llm_common.attribution(self._service, self._llm, requests.validate("attribution", sent)))
+        return AttributionResult(json.loads(answer.model_dump_json()), sent)
 
     def analyze(self, sentences: Sequence[str] | Path, references: Sequence[str] | Path | None = None,
                 alignments: Sequence[str] | Path | None = None, *, rows: bool = True) -> HeadAnalysis:  # fmt: skip

@@ -73,6 +73,8 @@ class Recorded:
     disabled: tuple[tuple[str, int, int], ...] = ()
     explained: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     last_used: float = 0.0
+    # A decoder-only model's answer: source_ids are its whole prompt, this the source's [start, end)
+    source_span: tuple[int, int] | None = None
 
     @property
     def nbytes(self) -> int:

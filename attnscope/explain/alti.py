@@ -20,26 +20,56 @@ R ← c_res · R + C_cross [E | 0]. The answer, after every decoder layer: ``sou
 ``target`` (L, T, T) (the keys of decoder_self: <s> and the target prefix), each row over both
 summing to 1, and ``source_share`` (T,) the last layer's source mass per target position;
 ``encoder`` (L_e, S, S) is E after each encoder layer.
+
+Decoder-only models (:func:`decoder_only_alti`; the Llama, Qwen, Gemma and GPT-2 layouts of
+:mod:`attnscope.nn.decoder_only`): ALTI through the one causal stack. Every layer is pre-norm: its attention sublayer reads ``h_j = norm(x_j)``, a function of x_j
+alone (RMSNorm or LayerNorm: per token), so, as for a pre-norm Transformer, the sublayer's output
+at position i, residual included, is a sum of one vector per input token plus a bias:
+
+    y_i = x_i + P_i(Σ_j Σ_h α^h_ij f_h(x_j) + b_O),   f_h(x_j) = (W_V^{g(h)} h_j + b_V^{g(h)}) W_O^h
+
+with g(h) the key/value head query head h shares (grouped-query attention; a value bias belongs
+to every token's vector, since Σ_j α_ij = 1), W_O^h h's columns of the output projection and b_O
+its bias. P_i is the identity, except for Gemma's norm *after* the attention sublayer,
+``v ⊙ (o + w) / rms(v)``: linear once its root mean square is that of position i's whole sum,
+the way ALTI takes a post-norm LayerNorm's σ_i (no centring: RMSNorm has none). So
+
+    T_i(x_j) = P_i(Σ_h α^h_ij f_h(x_j)) (+ x_i for j = i),   y_i = Σ_j T_i(x_j) + P_i(b_O),
+
+and ALTI's contribution of j is c_ij = max(0, ‖y_i‖₁ − ‖y_i − T_i(x_j)‖₁), normalised over j
+(:func:`contributions`, with y_i the real output, biases included).
+Soft-capping and sliding windows change only α; the feed-forward sublayers (gated or not) act
+on each position alone and mix nothing, so, as ALTI does, layers compose by matrix products,
+R_l = C_l R_{l−1} over every position the model ran (prompt + output but its last token).
+
+The answer has the encoder-decoders' ALTI+ parts (:class:`Alti`), cut from R
+after each layer like the views: ``source`` (L, T, S) the output rows over the source's prompt
+tokens (*not* renormalised: the rest of each row is the instruction, the first token and the
+output so far), ``target`` (L, T, T) the output rows over the last prompt token + output (the
+``decoder_self`` keys), ``source_share`` (T,) the last layer's source total, ``encoder`` (L, S, S)
+the source rows over the source.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from attnscope.explain.registry import (
     AnswerField,
     Draw,
     ExplainMethod,
+    Sentence,
     Size,
     nested,
     register,
     rounded,
 )
 from attnscope.explain.trace import Block, Trace, bias_of, transformed
-from attnscope.llm.explain import UNAVAILABLE
+from attnscope.nn.decoder_only import DecoderOnlyLM, Layer
 
 
 @dataclass(frozen=True)
@@ -119,6 +149,69 @@ def alti(trace: Trace) -> Alti:
     )
 
 
+def layer_vectors(layer: Layer, x: Tensor, weights: Tensor) -> tuple[Tensor, Tensor]:
+    """(T_i(x_j) (n, n, D), y (n, D)) of one layer's attention sublayer: x (n, D) the layer's
+    input, weights (H, n, n) its attention."""
+    attn, dt = layer.attn, torch.promote_types(x.dtype, torch.float32)
+    x = x.to(dt)
+    h = layer.attn_norm(x)
+    n = x.size(0)
+    v = attn.v(h).view(n, attn.kv_heads, attn.head_dim).transpose(0, 1)  # (KVH, n, Dh)
+    v = v.repeat_interleave(attn.heads // attn.kv_heads, dim=0)  # (H, n, Dh)
+    w_o = attn.o.weight.to(dt).view(-1, attn.heads, attn.head_dim)  # (D, H, Dh)
+    f = torch.einsum("hnd,Dhd->hnD", v, w_o)  # (H, n, D)
+    moved = torch.einsum("hqk,hkD->qkD", weights.to(dt), f)  # (n, n, D)
+    bias = attn.o.bias.to(dt) if attn.o.bias is not None else torch.zeros_like(x[0])
+    total = moved.sum(1) + bias  # (n, D): the attention sublayer's output
+    post = layer.post_attn_norm
+    if post is not None:  # Gemma: P_i(v) = v ⊙ (o + w) / rms(total_i)
+        scale = torch.rsqrt(total.pow(2).mean(-1, keepdim=True) + post.eps)  # (n, 1)
+        gain = post.offset + post.weight.to(dt)
+        moved, total = moved * (scale * gain)[:, None], total * scale * gain
+    vectors = moved.clone()
+    index = torch.arange(n, device=x.device)
+    vectors[index, index] += x
+    return vectors, x + total
+
+
+@torch.inference_mode()
+def decoder_only_alti(sentence: Sentence) -> Alti:
+    """ALTI of one decoder-only sentence (module docstring): one teacher-forced pass over prompt +
+    output[:-1] catching each layer's input and attention, heads switched off by the caller kept."""
+    if sentence.source_span is None or not sentence.target_ids:
+        raise ValueError("a decoder-only explanation needs the prompt's source span and an output")
+    model = cast(DecoderOnlyLM, sentence.model)
+    ids = [*sentence.source_ids, *sentence.target_ids][:-1]
+    inputs: dict[int, Tensor] = {}
+
+    def keep(i: int) -> Any:
+        def hook(_module: nn.Module, args: tuple[Tensor, ...]) -> None:
+            inputs[i] = args[0][0].detach()  # (n, D)
+
+        return hook
+
+    layers = [cast(Layer, layer) for layer in model.layers]
+    handles = [layer.register_forward_pre_hook(keep(i)) for i, layer in enumerate(layers)]
+    try:
+        out = model(torch.tensor([ids], device=model.device), need_weights=True)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert out.attention is not None
+    (s0, s1), first = sentence.source_span, len(sentence.source_ids) - 1
+    flow: Tensor | None = None
+    rows: list[Tensor] = []
+    for i, layer in enumerate(layers):
+        vectors, y = layer_vectors(layer, inputs[i], out.attention[0, i])
+        c = contributions(vectors, y)  # (n, n)
+        flow = c if flow is None else c @ flow
+        rows.append(flow)
+    r = torch.stack(rows)  # (L, n, n)
+    source = r[:, first:, s0:s1]
+    return Alti(source=source, target=r[:, first:, first:], source_share=source[-1].sum(-1),
+                encoder=r[:, s0:s1, s0:s1])  # fmt: skip
+
+
 def _cost(size: Size) -> int:
     """One vector per query-key pair of each sublayer: L_e·S² + L_d·T·(T+S+1)."""
     g, s, t = size.geometry, size.s, size.t
@@ -162,9 +255,8 @@ register(
             "and layer norm included. Cross: the source part (a dim row took little from the source); decoder self: "
             "the target-prefix part. Per layer."
         ),
-        runs={"transformer": lambda sentence: alti(sentence.trace)},
+        runs={"transformer": lambda sentence: alti(sentence.trace), "decoder_only": decoder_only_alti},
         reasons={
-            "decoder_only": UNAVAILABLE["alti"],
             "recurrent": (
                 "ALTI+ splits each layer's residual stream into one vector per input token; a GRU's "
                 "recurrent state is not a sum of per-token vectors"

@@ -6,32 +6,35 @@ The kinds are the views of the one causal matrix (:mod:`attnscope.llm.views`), n
 encoder-decoder's: ``cross`` is ``target_source`` (the output rows over the source's prompt
 tokens), ``encoder_self`` is ``source_source`` and ``decoder_self`` is ``target_target`` (keys:
 the last prompt token, which plays BOS, and the output but its last token). ``return_beam`` gives
-the returned hypothesis's path only (the decoder-only search keeps no tree). What a common request
-asks that a decoder-only model has no definition for (a forced prefix, the beam tree, raw scores,
-alternatives, protect, coverage penalty, hard alignment, other languages, ALTI)
-is refused with an :class:`LLMRequestError` naming the field, never silently ignored. No web
-and no engine here: the web layer (``attnscope.serving.llm_common``) builds the typed answer.
+the returned hypothesis's path only (the decoder-only search keeps no tree). A what-if ``prefix``,
+``alternatives`` and ``return_scores`` (the anatomy: :mod:`attnscope.llm.anatomy`) are honoured.
+What a common request asks that a decoder-only model has no definition for (the beam tree,
+protect, coverage penalty, hard alignment, other languages, ALTI) is refused with an
+:class:`LLMRequestError` naming the field, never silently ignored. No web and no engine here: the web layer (``attnscope.serving.llm_common``) builds the typed answer.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 import torch
 
+from attnscope.llm.anatomy import anatomy, rows_of
 from attnscope.llm.explain import UNAVAILABLE
-from attnscope.llm.search import LLMOptions
+from attnscope.llm.search import Chosen, LLMOptions, SearchStep
 from attnscope.llm.service import LLMRequest, LLMRequestError
-from attnscope.llm.translator import LLMTranslation
-from attnscope.llm.views import Views
+from attnscope.llm.translator import LLMTranslation, LLMTranslator
+from attnscope.llm.views import Views, cut
+from attnscope.nn.ablation import disabled_heads
 
 # The common kinds, each a view of the causal matrix (module docstring).
 KINDS: dict[str, str] = {"cross": "target_source", "encoder_self": "source_source", "decoder_self": "target_target"}
 MAX_BEAM = 8  # the decoder-only beam search's bound (/api/llm/translate's)
 DEFAULT_NEW_TOKENS = 64
 # The explanation methods with a decoder-only runner in the registry (attnscope.explain)
-METHODS: tuple[str, ...] = ("norm", "rollout", "value_zeroing")
+METHODS: tuple[str, ...] = ("norm", "rollout", "value_zeroing", "alti")
 
 
 def _refuse(field: str, what: str) -> LLMRequestError:
@@ -40,11 +43,8 @@ def _refuse(field: str, what: str) -> LLMRequestError:
 
 def _unsupported(body: Any, source_lang: str, target_lang: str) -> None:
     """LLMRequestError (422) for the first field a decoder-only model cannot honour."""
-    if getattr(body, "prefix", None) is not None and body.prefix.strip():
-        raise _refuse("prefix", "a forced prefix (what-if)")
-    checks = (("return_scores", "raw scores and context vectors"),
-              ("alternatives", "alternatives"), ("protect", "protect (placeholders)"),
-              ("coverage_penalty", "a coverage penalty"), ("alignment", "a hard word alignment"))  # fmt: skip
+    checks = (("protect", "protect (placeholders)"), ("coverage_penalty", "a coverage penalty"),
+              ("alignment", "a hard word alignment"))  # fmt: skip
     for name, what in checks:
         if getattr(body, name, None):
             raise _refuse(name, what)
@@ -89,9 +89,12 @@ def llm_requests(body: Any, *, source_lang: str, target_lang: str) -> list[LLMRe
     views = tuple(KINDS[k] for k in KINDS) if need else ()
     explain = tuple(dict.fromkeys(getattr(body, "explain", None) or ()))
     target = getattr(body, "target", None)
+    prefix = getattr(body, "prefix", None)
+    alternatives, scores = int(getattr(body, "alternatives", 0) or 0), bool(getattr(body, "return_scores", False))
     return [
         LLMRequest(model=body.model, text=text, options=options, views=views, heads_off=heads, target=target,
-                   explain=explain)  # fmt: skip
+                   explain=explain, prefix=prefix if prefix and prefix.strip() else None, alternatives=alternatives,
+                   return_scores=scores)  # fmt: skip
         for text in texts
     ]
 
@@ -117,3 +120,96 @@ def context(result: LLMTranslation, decimals: int) -> dict[str, Any]:
         "first_target_row": len(p.ids) - 1,
         "outside_source": None if views is None else rounded(views.outside_source, decimals).tolist(),
     }  # fmt: skip
+
+
+def _masked(t: torch.Tensor, decimals: int) -> list[Any]:
+    """(…, K) as nested lists rounded to ``decimals``, ``-inf`` (a masked key) as None."""
+    values = rounded(t.masked_fill(torch.isinf(t), 0.0), decimals).astype(object)
+    values[torch.isinf(t).cpu().numpy()] = None
+    return values.tolist()
+
+
+def extras(
+    translator: LLMTranslator, request: LLMRequest, result: LLMTranslation, decimals: int
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``return_scores`` and ``alternatives`` add, from one teacher-forced pass over what
+    the decode ran (:func:`attnscope.llm.anatomy.anatomy`, the request's heads still off):
+    (the common answer's fields, the ``llm`` field's ``anatomy``). The scores and q·k are cut as
+    the kinds are; alternatives are (token id, log-prob) pairs per output position."""
+    p, targets = result.prompt, result.target_ids
+    if not (request.return_scores or request.alternatives) or not targets:
+        return {}, {}
+    model = translator.loaded.model
+    off = [("decoder_self", layer, head) for layer, head in request.heads_off]
+    with disabled_heads(model, off) if off else nullcontext():
+        found = anatomy(model, [*p.ids, *targets][:-1], len(p.ids) - 1, top_k=request.alternatives)
+    fields: dict[str, Any] = {}
+    if request.alternatives:
+        fields["alternatives"] = found.alternatives
+    if not request.return_scores:
+        return fields, {}
+    first, span = len(p.ids) - 1, p.source_span
+    cut_scores, cut_dot = kind_tensors(cut(found.scores, len(p.ids), span)), kind_tensors(cut(found.dot, len(p.ids), span))
+    fields["attention_scores"] = {kind: _masked(t, decimals) for kind, t in cut_scores.items()}
+    fields["key_dim"] = translator.loaded.config.head_dim
+    fields["score_scale"] = 1.0 / found.scale
+    lse = {kind: rounded(found.logsumexp[:, :, rows_of(kind, first, len(targets), span)], decimals).tolist()
+           for kind in KINDS}  # fmt: skip
+    detail = {"scale": found.scale, "softcap": found.softcap, "dot": {k: _masked(t, decimals) for k, t in cut_dot.items()},
+              "logsumexp": lse}  # fmt: skip
+    return fields, detail
+
+
+STEP_TOP_K = 5  # the likeliest next tokens a step event reports (the encoder-decoders' stream's)
+
+
+class StepEvents:
+    """One decode's ``step`` events, shaped as an encoder-decoder's stream's
+    (``attnscope.serving.stream``): ``step``; ``beam`` (1 greedy or sampling, else k);
+    ``chosen``: per row of the next step the token extending row ``parent`` of this one (its
+    ``logprob`` and summed ``score``); ``finished`` (beam): hypotheses that ended here, with their
+    ``ranking``; ``ended`` empty (the decoder-only search keeps no tree); ``top``: per row the
+    ``STEP_TOP_K`` likeliest next tokens; ``attention``: per row its choosing query's rows of each
+    kind asked, cross ``[row][L][H][S]`` and decoder_self ``[row][L][H][t + 1]`` (keys: last
+    prompt token + output so far), and at the first event encoder_self ``[L][H][S][S]`` and
+    ``source_tokens``. No web: plain dicts."""
+
+    def __init__(self, translator: LLMTranslator, prompt: Any, kinds: tuple[str, ...], *, decimals: int, beam: int) -> None:
+        self.translator, self.prompt, self.kinds = translator, prompt, kinds
+        self.decimals, self.beam, self.sent = decimals, beam, 0
+
+    def _attention(self, block: torch.Tensor, step: int) -> dict[str, Any]:
+        """block (R, L, H, q, K) -> the kinds asked of each row's last query."""
+        (s0, s1), first = self.prompt.source_span, len(self.prompt.ids) - 1
+        rows = block[:, :, :, -1]  # (R, L, H, K)
+        found: dict[str, Any] = {}
+        if "cross" in self.kinds:
+            found["cross"] = rounded(rows[..., s0:s1], self.decimals)
+        if "decoder_self" in self.kinds:
+            found["decoder_self"] = rounded(rows[..., first : first + step + 1], self.decimals)
+        if "encoder_self" in self.kinds and self.sent == 0:
+            found["encoder_self"] = rounded(block[0, :, :, s0:s1, s0:s1], self.decimals)
+        return found
+
+    def event(self, found: SearchStep) -> dict[str, Any]:
+        """The event of one :class:`~attnscope.llm.search.SearchStep`."""
+        top_p, top_id = found.log_probs.float().exp().topk(min(STEP_TOP_K, found.log_probs.size(-1)), dim=-1)
+        ids = top_id.tolist()
+        texts = iter(self.translator.token_texts([c.token for c in found.chosen + found.finished] + sum(ids, [])))
+
+        def chosen(c: Chosen) -> dict[str, Any]:
+            out = {"parent": c.parent, "token": next(texts), "token_id": c.token, "logprob": round(c.logprob, 6),
+                   "score": round(c.score, 6)}  # fmt: skip
+            return out if c.ranking is None else out | {"ranking": round(c.ranking, 6)}
+
+        (s0, s1) = self.prompt.source_span
+        event: dict[str, Any] = {"source_tokens": self.prompt.tokens[s0:s1]} if self.sent == 0 else {}
+        event |= {
+            "step": found.step, "beam": self.beam, "chosen": [chosen(c) for c in found.chosen],
+            "finished": [chosen(c) for c in found.finished], "ended": [],
+            "top": [[{"token": next(texts), "token_id": i, "p": round(q, 6)} for i, q in zip(row, probs, strict=True)]
+                    for row, probs in zip(ids, top_p.tolist(), strict=True)],
+            "attention": {} if found.attention is None else self._attention(found.attention, found.step),
+        }  # fmt: skip
+        self.sent += 1
+        return event

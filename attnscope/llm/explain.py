@@ -30,15 +30,9 @@ from attnscope.llm.views import Views
 from attnscope.nn.decoder_only import DecoderOnlyLM, Layer
 
 METHODS: tuple[str, ...] = ("rollout", "norm")
-# Why the registered methods without a decoder-only definition have none yet (docs/llm.md);
-# value zeroing runs through the explanation registry (attnscope.explain.value_zeroing).
-UNAVAILABLE: dict[str, str] = {
-    "alti": (
-        "its decomposition through the layer norm is derived for LayerNorm after a non-gated block; RMSNorm, "
-        "Gemma's pre- and post-sublayer norms and soft-capping need a derivation checked against an "
-        "independent implementation first"
-    ),
-}
+# Why a registered method has no decoder-only definition (docs/llm.md); none now: value zeroing
+# and ALTI run through the explanation registry (attnscope.explain.value_zeroing, .alti).
+UNAVAILABLE: dict[str, str] = {}
 
 
 def rollout(full: Tensor) -> Tensor:

@@ -19,7 +19,7 @@ import torch
 from attnscope.llm.explain import explanations
 from attnscope.llm.folder import LLMFolderError, is_llm_folder, load_llm_folder
 from attnscope.llm.prompt import PromptError
-from attnscope.llm.search import LLMOptions
+from attnscope.llm.search import LLMOptions, StepHook
 from attnscope.llm.translator import LLMTranslation, LLMTranslator
 from attnscope.llm.views import VIEWS, floats
 from attnscope.nn.ablation import disabled_heads
@@ -47,6 +47,9 @@ class LLMRequest:
     heads_off: tuple[tuple[int, int], ...] = ()
     target: str | None = None
     explain: tuple[str, ...] = ()
+    prefix: str | None = None  # what-if: the output starts with these tokens (forced), then goes on
+    alternatives: int = 0  # the model's top-k tokens at each output position (0: none)
+    return_scores: bool = False  # the anatomy: q·k after rotary, the scale, soft-capping, the scores
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,11 @@ class LLMService:
         sent += c.layers * output * (source + 1) if "rollout" in request.explain else 0  # + source_share
         sent += c.layers * c.heads * (output + 1) * source if "norm" in request.explain else 0  # + value_norms
         sent += c.layers * output * source if "value_zeroing" in request.explain else 0
+        sent += c.layers * (output * (source + output + 1) + source * source) if "alti" in request.explain else 0
+        if request.return_scores:  # scores and q·k for each view, plus each view row's logsumexp
+            views = floats(c.layers, c.heads, prompt=prompt_length, output=output, source=source, views=request.views)
+            sent += 2 * views + 2 * c.layers * c.heads * (2 * output + source)
+        sent += output * request.alternatives * 3  # token, id and log-prob of each
         if kept > self.budget.max_floats:
             raise LLMRequestError("max_new_tokens", f"decoding keeps up to {kept:,} attention floats "
                                   f"({c.layers} layers × {c.heads} query heads × {n}² positions); the limit is "
@@ -125,9 +133,10 @@ class LLMService:
         """Translate (or align) and return the answer (see docs/llm.md)."""
         return self._render(request, self.run(request))
 
-    def run(self, request: LLMRequest) -> LLMTranslation:
+    def run(self, request: LLMRequest, on_step: StepHook | None = None) -> LLMTranslation:
         """Check, admit and decode ``request`` (LLMRequestError naming the field at fault); the
-        result before it is rendered, for :meth:`answer` and the common ``/api/translate`` answer."""
+        result before it is rendered, for :meth:`answer` and the common ``/api/translate`` answer.
+        ``on_step`` hears each step of a greedy or sampled decode (a stream's step events)."""
         translator = self.get(request.model)
         config = translator.loaded.config
         for layer, head in request.heads_off:
@@ -135,13 +144,17 @@ class LLMService:
                 raise LLMRequestError("disable_heads", f"no head ({layer}, {head}): the model has {config.layers} layers × {config.heads} query heads")
         try:
             prompt = translator.prompt(request.text, request.template)
+            forced = len(translator.forced_ids(request.prefix)) if request.target is None else 0
+            if forced >= request.options.max_new_tokens:
+                raise LLMRequestError("prefix", f"has {forced} tokens, leaving no room within the "
+                                      f"{request.options.max_new_tokens}-token output budget")  # fmt: skip
             self.admit(translator, request, len(prompt.ids), prompt.source_span[1] - prompt.source_span[0])
             if request.target is not None:
                 result = translator.align(request.text, request.target, template=request.template,
                                           heads_off=request.heads_off)  # fmt: skip
             else:
                 result = translator.translate(request.text, request.options, template=request.template,
-                                              heads_off=request.heads_off)  # fmt: skip
+                                              heads_off=request.heads_off, prefix=request.prefix, on_step=on_step)  # fmt: skip
         except LLMRequestError:
             raise
         except PromptError as err:

@@ -16,7 +16,7 @@ import torch
 
 from attnscope.llm.folder import LoadedLLM
 from attnscope.llm.prompt import FilledPrompt, PromptError, fill, token_span
-from attnscope.llm.search import Generation, LLMOptions, generate
+from attnscope.llm.search import Generation, LLMOptions, StepHook, generate
 from attnscope.llm.views import Views, cut
 from attnscope.nn.ablation import disabled_heads
 
@@ -41,6 +41,7 @@ class LLMTranslation:
     text: str
     generation: Generation
     views: Views | None
+    forced_tokens: int = 0  # output tokens a what-if prefix forced (the first ones)
 
 
 class LLMTranslator:
@@ -87,17 +88,26 @@ class LLMTranslator:
         views = cut(generation.attention, len(prompt.ids), prompt.source_span) if generation.attention is not None else None
         return LLMTranslation(prompt, generation.tokens, self.token_texts(generation.tokens), text, generation, views)
 
+    def forced_ids(self, prefix: str | None) -> list[int]:
+        """A what-if prefix as output token ids (tokenised alone, as ``align`` tokenises a
+        target); [] for none or blank."""
+        return self.loaded.tokenizer.encode(prefix) if prefix is not None and prefix.strip() else []
+
     def translate(
         self, source: str, options: LLMOptions, *, template: str | None = None,
-        heads_off: Iterable[tuple[int, int]] = (),
+        heads_off: Iterable[tuple[int, int]] = (), prefix: str | None = None, on_step: StepHook | None = None,
     ) -> LLMTranslation:  # fmt: skip
         """Translate ``source`` with ``options``, the (layer, query head) pairs ``heads_off``
-        switched off in every pass."""
+        switched off in every pass; the output starts with ``prefix`` (forced, then continued);
+        ``on_step`` hears each step the search chooses (greedy and sampling)."""
         prompt = self.prompt(source, template)
+        forced = self.forced_ids(prefix)
         off = [("decoder_self", layer, head) for layer, head in heads_off]
         with disabled_heads(self.loaded.model, off) if off else nullcontext():
-            generation = generate(self.loaded.model, prompt.ids, options)
-        return self._finish(prompt, generation)
+            generation = generate(self.loaded.model, prompt.ids, options, forced=forced, on_step=on_step)
+        result = self._finish(prompt, generation)
+        result.forced_tokens = len(forced)
+        return result
 
     @torch.inference_mode()
     def align(

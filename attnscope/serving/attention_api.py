@@ -30,6 +30,7 @@ from attnscope.engine.service import ModelService
 from attnscope.explain import explain
 from attnscope.explain import registry as explain_registry
 from attnscope.nn.ablation import disabled_heads
+from attnscope.serving import llm_common
 from attnscope.serving.deps import ServiceDep
 
 router = APIRouter(prefix="/api/attention", tags=["attention"])
@@ -68,7 +69,9 @@ def _entry(service: ModelService, attention_id: str) -> Recorded:
         raise HTTPException(404, str(err)) from None
 
 
-async def _values(service: ModelService, attention_id: str, entry: Recorded, kind: str, method: str | None) -> torch.Tensor:
+async def _values(
+    service: ModelService, request: Request, attention_id: str, entry: Recorded, kind: str, method: str | None
+) -> torch.Tensor:
     """The tensor the routes slice: the recorded (L, H, Q, K) weights of ``kind``, or the
     explanation ``method`` of it ((L, H, Q, K) for norm, (L, Q, K) for the others)."""
     if kind not in entry.attention:
@@ -77,7 +80,10 @@ async def _values(service: ModelService, attention_id: str, entry: Recorded, kin
     if method is None:
         return entry.attention[kind]
     if method not in entry.explained:
-        found = await _explain(service, entry, method)
+        if entry.source_span is not None:  # a decoder-only model's answer (docs/llm.md)
+            found = await llm_common.explain_stored(service, request, entry, method)
+        else:
+            found = await _explain(service, entry, method)
         service.attention_store.attach(attention_id, method, found)
     else:
         found = entry.explained[method]
@@ -156,7 +162,7 @@ async def _answer(
     started = time.perf_counter()
     attention_id, kind, layer, head = where
     entry = _entry(service, attention_id)
-    part = _pick(await _values(service, attention_id, entry, kind, asked.method), attention_id, kind, layer, head)
+    part = _pick(await _values(service, request, attention_id, entry, kind, asked.method), attention_id, kind, layer, head)
     if NPY in request.headers.get("accept", ""):
         buffer = io.BytesIO()
         np.save(buffer, part.to(torch.float32).numpy().astype(asked.dtype), allow_pickle=False)

@@ -13,6 +13,7 @@ from attnscope.engine.attribution_answer import (
     attribution_answer,
 )
 from attnscope.engine.schemas import ErrorResponse
+from attnscope.serving import llm_common
 from attnscope.serving.deps import ServiceDep
 from attnscope.serving.disconnect import watch_disconnect
 
@@ -27,6 +28,9 @@ router = APIRouter(prefix="/api", tags=["api"])
 )
 async def attribution(body: AttributionRequest, service: ServiceDep, request: Request) -> AttributionResponse:
     """Which source tokens the output depends on by gradients, and how well each attention head's
-    ranking of the source agrees (Jain & Wallace 2019)."""
+    ranking of the source agrees (Jain & Wallace 2019). A decoder-only model (docs/llm.md) is
+    attributed to the source tokens of its prompt."""
     async with watch_disconnect(request) as gone:
+        if llm := llm_common.served_llm(request, body.model):
+            return await llm_common.attribution(service, llm, body, gone=gone)
         return await attribution_answer(service, body, gone=gone)

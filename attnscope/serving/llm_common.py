@@ -13,29 +13,55 @@ output) are views of the one causal matrix, and the extra field ``llm`` names ex
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any, cast
 
 from fastapi import HTTPException, Request
 
+from attnscope.attribution import summary
 from attnscope.engine.answers import words
 from attnscope.engine.attention_store import Recorded, kept
+from attnscope.engine.attribution_answer import (
+    AttributionRequest,
+    AttributionResponse,
+    Correlations,
+)
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.head_scores import CardAlignment, card_head_scores
 from attnscope.engine.heads import HeadRef
 from attnscope.engine.schemas import (
+    Alternative,
     AttentionShape,
     BeamHypothesis,
     BeamNode,
     BeamTree,
     Explanations,
     ModelInfo,
+    TranslateRequest,
     TranslationResponse,
 )
 from attnscope.engine.service import ModelService
 from attnscope.explain import registry as explain_registry
-from attnscope.llm.common import KINDS, context, kind_tensors, kinds_asked, llm_requests, rounded
+from attnscope.explain.alti import Alti
+from attnscope.llm.attribution import attribute_llm
+from attnscope.llm.common import (
+    KINDS,
+    METHODS,
+    StepEvents,
+    context,
+    extras,
+    kind_tensors,
+    kinds_asked,
+    llm_requests,
+    rounded,
+)
+from attnscope.llm.explain import UNAVAILABLE
+from attnscope.llm.prompt import PromptError
+from attnscope.llm.search import StepHook
 from attnscope.llm.service import LLMRequest, LLMRequestError, LLMService
 from attnscope.llm.translator import LLMTranslation, LLMTranslator
 from attnscope.nn.ablation import disabled_heads
@@ -66,10 +92,15 @@ def _http(err: LLMRequestError) -> Exception:
     return HTTPException(status_code=err.status, detail=err.message)
 
 
-async def translate(service: ModelService, llm: LLMService, body: Any) -> list[TranslationResponse]:
-    """One answer per text of a translate or batch body (texts decoded one after another in one slot)."""
+async def translate(
+    service: ModelService, llm: LLMService, body: Any, *, on_step: StepHook | None = None,
+    gone: threading.Event | None = None,
+) -> list[TranslationResponse]:  # fmt: skip
+    """One answer per text of a translate or batch body (texts decoded one after another in one
+    slot); ``on_step`` hears each step of a greedy or sampled decode (the stream), ``gone`` is
+    set when the client leaves (the slot's stop)."""
     translator, requests = _checked(llm, body)
-    return await _run(service, llm, translator, requests, body)
+    return await _run(service, llm, translator, requests, body, on_step=on_step, gone=gone)
 
 
 async def align(service: ModelService, llm: LLMService, body: Any) -> TranslationResponse:
@@ -79,20 +110,21 @@ async def align(service: ModelService, llm: LLMService, body: Any) -> Translatio
 
 
 async def _run(
-    service: ModelService, llm: LLMService, translator: LLMTranslator, requests: list[LLMRequest], body: Any
-) -> list[TranslationResponse]:
+    service: ModelService, llm: LLMService, translator: LLMTranslator, requests: list[LLMRequest], body: Any, *,
+    on_step: StepHook | None = None, gone: threading.Event | None = None,
+) -> list[TranslationResponse]:  # fmt: skip
     def job() -> list[TranslationResponse]:
         answers = []
         for request in requests:
             start = time.perf_counter()
             try:
-                result = llm.run(request)
+                result = llm.run(request, on_step=on_step)
             except LLMRequestError as err:
                 raise _http(err) from None
             answers.append(_answer(service, translator, request, result, body, start))
         return answers
 
-    answers: list[TranslationResponse] = await service.run_alone(job)
+    answers: list[TranslationResponse] = await service.run_alone(job, gone=gone)
     return answers
 
 
@@ -111,12 +143,20 @@ def _answer(
     explained = _explain(translator, request, result) if request.explain else {}
     if on_demand and tensors:
         recorded = Recorded(model=request.model, attention=kept(dict(tensors)), source_ids=tuple(p.ids),
-                            target_ids=tuple(result.target_ids))  # fmt: skip
+                            target_ids=tuple(result.target_ids), source_span=p.source_span,
+                            disabled=tuple(("decoder_self", layer, head) for layer, head in request.heads_off))  # fmt: skip
         fields["attention_id"] = service.attention_store.put(recorded)
         fields["attention_shapes"] = {k: AttentionShape(**s) for k, s in recorded.shapes().items()}
         for name, found in explained.items():  # GET /api/attention/{id}/{kind}/...?method= reads them
             service.attention_store.attach(fields["attention_id"], name, kept(_matrices(found)))
     logprobs = [round(float(x), 6) for x in result.generation.token_logprobs]
+    added, anatomy = extras(translator, request, result, decimals)
+    if "alternatives" in added:
+        ids = [i for step in added["alternatives"] for i, _ in step]
+        pieces = iter(translator.token_texts(ids))
+        added["alternatives"] = [[Alternative(token=next(pieces), token_id=i, logprob=round(lp, 6)) for i, lp in step]
+                                 for step in added["alternatives"]]  # fmt: skip
+    ctx = context(result, decimals) | ({"anatomy": anatomy} if anatomy else {})
     return TranslationResponse.model_construct(
         model=request.model, translation=result.text if request.target is None else request.target,
         source_tokens=source, target_tokens=target, decoder_input_tokens=[p.tokens[-1], *target[:-1]],
@@ -125,14 +165,14 @@ def _answer(
         source_words=words(source), target_words=words(target),
         attention={k: rounded(t, decimals) for k, t in tensors.items() if k in kinds},
         attention_cost={k: t.numel() for k, t in tensors.items()}, score=None,
-        logprob=round(sum(logprobs), 6), target_logprobs=logprobs, forced_tokens=0,
+        logprob=round(sum(logprobs), 6), target_logprobs=logprobs, forced_tokens=result.forced_tokens,
         beam=_path(result, logprobs) if getattr(body, "return_beam", False) else None,
         disabled_heads=[HeadRef(kind="decoder_self", layer=layer, head=head) for layer, head in request.heads_off],
         explanations=_encoded(explained, decimals) if request.explain else None,
-        llm=context(result, decimals), timing_ms=round((time.perf_counter() - start) * 1000, 3),
+        llm=ctx, timing_ms=round((time.perf_counter() - start) * 1000, 3),
         word_alignment=None, protected=None, rescored=False, missing_words=[], confidence=None,
-        attention_scores=None, context_norms=None, context_vectors=None, key_dim=None, alternatives=None,
-        **fields,
+        **({"attention_scores": None, "key_dim": None, "alternatives": None} | added),
+        context_norms=None, context_vectors=None, **fields,
     )  # fmt: skip
 
 
@@ -167,7 +207,10 @@ def _encoded(explained: dict[str, Any], decimals: int) -> Any:
 
 
 def _matrices(found: Any) -> dict[str, Any]:
-    """A result as kind -> tensor (the norm's weighted matrices; rollout's mapping as it is)."""
+    """A result as name -> tensor (the norm's weighted matrices, ALTI's source/target/encoder
+    parts as ``GET /api/attention`` reads them; rollout's mapping as it is)."""
+    if isinstance(found, Alti):
+        return {"source": found.source, "target": found.target, "encoder": found.encoder}
     return dict(found.weighted) if hasattr(found, "weighted") else dict(found)
 
 
@@ -213,3 +256,91 @@ def page_cards(llm: LLMService | None) -> list[dict[str, Any]]:
                       "source_lang": t.loaded.source_lang, "target_lang": t.loaded.target_lang,
                       "warnings": warnings, "has_analysis": False})  # fmt: skip
     return cards + [{"id": mid, "architecture": "decoder_only", "error": reason} for mid, reason in llm.failed.items()]
+
+
+async def attribution(
+    service: ModelService, llm: LLMService, body: AttributionRequest, *, gone: threading.Event | None = None
+) -> AttributionResponse:
+    """``POST /api/attribution`` for a decoder-only model: its translation (greedy or beam, the
+    common defaults) or ``body.target`` teacher-forced, attributed to the source tokens of its
+    prompt (:func:`attnscope.llm.attribution.attribute_llm`), beside the ``cross`` kind of the
+    same pass. ``contrast`` is refused (422): no foil has been defined for decoder-only models."""
+    if body.contrast is not None:
+        raise InvalidInput(("body", "contrast"), "a contrastive attribution is not available for decoder-only models (docs/llm.md)")
+    translate_body = TranslateRequest.model_construct(model=body.model, text=body.text, beam_size=min(body.beam_size, 8),
+                                                      max_length=None, attention=["cross"])  # fmt: skip
+    translator, (request,) = _checked(llm, translate_body)
+    if body.target is not None:
+        request = replace(request, target=body.target)
+    vocab, budget = translator.loaded.config.vocab_size, llm.budget.max_floats
+
+    def job(should_stop: Callable[[], bool]) -> AttributionResponse:
+        try:
+            result = llm.run(request)
+        except LLMRequestError as err:
+            raise _http(err) from None
+        p, target = result.prompt, result.target_ids
+        if not target:
+            raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
+        floats = (body.steps + 1) * (len(p.ids) + len(target)) * vocab  # the logits of the path's batch
+        if floats > budget:
+            raise HTTPException(413, f"integrated gradients over {body.steps + 1} points keep {floats:,} logits, over the "
+                                     f"limit of {budget:,}: ask for fewer steps")  # fmt: skip
+        attr = attribute_llm(translator.loaded.model, p.ids, p.source_span, target, steps=body.steps,
+                             should_stop=should_stop)  # fmt: skip
+        cross = result.views.target_source if result.views is not None else None
+        s = summary(attr, cross)
+        return AttributionResponse(
+            model=body.model, translation=result.text if body.target is None else body.target,
+            source_tokens=p.tokens[p.source_span[0] : p.source_span[1]], target_tokens=result.target_tokens,
+            input_x_gradient=[[round(v, 6) for v in row] for row in s["input_x_gradient"].tolist()],
+            integrated_gradients=[[round(v, 6) for v in row] for row in s["integrated_gradients"].tolist()],
+            cross_attention=None if cross is None else rounded(cross, 6).tolist(),
+            correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
+            completeness_gap=round(float(attr.completeness_gap.abs().max()), 6), contrastive=None,
+        )  # fmt: skip
+
+    answer: AttributionResponse = await service.run_stoppable(job, gone=gone)
+    return answer
+
+
+def step_events(llm: LLMService, body: Any) -> StepEvents | None:
+    """The step events of a stream ``body`` (``attnscope.serving.stream``): None for a request
+    the decode will refuse (the refusal is the stream's plain JSON error) or a teacher-forced
+    one; 422/404 here for what the request itself gets wrong."""
+    translator, (request,) = _checked(llm, body)
+    if request.target is not None:
+        return None
+    try:
+        prompt = translator.prompt(request.text, request.template)
+    except (PromptError, ValueError):
+        return None
+    kinds, _ = kinds_asked(getattr(body, "attention", None))
+    return StepEvents(translator, prompt, kinds, decimals=int(getattr(body, "precision", 6)),
+                      beam=request.options.beam_size)  # fmt: skip
+
+
+async def explain_stored(service: ModelService, request: Request, entry: Recorded, method: str) -> dict[str, Any]:
+    """An explanation of a stored decoder-only answer, by id (``GET /api/attention/{id}/...?method=``):
+    the registry's decoder-only runner on the recorded prompt, output and source span, with the
+    answer's heads still off, in a slot of its own. 422 naming the reason for a method with no
+    decoder-only definition (ALTI), 404 when the model is no longer served."""
+    llm = served_llm(request, entry.model)
+    if llm is None or entry.model not in llm.models:
+        raise HTTPException(404, f"the decoder-only model {entry.model!r} of this answer is no longer served")
+    if method not in METHODS:
+        known = ", ".join(METHODS)
+        reason = UNAVAILABLE.get(method, f"it has no definition for decoder-only models (they have: {known})")
+        raise HTTPException(422, f"{method!r} is not available for decoder-only models: {reason}")
+    if not entry.target_ids:
+        raise HTTPException(422, "the target has no tokens to explain")
+    model = llm.models[entry.model].loaded.model
+    sentence = explain_registry.Sentence(cast(Any, model), list(entry.source_ids), list(entry.target_ids),
+                                         source_span=entry.source_span)  # fmt: skip
+
+    def run() -> dict[str, Any]:
+        with disabled_heads(model, list(entry.disabled)) if entry.disabled else nullcontext():
+            return _matrices(explain_registry.method(method).runs["decoder_only"](sentence))
+
+    found: dict[str, Any] = await service.run_alone(run)
+    return found

@@ -137,12 +137,9 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
     probabilities and the step's new attention rows for every kind, layer and head; for beam
     search the live hypotheses with back-pointers), then an ``answer`` event holding exactly what
     ``/api/translate`` answers (see docs/api.md, "Streaming"). Not with ``protect``. A decoder-only
-    model (docs/llm.md) sends no step events yet: the stream is its one ``answer`` event."""
+    model (docs/llm.md) sends the same events (its beam events name no tree nodes)."""
     if llm := llm_common.served_llm(request, body.model):
-        (answer,) = await llm_common.translate(service, llm, body)
-        data = await service.pool.encode(lambda: answer_json(answer))
-        return StreamingResponse(iter([b"event: answer\ndata: " + data + b"\n\n"]), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # fmt: skip
+        return await _llm_stream(llm, body, service, request)
     async with service.holding(body.model) as served:  # waits for its load; translate holds it on
         return await _stream(served, body, service, request)
 
@@ -207,3 +204,30 @@ async def _events(
             gone.set()  # the decode stops before its next step
             events.close()  # and a decode waiting for room in the buffer stops now
         STREAMS.labels(outcome).inc()
+
+
+async def _llm_stream(llm: Any, body: TranslateRequest, service: ServiceDep, request: Request) -> Response:
+    """A decoder-only model's stream (docs/llm.md): a ``step`` event per step of the search
+    (:class:`attnscope.llm.common.StepEvents`, the shape of an encoder-decoder's), then the
+    ``answer`` ``/api/translate`` gives."""
+    encoder = llm_common.step_events(llm, body)  # 422/404 before the stream starts
+    events: StepBuffer | None = None
+
+    def on_step(found: Any) -> None:  # in the decode's thread: an attnscope.llm.search.SearchStep
+        assert events is not None and encoder is not None
+        data = orjson.dumps(encoder.event(found), option=orjson.OPT_SERIALIZE_NUMPY)
+        events.put(b"event: step\ndata: " + data + b"\n\n")
+
+    async with watch_disconnect(request) as gone:
+        events = StepBuffer(
+            asyncio.get_running_loop(), max_bytes=service.settings.stream_buffer_bytes,
+            send_timeout_s=service.settings.client_send_timeout_s, gone=gone,
+        )  # fmt: skip
+        buffer = events
+        task = asyncio.create_task(llm_common.translate(service, llm, body, on_step=on_step if encoder else None, gone=gone))
+        task.add_done_callback(lambda done: _ended(done, buffer))
+        first = await buffer.get()
+    if first == _END and task.exception() is not None:  # refused before any step: the plain JSON error
+        task.result()
+    return StreamingResponse(_events(first, buffer, task, gone, service), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # fmt: skip

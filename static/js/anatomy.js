@@ -3,7 +3,10 @@
 // the context vector they mix, with the formula of this model's score function. For the
 // Transformer also q·k and the division by √d_k (`score_scale`; a model that does not scale, an
 // imported T5, shows its scores as they are: q·k plus a position bias). The numbers come from the API's
-// `return_scores` answer (fetched once per translation).
+// `return_scores` answer (fetched once per translation). A decoder-only model's answer
+// (`llm.anatomy`, docs/llm.md) shows its own q·k after rotary and, soft-capped, cap·tanh(q·k·s/cap);
+// its row here is part of a longer causal row (instruction, first token, output so far share the
+// softmax), so the softmax column is exp(score − logsumexp of the whole row).
 import { el, role, setChildren } from "./dom.js";
 import { KIND_LABELS, axesOf } from "./matrix.js";
 import { SCORE_FORMULAS } from "./models-api.js";
@@ -19,6 +22,12 @@ function formulaFor(response, kind) {
     return kind === "encoder_self" && response.score ? (FORMULAS.additive || "").replace("s,", "h_t,").replace("W_s s", "W_s h_t") : FORMULAS.transformer;
   }
   return FORMULAS[response.score] || `score function: ${response.score}`;
+}
+
+/** The score column's heading for a decoder-only answer: the scale, and the soft-cap where the model caps. */
+function llmScoreHead(llm, divisor) {
+  const scaledDot = `q·k ÷ ${divisor.toFixed(2)}`;
+  return llm.softcap ? `${llm.softcap}·tanh(${scaledDot} / ${llm.softcap}) = score` : `÷ ${divisor.toFixed(2)} = score`;
 }
 
 /**
@@ -48,6 +57,11 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
   const maxAbs = Math.max(...real.map((r) => Math.abs(r.s)), 1e-9);
   const maxExp = Math.max(...real.map((r) => r.s));
   const total = real.reduce((sum, r) => sum + Math.exp(r.s - maxExp), 0);
+  // Decoder-only: the row's own normaliser and q·k (after rotary), cut like the kind
+  const llm = details.llm?.anatomy || null;
+  const lse = llm?.logsumexp?.[kind]?.[layer]?.[head]?.[query];
+  const dots = llm?.dot?.[kind]?.[layer]?.[head]?.[query] || null;
+  const softmax = (s) => (lse !== undefined && lse !== null ? Math.exp(s - lse) : Math.exp(s - maxExp) / total);
   const queryToken = axes.rows[query];
   const where = `${KIND_LABELS[kind]}${transformer ? ` · layer ${layer + 1} · head ${head + 1}` : ""}`;
   role(root, "anatomy-title").textContent = `Step ${query + 1}: ${kind === "encoder_self" ? "source token" : "writing"} «${queryToken}» — ${where}`;
@@ -59,10 +73,10 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
       "tr",
       { class: masked ? "masked" : "", dataset: { key: String(i), score: masked ? "" : String(s), weight: String(w) } },
       el("th", { scope: "row", class: "tok" }, axes.cols[i]),
-      scaled ? el("td", { class: "num" }, masked ? "–" : (s * root2).toFixed(2)) : null,
+      scaled ? el("td", { class: "num" }, masked ? "–" : (dots ? dots[i] : s * root2).toFixed(2)) : null,
       el("td", { class: "num" }, fmt(s, 3)),
       el("td", { class: "bar-cell signed" }, el("span", { class: "axis" }), scoreBar),
-      el("td", { class: "num" }, masked ? "–" : (Math.exp(s - maxExp) / total).toFixed(4)),
+      el("td", { class: "num" }, masked ? "–" : softmax(s).toFixed(4)),
       el("td", { class: "bar-cell" }, el("span", { class: "bar weight", style: { width: `${100 * w}%` } })),
       sizes ? el("td", { class: "num", dataset: { size: String(sizes[i]) } }, masked ? "–" : sizes[i].toFixed(2)) : null,
       sizes ? el("td", { class: "bar-cell" }, el("span", { class: "bar size", style: { width: `${(100 * sizes[i]) / maxSize}%` } })) : null,
@@ -82,7 +96,7 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
         {},
         el("th", { scope: "col" }, keyName),
         scaled ? el("th", { scope: "col", title: "the dot product of this head's query and key" }, "q · k") : null,
-        el("th", { scope: "col" }, scaled ? `÷ √${dk} = score` : "score"),
+        el("th", { scope: "col" }, llm ? llmScoreHead(llm, root2) : scaled ? `÷ √${dk} = score` : "score"),
         el("th", { scope: "col" }, "① raw score"),
         el("th", { scope: "col" }, "softmax"),
         el("th", { scope: "col" }, "② weight α"),
@@ -99,6 +113,10 @@ export function renderAnatomy(root, details, { kind, layer, head, query, sourceL
       : el("li", {}, el("strong", {}, "Score"), " every key against the query: ", el("code", {}, formulaFor(details, kind)),
         transformer ? ` (d_k = ${dk}, √d_k = ${root2.toFixed(2)})` : ""),
     el("li", {}, el("strong", {}, "Softmax"), ` turns the scores into weights that sum to one: αᵢ = exp(scoreᵢ) / Σⱼ exp(scoreⱼ)${real.length < scores.length ? "; masked keys get zero" : ""}.`),
+    llm && lse !== undefined
+      ? el("li", { dataset: { llmRow: "" } }, el("strong", {}, "Part of a longer row:"),
+        ` in a decoder-only model this query attends to the whole prompt and the output so far; the softmax runs over all of it, so the weights shown sum to ${weights.reduce((a, w) => a + w, 0).toFixed(3)} (the rest goes to the instruction, the first token and the output).`)
+      : null,
     kind === "cross"
       ? el("li", {}, el("strong", {}, "Weighted sum"), " of the ", transformer ? "values" : "encoder states", ": c = Σᵢ αᵢ ", transformer ? "vᵢ" : "hᵢ", ", the context vector below.")
       : null,

@@ -57,7 +57,7 @@ def test_the_page_shows_target_by_source_then_the_full_matrix(server: str, tmp_p
 
 def test_the_explorer_translates_with_an_llm_and_draws_rollout(server: str) -> None:
     """The common explorer (/) with a decoder-only model: the cross heatmap has one column per
-    source token of the prompt, ALTI+ is switched off, rollout draws."""
+    source token of the prompt, every method is on, rollout and ALTI+ draw."""
     from playwright.sync_api import sync_playwright
 
     def drive() -> None:
@@ -80,9 +80,11 @@ def test_the_explorer_translates_with_an_llm_and_draws_rollout(server: str) -> N
             buttons = page.evaluate("() => Object.fromEntries([...document.querySelectorAll('button')]"
                                     ".filter(b => /^(norm|rollout|value zeroing|ALTI\\+)$/.test(b.textContent.trim()))"
                                     ".map(b => [b.textContent.trim(), b.disabled]))")  # fmt: skip
-            assert buttons == {"norm": False, "rollout": False, "value zeroing": False, "ALTI+": True}, buttons
+            assert buttons == {"norm": False, "rollout": False, "value zeroing": False, "ALTI+": False}, buttons
             page.click("button:has-text('rollout')")
             page.wait_for_function("() => document.querySelector('#explorer-card').textContent.includes('showing rollout')", timeout=60_000)
+            page.click("button:has-text('ALTI+')")
+            page.wait_for_function("() => document.querySelector('#explorer-card').textContent.includes('showing ALTI')", timeout=60_000)
             assert page.is_hidden("#error") and not errors, (page.inner_text("#error"), errors)
             assert len(answer["source_tokens"]) == answer["llm"]["source_span"][1] - answer["llm"]["source_span"][0]
             browser.close()

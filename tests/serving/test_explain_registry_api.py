@@ -36,10 +36,10 @@ def test_the_catalog_lists_the_shipped_methods_with_papers_and_families(client: 
     assert by_name["alti"]["label"] == "ALTI+" and by_name["alti"]["url"].startswith("https://")
     norm = by_name["norm"]["families"]
     assert norm == {"rnn": None, "self_attentive_rnn": None, "transformer": None, "decoder_only": None}
-    # Decoder-only LLMs: rollout, norm and value zeroing run; ALTI says why not (docs/llm.md)
+    # Decoder-only LLMs: every method runs (docs/llm.md)
     assert by_name["rollout"]["families"]["decoder_only"] is None
     assert by_name["value_zeroing"]["families"]["decoder_only"] is None
-    assert "RMSNorm" in by_name["alti"]["families"]["decoder_only"]
+    assert by_name["alti"]["families"]["decoder_only"] is None
     assert "residual" in by_name["rollout"]["families"]["rnn"]
     assert by_name["norm"]["fields"] == ["norm", "norm_values"] and by_name["norm"]["draw"]["per"] == "head"
     assert by_name["alti"]["draw"]["parts"] == {"cross": "source", "decoder_self": "target", "encoder_self": "encoder"}

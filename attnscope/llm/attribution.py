@@ -1,0 +1,88 @@
+"""Gradient attribution of a decoder-only model's output to the source inside its prompt, as
+:mod:`attnscope.attribution` attributes an encoder-decoder's output to its source.
+
+The function attributed is ``f_t = log p(y_t | prompt, y_<t)``, teacher-forced over the prompt
+and the output; the input attributed is the embeddings ``x`` (S, D) of the prompt's *source*
+tokens (the span ``[s0, s1)``): the instruction, the chat markup and the output so far keep their
+own embeddings and are not attributed (so the rows read like the ``cross`` kind, output ×
+source). The embeddings are the embedding table's rows, before Gemma's ``√d`` scale and before
+GPT-2's learned positions (both applied after, inside the model).
+
+- input × gradient: ``a[t, s] = Σ_d x[s, d] · ∂f_t/∂x[s, d]``;
+- integrated gradients from the baseline in which the source embeddings are 0 (the rest of the
+  prompt unchanged), the straight path ``α·x``, trapezoid rule over ``steps`` intervals; they
+  satisfy completeness, ``Σ_s a[t, s] ≈ f_t(x) − f_t(baseline)``.
+
+The result is an :class:`attnscope.attribution.Attribution`, so the encoder-decoders'
+normalisation and per-head rank correlations apply unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from attnscope.attribution import Attribution, ig_path
+from attnscope.decoding.output import DecodeStopped
+from attnscope.nn.decoder_only import DecoderOnlyLM
+
+
+def attribute_llm(
+    model: DecoderOnlyLM, prompt: list[int], span: tuple[int, int], target: list[int], *, steps: int = 16,
+    should_stop: Callable[[], bool] | None = None,
+) -> Attribution:  # fmt: skip
+    """Attributions (T, S) of the ``target`` ids (the output, its stop token included) after
+    ``prompt`` to the prompt's source tokens ``span``; ``should_stop`` is asked before each
+    target token's backward pass (True raises :class:`~attnscope.decoding.DecodeStopped`)."""
+    if steps < 1:
+        raise ValueError("integrated gradients need at least one step")
+    if not target:
+        raise ValueError("the target has no tokens")
+    with torch.inference_mode(False), torch.enable_grad():
+        return _attribute(model, prompt, span, target, steps, should_stop or (lambda: False))
+
+
+def _attribute(
+    model: DecoderOnlyLM, prompt: list[int], span: tuple[int, int], target: list[int], steps: int,
+    should_stop: Callable[[], bool],
+) -> Attribution:  # fmt: skip
+    s0, s1 = span
+    ids = [*prompt, *target][:-1]
+    alphas, batch, weights = ig_path(ids, steps, model.device)  # (m+1,), (m+1, n), (m+1,)
+    store: dict[str, Tensor] = {}
+
+    def scaled(_module: nn.Module, inputs: tuple[Tensor, ...], output: Tensor) -> Tensor | None:
+        if inputs[0] is not batch:
+            return None
+        x = output.detach()[:, s0:s1]  # (m+1, S, D) the source's embeddings
+        z = (x * alphas.view(-1, 1, 1)).requires_grad_(True)  # the path points αx
+        store["x"], store["z"] = x, z
+        return torch.cat([output.detach()[:, :s0], z, output.detach()[:, s1:]], dim=1)
+
+    was_training = model.training
+    model.eval()
+    handle = model.embed.register_forward_hook(scaled)
+    try:
+        logits = model(batch).logits.float()[:, len(prompt) - 1 :]  # (m+1, T, V)
+        wanted = torch.tensor(target, device=model.device)[None, :, None].expand(logits.size(0), -1, 1)
+        f = torch.log_softmax(logits, -1).gather(-1, wanted)[..., 0]  # (m+1, T)
+        x, z = store["x"], store["z"]
+        rows_ig, rows_ixg = [], []
+        for t in range(f.size(1)):
+            if should_stop():
+                raise DecodeStopped
+            (grad,) = torch.autograd.grad(f[:, t].sum(), z, retain_graph=t + 1 < f.size(1))  # ∇f(αx)
+            integrand = (grad * x).sum(-1)  # (m+1, S)
+            rows_ig.append((weights[:, None] * integrand).sum(0))
+            rows_ixg.append(integrand[-1])
+    finally:
+        handle.remove()
+        model.train(was_training)
+    return Attribution(
+        input_x_gradient=torch.stack(rows_ixg).detach(),
+        integrated_gradients=torch.stack(rows_ig).detach(),
+        f=f[-1].detach(),
+        f_baseline=f[0].detach(),
+    )
