@@ -8,7 +8,9 @@
 ``attnscope evaluate`` does), on the CPU with one torch thread, and saves per model the BLEU of
 these translations (both conventions), their chrF (sacreBLEU ``CHRF()``: chrF2, character
 6-grams, cased) and the translations themselves. ``write`` adds ``chrf`` to each card, keyed by
-split as ``evaluate`` writes it, plus ``chrf_run`` saying how it was measured. The card's BLEU is
+split as ``evaluate`` writes it, plus ``chrf_run`` saying how it was measured (and for which
+splits: ``evaluate --update-card`` takes a split off it when it writes that split's BLEU and chrF
+from one run). The card's BLEU is
 never overwritten: where this run's BLEU differs from it (another device's arithmetic can flip a
 beam decision), ``chrf[split]["bleu_same_run"]`` records this run's, so both are kept. The card
 keeps its key order (``chrf`` goes right after ``bleu``) and is written as ``write_card`` writes.
@@ -77,7 +79,7 @@ def merged(card: dict[str, Any], result: dict[str, Any], measured_on: str) -> di
                 "was measured; where the BLEU of these translations differs, chrf[split].bleu_same_run has it",
         "beam_size": result["beam_size"], "length_penalty": result["length_penalty"],
         "coverage_penalty": result["coverage_penalty"], "device": "CPU, 1 torch thread",
-        "measured_on": measured_on, "script": "scripts/card_chrf.py",
+        "measured_on": measured_on, "script": "scripts/card_chrf.py", "splits": list(chrf),
     }  # fmt: skip
     out: dict[str, Any] = {}
     for key, value in card.items():
