@@ -374,7 +374,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         align_dir=args.align_dir,
     )
     card = train(model_config, train_config, run)
-    logging.getLogger("attnscope").info("wrote %s: %s", out, json.dumps(card.get("bleu", {}), indent=None))
+    scores = {"bleu": card.get("bleu", {}), "chrf": card.get("chrf", {})}
+    logging.getLogger("attnscope").info("wrote %s: %s", out, json.dumps(scores, indent=None))
     return 0
 
 
@@ -470,11 +471,27 @@ def _evaluate_bleu(
             loaded.card.get("length_penalty", result["length_penalty"]),
             loaded.card.get("coverage_penalty", 0.0),
         )
-        if decoding_was == (args.beam, result["length_penalty"], result["coverage_penalty"]):
+        same_decoding = decoding_was == (args.beam, result["length_penalty"], result["coverage_penalty"])
+        if same_decoding:
             for key in ("bleu", "chrf", "bleu_by_length", "attention_entropy"):  # keep the splits not evaluated
                 card[key] = {**loaded.card.get(key, {}), **result[key]}
+        _retire_chrf_run(card, set(result["chrf"]) if same_decoding else None)
         write_card(loaded.path, card)
     return 0
+
+
+def _retire_chrf_run(card: dict[str, Any], rewritten: set[str] | None) -> None:
+    """``chrf_run`` (scripts/card_chrf.py: chrF added beside an older BLEU) describes only the splits
+    this evaluation did not rewrite: the splits in ``rewritten`` come off it, and it goes once none
+    is left (``rewritten`` None: the card's BLEU and chrF were replaced whole)."""
+    run = card.get("chrf_run")
+    if not isinstance(run, dict):
+        return
+    left = [] if rewritten is None else [s for s in run.get("splits", []) if s not in rewritten]
+    if left:
+        card["chrf_run"] = {**run, "splits": left}
+    else:
+        del card["chrf_run"]
 
 
 def cmd_align_corpus(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ and the Transformer change more than the score and stay out. The no-attention ba
 (``score == "none"``) is the floor every other row is measured against.
 
 Numbers come from the cards: BLEU (test2016, beam 5, lowercased 13a, and on sources of 21+ words),
+chrF (sacreBLEU's chrF2, cased, on the same translations),
 the mean cross-attention entropy (teacher-forced on test2016), training time, and, where the card
 has one, the word-alignment F1 of the model's one head (card key ``alignment``). The number of
 parameters the score function itself adds is counted on the real score module built from the
@@ -44,6 +45,11 @@ def _bleu(card: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def _chrf(card: dict[str, Any]) -> float | None:
+    value = ((card.get("chrf") or {}).get(SPLIT) or {}).get("score")
+    return float(value) if isinstance(value, int | float) else None
+
+
 def _long_bleu(card: dict[str, Any]) -> tuple[float | None, int | None]:
     for row in (card.get("bleu_by_length") or {}).get(SPLIT) or []:
         if row.get("bucket") == LONG_BUCKET:
@@ -74,7 +80,7 @@ def _pair(card: dict[str, Any]) -> str:
 def score_rows(cards: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (language pair, score function) of the plain RNN models in ``cards``, in the
     classic table's order with the floor (no attention) last. A pair with two models of one score
-    keeps the first by id. ``delta_bleu``/``delta_long`` are against the pair's floor, when present."""
+    keeps the first by id. ``delta_bleu``/``delta_chrf``/``delta_long`` are against the pair's floor, when present."""
     chosen: dict[tuple[str, str], dict[str, Any]] = {}
     for card in sorted(cards, key=lambda c: str(c.get("id"))):
         if card.get("architecture") == "rnn" and card.get("score") in SCORES and not card.get("error"):
@@ -89,7 +95,7 @@ def score_rows(cards: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             "model": card["id"], "score": score, "floor": score == "none",
             "formula": info.formula, "parameters_formula": info.parameters, "reading": info.reading,
             "score_parameters": score_parameter_count(card), "parameters": card.get("parameters"),
-            "bleu": _bleu(card), "bleu_long": long_bleu, "long_sentences": long_sentences,
+            "bleu": _bleu(card), "chrf": _chrf(card), "bleu_long": long_bleu, "long_sentences": long_sentences,
             "entropy": entropy.get("mean"), "entropy_normalized": entropy.get("normalized"),
             "train_time_s": (card.get("training") or {}).get("time_s"),
             "epochs": (card.get("training") or {}).get("epochs"),
@@ -100,6 +106,7 @@ def score_rows(cards: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         floor = floors.get(row["pair"]) or {}
         row["delta_bleu"] = _difference(row["bleu"], floor.get("bleu"))
+        row["delta_chrf"] = _difference(row["chrf"], floor.get("chrf"))
         row["delta_long"] = _difference(row["bleu_long"], floor.get("bleu_long"))
     return rows
 

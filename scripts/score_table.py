@@ -32,10 +32,10 @@ def markdown(models_dir: Path) -> str:
     out = []
     for pair in dict.fromkeys(r["pair"] for r in rows):
         out += [
-            f"**{pair.replace('-', '→')}** (test2016, beam 5, lowercased BLEU; in brackets: the difference to no attention)",
+            f"**{pair.replace('-', '→')}** (test2016, beam 5, lowercased BLEU and cased chrF2 of the same translations; in brackets: the difference to no attention)",
             "",
-            "| score | score(s, h_i) | params | BLEU | BLEU 21+ words | entropy (nats) | training | align F1 | what the numbers show |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+            "| score | score(s, h_i) | params | BLEU | chrF | BLEU 21+ words | entropy (nats) | training | align F1 | what the numbers show |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
         for r in (r for r in rows if r["pair"] == pair):
             floor = r["floor"]
@@ -45,6 +45,7 @@ def markdown(models_dir: Path) -> str:
             out.append(
                 f"| `{r['score']}` | {r['formula'] if not floor else '—'} | {params} "
                 f"| {cell(r['bleu'], delta=None if floor else r['delta_bleu'])} "
+                f"| {cell(r['chrf'], delta=None if floor else r['delta_chrf'])} "
                 f"| {cell(r['bleu_long'], delta=None if floor else r['delta_long'])} "
                 f"| {cell(r['entropy'])} | {time} | {cell(r['alignment_f1'])} | {r['reading']}{note} |"
             )

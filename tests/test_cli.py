@@ -187,6 +187,7 @@ def test_evaluate_prints_json(
         result["bleu"]["test2016"]
     )
     assert sum(r["sentences"] for r in result["bleu_by_length"]["test2016"]) == len(TINY_PAIRS)
+    assert list(result["chrf"]) == ["test2016"] and "nc:6|nw:0" in result["chrf"]["test2016"]["signature"]
 
 
 def test_evaluate_update_card_keeps_the_other_splits(
@@ -194,6 +195,10 @@ def test_evaluate_update_card_keeps_the_other_splits(
 ) -> None:
     folder = shutil.copytree(trained, tmp_path / "model")
     before = json.loads((folder / "card.json").read_text())
+    # as scripts/card_chrf.py leaves a card: chrF beside an older BLEU, which one split's run differed from
+    before["chrf"]["test2017"]["bleu_same_run"] = {"cased": 1.0, "lowercase_13a": 1.0}
+    before["chrf_run"] = {"script": "scripts/card_chrf.py", "splits": ["test2016", "test2017"]}
+    (folder / "card.json").write_text(json.dumps(before))
     beam = str(before["beam_size"])
     args = [
         "evaluate",
@@ -210,6 +215,9 @@ def test_evaluate_update_card_keeps_the_other_splits(
     after = json.loads((folder / "card.json").read_text())
     assert after["bleu"] == before["bleu"]  # same model, same beam: the same numbers, none lost
     assert after["bleu_by_length"] == before["bleu_by_length"]
+    # test2017's BLEU and chrF now come from one run: it leaves chrf_run, test2016 stays on it
+    assert set(after["chrf"]["test2017"]) == {"score", "signature"} and after["chrf"]["test2016"] == before["chrf"]["test2016"]
+    assert after["chrf_run"] == {"script": "scripts/card_chrf.py", "splits": ["test2016"]}
 
 
 def test_evaluate_attention_only_adds_the_entropy_and_keeps_the_rest(

@@ -25,6 +25,7 @@ def card(model_id: str, score: str | None, bleu: float | None, *, architecture: 
     }  # fmt: skip
     if bleu is not None:
         out["bleu"] = {"test2016": {"lowercase_13a": bleu, "cased": bleu - 1}}
+        out["chrf"] = {"test2016": {"score": bleu + 25, "signature": "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no"}}
         out["bleu_by_length"] = {"test2016": [{"bucket": "1-8", "sentences": 5, "bleu": bleu + 5}, {"bucket": "21+", "sentences": 2, "bleu": bleu - 10}]}
         out["attention_entropy"] = {"test2016": {"mean": 1.5, "normalized": 0.5, "rows": 10}}
     return {**out, **extra}
@@ -47,6 +48,7 @@ def test_rows_are_the_plain_rnns_in_table_order_with_the_floor_last() -> None:
     additive, general, floor, fr = rows
     assert floor["floor"] and not additive["floor"]
     assert (additive["delta_bleu"], additive["delta_long"]) == (14.5, 14.5)
+    assert (additive["chrf"], additive["delta_chrf"], floor["chrf"]) == (59.5, 14.5, 45.0)
     assert fr["delta_bleu"] is None  # no en-fr floor
     assert general["alignment_f1"] == 0.42 and additive["alignment_f1"] is None
     assert additive["note"] == "short run" and additive["bleu_long"] == 24.5 and additive["long_sentences"] == 2
@@ -57,6 +59,7 @@ def test_rows_are_the_plain_rnns_in_table_order_with_the_floor_last() -> None:
 def test_a_partial_card_gives_empty_cells_not_errors() -> None:
     (row,) = score_rows([{"id": "m", "architecture": "rnn", "score": "cosine"}])
     assert row["bleu"] is row["bleu_long"] is row["entropy"] is row["score_parameters"] is row["delta_bleu"] is None
+    assert row["chrf"] is row["delta_chrf"] is None
 
 
 @pytest.mark.parametrize("score", SCORES)
@@ -79,9 +82,9 @@ def test_every_score_function_is_shipped_for_en_de() -> None:
 @pytest.mark.parametrize("folder", RNN_FOLDERS, ids=lambda p: p.name)
 def test_each_shipped_rnn_card_has_what_the_table_reads(folder: Path) -> None:
     (row,) = score_rows([read_card(folder)[0]])
-    for key in ("bleu", "bleu_long", "score_parameters", "train_time_s", "bleu_by_length"):
+    for key in ("bleu", "chrf", "bleu_long", "score_parameters", "train_time_s", "bleu_by_length"):
         assert row[key] is not None, key
-    assert 0 < row["bleu"] < 100 and row["long_sentences"] > 0
+    assert 0 < row["bleu"] < row["chrf"] < 100 and row["long_sentences"] > 0
     if row["score"] == "none":
         assert row["entropy"] is None  # nothing to measure
     else:

@@ -141,6 +141,10 @@ def test_each_card_reports_test_bleu_and_bleu_by_length(
         assert [r["bucket"] for r in rows] == [bucket_name(lo, hi) for lo, hi in LENGTH_BUCKETS]
         assert sum(r["sentences"] for r in rows) == TEST_SIZES[split]
         assert all(r["bleu"] is not None for r in rows if r["sentences"])
+        chrf = card["chrf"][split]  # sacreBLEU's chrF2 of the same decoding, beside the BLEU
+        assert bleu["cased"] < chrf["score"] < 100 and "case:mixed|eff:yes|nc:6|nw:0" in chrf["signature"]
+        ran = chrf.get("bleu_same_run")  # scripts/card_chrf.py: these translations' BLEU, where not the card's
+        assert ran is None or (ran != {k: bleu[k] for k in ran} and all(abs(ran[k] - bleu[k]) < 0.1 for k in ran))
 
 
 def test_the_no_attention_baseline_is_below_every_en_de_attention_model(

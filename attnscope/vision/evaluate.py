@@ -1,4 +1,4 @@
-"""Metrics of the vision models: accuracy (after each glimpse for the RAM), caption BLEU and
+"""Metrics of the vision models: accuracy (after each glimpse for the RAM), caption BLEU, chrF and
 exact match, and the share of each class word's attention that falls in its item's cell."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 
 from attnscope.vision.baseline import FullImageCNN
@@ -58,7 +58,8 @@ def attention_in_cells(attention: Tensor, cells: list[int | None], overlap: Tens
 
 @torch.no_grad()
 def caption_metrics(model: Captioner, scenes: Scenes, *, beam_size: int = 1, batch: int = 200) -> dict[str, Any]:
-    """BLEU (sacreBLEU on the space-separated words, tokenize none), exact match, the share of
+    """BLEU (sacreBLEU on the space-separated words, tokenize none), chrF (sacreBLEU's chrF2 of the
+    same captions), exact match, the share of
     scenes whose caption names every item (``names_every_item``: each item's cell is named by
     one of its class words, order and relations aside), and attention in the named item's cell: ``attention_in_cell`` on the generated captions (words that name
     an item in the scene), ``attention_in_cell_reference`` under teacher forcing on the
@@ -94,10 +95,14 @@ def caption_metrics(model: Captioner, scenes: Scenes, *, beam_size: int = 1, bat
     model.train(was_training)
     metric = BLEU(tokenize="none")
     bleu = metric.corpus_score(hypotheses, [scenes.captions])
+    chrf_metric = CHRF()
+    chrf = chrf_metric.corpus_score(hypotheses, [scenes.captions])
     exact = sum(h == r for h, r in zip(hypotheses, scenes.captions, strict=True)) / len(hypotheses)
     return {
         "bleu": round(bleu.score, 2),
         "bleu_signature": str(metric.get_signature()),
+        "chrf": round(chrf.score, 2),
+        "chrf_signature": str(chrf_metric.get_signature()),
         "exact_match": exact,
         "names_every_item": names_all / len(hypotheses),
         "attention_in_cell": sum(shares) / len(shares) if shares else None,

@@ -65,9 +65,15 @@ export function describeArchitecture(model) {
   return model.score ? `${arch}, ${SCORES[model.score] || model.score} attention` : arch;
 }
 
+/** The card's chrF on the set a headline BLEU came from (" · chrF 58.4"), or "" without one. */
+export function chrfBeside(model, bleu) {
+  const score = bleu ? model?.chrf?.[bleu.set]?.score : undefined;
+  return typeof score === "number" ? ` · chrF ${score.toFixed(1)}` : "";
+}
+
 export function optionLabel(model) {
   const bleu = bleuOf(model);
-  return `${describeArchitecture(model)} · ${bleu ? `${bleu.kind ? `${bleu.kind} ` : ""}BLEU ${bleu.value.toFixed(1)}` : "no BLEU yet"} (${model.id})${stateNote(model)}`;
+  return `${describeArchitecture(model)} · ${bleu ? `${bleu.kind ? `${bleu.kind} ` : ""}BLEU ${bleu.value.toFixed(1)}${chrfBeside(model, bleu)}` : "no BLEU yet"} (${model.id})${stateNote(model)}`;
 }
 
 /** " · not loaded" / " · loading…" for a model the server keeps unloaded (ATTNSCOPE_MAX_LOADED_MODELS); "" when loaded. */
@@ -83,7 +89,7 @@ export function infoLine(model) {
     model.layers > 1 || model.heads > 1 ? `${model.layers} layers × ${model.heads} heads` : null,
     `${formatCount(model.parameters)} parameters`,
     bleu ? `BLEU ${bleu.value.toFixed(1)}${bleu.set ? ` on ${bleu.set}` : ""} (sacreBLEU${bleu.kind ? `, ${bleu.kind}` : ""})` : "BLEU not measured",
-    bleu && typeof model.chrf?.[bleu.set]?.score === "number" ? `chrF ${model.chrf[bleu.set].score.toFixed(1)}` : null,
+    chrfBeside(model, bleu).slice(3) || null,
     model.device ? `on ${model.device}` : null,
   ];
   return parts.filter(Boolean).join(" · ");

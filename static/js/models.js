@@ -142,6 +142,14 @@ function importedFacts(card) {
     rows.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
 }
 
+/** A card's chrF of one set; "†" where the translations it scored had another BLEU than the
+ * card's (scripts/card_chrf.py keeps both: the card's BLEU was decoded on another device). */
+function chrfCell(chrf) {
+  const other = chrf?.bleu_same_run;
+  const note = other ? `\nBLEU of the translations this chrF scored: cased ${num(other.cased, 2)}, lowercase ${num(other.lowercase_13a, 2)} (the BLEU columns were decoded on another device)` : "";
+  return el("td", { title: `${chrf?.signature || ""}${note}`, dataset: { metric: "chrf" } }, `${num(chrf?.score)}${other ? " †" : ""}`);
+}
+
 function bleuTable(card) {
   const bleu = card.bleu;
   if (!bleu || typeof bleu !== "object" || !Object.keys(bleu).length) {
@@ -161,7 +169,7 @@ function bleuTable(card) {
           el("td", {}, SETS[set] || set),
           el("td", { title: s?.signature_cased || "" }, num(s?.cased)),
           el("td", { title: s?.signature_lowercase || "" }, num(s?.lowercase_13a)),
-          el("td", { title: card.chrf?.[set]?.signature || "", dataset: { metric: "chrf" } }, num(card.chrf?.[set]?.score)),
+          chrfCell(card.chrf?.[set]),
         ),
       ),
     ),

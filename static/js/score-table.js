@@ -50,6 +50,7 @@ function scoreRow(row) {
     // data-label: the column's name, shown beside each number where a phone reflows the table
     el("td", { class: "num", title: row.parameters_formula, dataset: { label: "Params" } }, params),
     withDelta(row.bleu, row.delta_bleu, row.floor, "BLEU"),
+    withDelta(row.chrf, row.delta_chrf, row.floor, "chrF"),
     withDelta(row.bleu_long, row.delta_long, row.floor, "BLEU 21+"),
     el("td", { class: "num", title: entropyTitle, dataset: { label: "Entropy" } }, num(row.entropy, 2)),
     el("td", { class: "num", dataset: { label: "Training" } }, time),
@@ -64,6 +65,7 @@ function table(rows) {
   const head = [
     ["Score", ""], ["score(s, hᵢ)", "s: decoder state (query), hᵢ: encoder state (key)"],
     ["Params", "parameters of the score function itself"], ["BLEU", "test2016, beam 5, lowercased 13a; below: difference to no attention"],
+    ["chrF", "test2016, the same translations: sacreBLEU chrF2 (character 6-grams, cased), which credits partly right words; below: difference to no attention"],
     ["BLEU 21+", `test2016 sentences of 21 or more words${long ? ` (${long} sentences)` : ""}`],
     ["Entropy", "mean entropy of the attention rows in nats (teacher-forced on test2016): low is peaked, log(source length) is uniform"],
     ["Training", "training time and epochs"], ["Align F1", "word-alignment F1 against reference links, when measured"],

@@ -262,7 +262,9 @@ function testSummary(m) {
   const t = m.test || {};
   if (m.task === "caption") {
     const cell = t.attention_in_cell_reference;
-    return `BLEU ${t.bleu ?? "–"} · exact match ${pct(t.exact_match)} · attention in the named cell ${cell === undefined || cell === null ? "–" : pct(cell)}`;
+    // chrF added after training scored captions decoded again, whose own BLEU the card keeps beside
+    const again = t.chrf_run && typeof t.chrf_run.bleu === "number" ? ` (captions decoded again: BLEU ${t.chrf_run.bleu})` : "";
+    return `BLEU ${t.bleu ?? "–"} · chrF ${t.chrf ?? "–"}${again} · exact match ${pct(t.exact_match)} · attention in the named cell ${cell === undefined || cell === null ? "–" : pct(cell)}`;
   }
   const glimpses = Array.isArray(t.by_glimpse) ? ` (after glimpse 1: ${pct(t.by_glimpse[0])})` : "";
   return `accuracy ${pct(t.accuracy)}${glimpses}`;

@@ -139,25 +139,31 @@ def test_models_page_counts_heads_from_1_and_says_so(page: Page, server_url: str
 
 
 def test_the_picker_and_the_models_page_give_the_same_bleu(page: Page, server_url: str) -> None:
-    """One BLEU (lowercased) in the Translate picker, the Compare panels and the Models page."""
+    """One BLEU (lowercased) in the Translate picker, the Compare panels and the Models page, and
+    the card's chrF beside it in each."""
     page.goto(f"{server_url}/models")
     page.wait_for_selector("body[data-ready=true]")
     expect(page.locator("#conventions")).to_contain_text("lowercased")
-    card_lower = page.locator("#model-en-de-transformer .bleu-table tbody tr").first.locator("td").nth(2).inner_text()
+    first_set = page.locator("#model-en-de-transformer .bleu-table tbody tr").first
+    card_lower, card_chrf = first_set.locator("td").nth(2).inner_text(), first_set.locator("td").nth(3).inner_text()
+    assert card_chrf != "–"  # the enriched cards have chrF
     rows = json.loads(page.locator("#score-rows-data").text_content() or "[]")
     additive = next(r for r in rows if r["model"] == "en-de-rnn-additive")
     page.goto(f"{server_url}/?text=")
     page.wait_for_selector("body[data-ready=true]")
     label = page.locator("#model option[value=en-de-transformer]").inner_text()
-    assert f"lowercased BLEU {card_lower}" in label
-    assert f"lowercased BLEU {additive['bleu']:.1f}" in page.locator("#model option[value=en-de-rnn-additive]").inner_text()
+    assert f"lowercased BLEU {card_lower} · chrF {card_chrf}" in label
+    additive_label = page.locator("#model option[value=en-de-rnn-additive]").inner_text()
+    assert f"lowercased BLEU {additive['bleu']:.1f} · chrF {additive['chrf']:.1f}" in additive_label
+    page.select_option("#model", "en-de-transformer")
+    expect(page.locator("#model-info")).to_contain_text(f"BLEU {card_lower} on test2016 (sacreBLEU, lowercased) · chrF {card_chrf}")
 
 
 def test_a_phone_reflows_the_score_table_so_bleu_is_on_screen(page: Page, server_url: str, shoot) -> None:  # type: ignore[no-untyped-def]
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{server_url}/models")
     page.wait_for_selector("#score-functions[data-ready=true]")
-    for label in ("BLEU", "BLEU 21+"):
+    for label in ("BLEU", "chrF", "BLEU 21+"):
         cells = page.locator(f".score-table td[data-label='{label}']")
         assert cells.count() >= 2
         for cell in cells.all():

@@ -4,6 +4,7 @@ tiny model and a tiny gold file) beside the published lines, cited as such, and 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +29,9 @@ def gold_server(tiny_models_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     (gold / "alignment.talp").write_text("1-1 2-2 3-3 4-5 4p4 5-6\n1-1 2-2 3-3 4-4\n", encoding="utf-8")
     loaded = load_model_folder(folder)
     result = evaluate_gold(loaded, gold, name="tiny-gold", methods=False, progress=False)
-    bleu = {"test2016": {"cased": 30.0, "lowercase_13a": 31.0}}
-    chrf = {"test2016": {"score": 57.25, "signature": "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no"}}
+    bleu = {"test2016": {"cased": 30.0, "lowercase_13a": 31.0}, "test2017": {"cased": 25.0, "lowercase_13a": 26.0}}
+    chrf = {"test2016": {"score": 57.25, "signature": "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no"},
+            "test2017": {"score": 50.0, "signature": "nrefs:1", "bleu_same_run": {"cased": 25.02, "lowercase_13a": 26.0}}}
     write_card(folder, {**loaded.card, "alignment_gold": result, "bleu": bleu, "chrf": chrf})
     with running_server(root, tmp_path_factory.mktemp("server") / "server.log") as url:
         yield url, json.loads((folder / "card.json").read_text())["alignment_gold"]
@@ -60,6 +62,8 @@ def test_models_page_shows_gold_aer_beside_published_lines(browser: Browser, gol
         expect(table.locator("tr[data-kind=ours]")).to_have_count(4)
         chrf = page.locator("#model-en-de-transformer .bleu-table").first
         expect(chrf.locator("th").nth(3)).to_have_text("chrF")
-        expect(chrf.locator("td[data-metric=chrf]")).to_have_text("57.3")  # beside BLEU 30.0 / 31.0
+        expect(chrf.locator("td[data-metric=chrf]")).to_have_text(["57.3", "50.0 †"])  # beside BLEU 30.0 / 31.0
+        # scripts/card_chrf.py kept both: the card's BLEU and that of the translations chrF scored
+        expect(chrf.locator("td[data-metric=chrf]").nth(1)).to_have_attribute("title", re.compile("cased 25.02, lowercase 26.00"))
         context.close()
         assert not errors, errors

@@ -30,6 +30,8 @@ def test_one_row_per_served_score_function(page: Page, server_url: str, shoot, c
     additive = page.locator("#score-functions tr[data-score=additive]")
     expect(additive.locator("td.formula")).to_have_text("vᵀ tanh(W_s s + W_h h_i)")
     expect(additive.locator("td").nth(2)).to_have_text("21.0")  # the card's test2016 lowercased BLEU
+    expect(additive.locator("td").nth(3)).to_have_text("50.0")  # and its chrF beside it
+    expect(additive.locator("td[data-label=chrF] small.delta")).to_have_count(0)  # the floor's card has none
     expect(additive.locator("td").nth(1)).to_have_text("544")  # 2h² + 2h score parameters at h = 16
     note = additive.locator("details.row-note")
     note.locator("summary").click()

@@ -3,10 +3,21 @@ open a row in the Translate explorer; at 1400 and 390 px the page does not overf
 
 from __future__ import annotations
 
-import pytest
-from playwright.sync_api import Page, expect
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
-from attnscope.testing import TINY_PAIRS
+import httpx
+import pytest
+import uvicorn
+from playwright.sync_api import Browser, Page, expect
+
+from attnscope.config import Settings
+from attnscope.engine import testsets
+from attnscope.serving.main import create_app
+from attnscope.testing import TINY_PAIRS, free_port, until
+from attnscope.translator import Translator
 
 pytestmark = pytest.mark.browser
 
@@ -78,3 +89,101 @@ def test_two_models_with_uploaded_alignments(page: Page, server_url: str) -> Non
     page.reload()
     expect(page.locator("body")).to_have_attribute("data-ready", "true", timeout=60_000)
     assert page.locator("#ts-earlier option", has_text="en-de-rnn-additive").count() >= 1
+
+
+@pytest.fixture
+def gated_server(tiny_models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, threading.Event]]:
+    """The real app over HTTP (uvicorn on a thread of this process), whose test-set jobs score
+    their first batch and then wait for the returned gate: a job is surely still running when the
+    page reloads, with no timing involved."""
+    gate, real = threading.Event(), testsets.score_batch
+
+    def gated(translator: Translator, batch: testsets.Batch) -> list[dict[str, Any]]:
+        if batch.start > 0 and not gate.wait(120):
+            raise RuntimeError("the test never opened the gate")
+        return real(translator, batch)
+
+    monkeypatch.setattr(testsets, "score_batch", gated)
+    settings = Settings(models_dir=tiny_models_dir, testsets_dir=tmp_path / "results", device="cpu", torch_threads=1)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="gated-server", daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        until(lambda: _ready(url), "the gated server never became ready", bound_s=120)
+        yield url, gate
+    finally:
+        gate.set()
+        server.should_exit = True
+        thread.join(60)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/api/ready", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_a_reload_mid_job_follows_it_to_its_table_and_can_cancel_it(
+    browser: Browser, gated_server: tuple[str, threading.Event]
+) -> None:
+    """Issue 48: jobs survive a page reload and can be cancelled. Each job here has two batches and
+    is held after the first, so the reload always lands mid-job: the new page shows the same job's
+    progress and Cancel, then its table once it finishes; a second job, cancelled from a reloaded
+    page, ends cancelled with no table, and the server keeps no result for it."""
+    url, gate = gated_server
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    pairs = TINY_PAIRS * 2  # 20 sentences: a batch of 16, then the held one of 4
+    status = page.locator("#ts-status")
+
+    def start_job() -> None:
+        page.goto(f"{url}/testsets")
+        expect(page.locator("body")).to_have_attribute("data-ready", "true")
+        page.select_option("#ts-model", "en-de-transformer")
+        page.select_option("#ts-split", "upload")
+        page.fill("#ts-sources", "\n".join(s for s, _ in pairs))
+        page.fill("#ts-references", "\n".join(t for _, t in pairs))
+        page.click("#ts-run")
+        expect(status).to_have_text("upload on en-de-transformer: 16 / 20 sentences · running")
+
+    def reload_mid_job() -> None:
+        page.reload()
+        expect(page.locator("body")).to_have_attribute("data-ready", "true")
+        expect(status).to_have_text("upload on en-de-transformer: 16 / 20 sentences · running")
+        expect(page.locator("#ts-cancel")).to_be_visible()
+        expect(page.locator("#ts-run")).to_be_disabled()
+        assert page.locator("#ts-progress").evaluate("p => [p.value, p.max]") == [16, 20]
+
+    try:
+        start_job()
+        reload_mid_job()
+        gate.set()
+        expect(page.locator("#ts-table tbody tr")).to_have_count(len(pairs))
+        expect(status).to_have_text("upload on en-de-transformer: 20 / 20 sentences · done")
+        assert page.evaluate("sessionStorage.getItem('attnscope-testset-job')") is None
+        finished = {j["id"] for j in httpx.get(f"{url}/api/testsets/jobs").json()["jobs"] if j["state"] == "done"}
+        assert len(finished) == 1
+
+        gate.clear()
+        start_job()
+        reload_mid_job()
+        page.click("#ts-cancel")
+        expect(status).to_contain_text("· cancelling")
+        gate.set()
+        expect(status).to_have_text("upload on en-de-transformer: 20 / 20 sentences · cancelled")
+        expect(page.locator("#ts-run")).to_be_enabled()
+        expect(page.locator("#ts-cancel")).to_be_hidden()
+        jobs = httpx.get(f"{url}/api/testsets/jobs").json()["jobs"]
+        assert sorted(j["state"] for j in jobs) == ["cancelled", "done"]
+        cancelled = next(j for j in jobs if j["state"] == "cancelled")
+        assert httpx.get(f"{url}/api/testsets/jobs/{cancelled['id']}/rows").status_code == 409
+        assert {j["id"] for j in jobs if j["state"] == "done"} == finished
+        assert not errors, errors
+    finally:
+        context.close()

@@ -130,6 +130,8 @@ def test_caption_with_per_word_attention_overlays(page: Page, server_url: str) -
     _, caption = open_vision(page, server_url)
     expect(page.locator("nav a[aria-current=page]")).to_have_text("Vision")
     expect(page.locator("nav a[href='/vision']")).to_have_count(1)
+    # the model table: a captioner's test BLEU with chrF beside it (the tiny cards' made-up numbers)
+    expect(page.locator("#vm-table tr", has_text="vision-sat-scenes")).to_contain_text("BLEU 12.5 · chrF 40.25 · exact match 10")
     tokens = caption["tokens"]
     words = page.locator("#caption-words .word")
     expect(words).to_have_count(len(tokens))

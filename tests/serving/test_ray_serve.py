@@ -21,9 +21,19 @@ import pytest
 from attnscope.cli import main
 from attnscope.config import Settings
 from attnscope.engine.service import ModelService
+from attnscope.engine.testsets import Batch, score_batch
 from attnscope.extras import MissingExtra
+from attnscope.repository import load_model_folder
 from attnscope.serving.ray_serve import build, deployment_options, import_ray, replica_health
-from attnscope.testing import REPO_ROOT, TINY_KINDS, build_tiny_models, free_port, running_server
+from attnscope.testing import (
+    REPO_ROOT,
+    TINY_KINDS,
+    TINY_PAIRS,
+    build_tiny_models,
+    free_port,
+    running_server,
+)
+from attnscope.translator import Translator
 
 REQUESTS: list[tuple[str, dict[str, Any]]] = [
     ("/api/translate", {"model": "en-de-transformer", "text": "a dog runs on the grass"}),
@@ -115,9 +125,10 @@ def ray_server(two_models: Path, tmp_path_factory: pytest.TempPathFactory) -> It
     """``serve --ray`` started here; yields its URL, every 200-or-not /api/ready answer seen while
     it started (JSON bodies of the 200s), and its processes, and checks they all end after SIGTERM."""
     port, log = free_port(), tmp_path_factory.mktemp("ray-log") / "serve.log"
+    results = {"ATTNSCOPE_TESTSETS_DIR": str(tmp_path_factory.mktemp("ray-testsets"))}  # not the shared temp folder
     command = [sys.executable, "-m", "attnscope.cli", "serve", "--ray", "--port", str(port), "--models-dir", str(two_models), "--only-models-dir", "--device", "cpu"]  # fmt: skip
     with log.open("wb") as sink:
-        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **WIDE_WINDOW})
+        process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1", **WIDE_WINDOW, **results})
     url, seen = f"http://127.0.0.1:{port}", []
     try:
         deadline = time.monotonic() + 120
@@ -187,6 +198,35 @@ def test_each_answer_through_serve_has_one_request_id(ray_server: tuple[str, lis
     assert mine.headers.get_list("x-request-id") == ["abc123"]
     theirs = httpx.post(f"{url}/api/translate", json={"model": "nope", "text": "a dog"})
     assert theirs.status_code == 404 and len(theirs.headers.get_list("x-request-id")) == 1
+
+
+def test_a_test_set_job_through_serve_runs_on_ray_and_scores_as_in_process(
+    ray_server: tuple[str, list[dict[str, Any]], set[int]], two_models: Path
+) -> None:
+    """A Test sets job posted to ``serve --ray`` over HTTP runs its batches on an actor of the
+    server's own Ray, and its rows are what the in-process scoring function gives."""
+    url = ray_server[0]
+    sources, references = [s for s, _ in TINY_PAIRS], [t for _, t in TINY_PAIRS]
+    posted = httpx.post(f"{url}/api/testsets/jobs", json={"model": "en-de-transformer", "sources": sources,
+                                                           "references": references}, timeout=30)  # fmt: skip
+    assert posted.status_code == 202, posted.text
+    assert posted.json()["on_ray"] is True
+    job: dict[str, Any] = {}
+    for _ in range(1200):  # a bound on polls, not a timing assertion
+        job = httpx.get(f"{url}/api/testsets/jobs/{posted.json()['id']}", timeout=30).json()
+        if job["state"] not in ("running", "cancelling"):
+            break
+        time.sleep(0.25)
+    assert job["state"] == "done" and job["done"] == job["total"] == len(sources), job
+    rows = httpx.get(f"{url}/api/testsets/jobs/{job['id']}/rows", timeout=30).json()["rows"]
+    translator = Translator(load_model_folder(two_models / "en-de-transformer"))
+    expected = score_batch(translator, Batch(0, sources, references, None))
+    assert [r["index"] for r in rows] == list(range(len(sources)))
+    for key in ("output", "bleu", "chrf", "flags", "source_words", "output_words"):
+        assert [r[key] for r in rows] == [r[key] for r in expected], key
+    assert [r["mean_logprob"] for r in rows] == pytest.approx([r["mean_logprob"] for r in expected], abs=1e-3)
+    listed = httpx.get(f"{url}/api/testsets/jobs", timeout=30).json()["jobs"]
+    assert [j["on_ray"] for j in listed if j["id"] == job["id"]] == [True]
 
 
 def test_builder_takes_settings_as_serve_run_args() -> None:

@@ -41,6 +41,9 @@ def test_shipped_model(name: str) -> None:
     assert card["training"]["time_s"] > 0 and card["parameters"] == loaded.num_parameters
     if loaded.kind == "captioner":
         assert card["test"]["examples"] == 2000 and 0 < card["test"]["bleu"] <= 100
+        assert card["test"]["bleu"] < card["test"]["chrf"] < 100 and "nc:6|nw:0" in card["test"]["chrf_signature"]
+        run = card["test"].get("chrf_run")  # chrF added later: the BLEU of the captions it scored beside the card's
+        assert run is None or (0 < run["bleu"] <= 100 and 0 <= run["exact_match"] <= 1)
         (ids,), (att,) = greedy(loaded.model, torch.zeros(1, 1, 84, 84))  # type: ignore[arg-type]
         assert torch.allclose(att.sum(-1), torch.ones(len(ids)))
     else:

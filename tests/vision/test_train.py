@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 from safetensors.torch import load_file
 
@@ -37,6 +38,10 @@ def test_training_writes_a_folder_that_loads_back(
     assert card["test"]["split"] == "test"
     if kind == "captioner":
         assert card["test"]["examples"] == 6 and 0 <= card["test"]["exact_match"] <= 1
+        pairs = card["test"]["samples"]  # all six: BLEU and chrF are sacreBLEU's of these captions
+        generated, references = [p["generated"] for p in pairs], [[p["reference"] for p in pairs]]
+        assert card["test"]["chrf"] == round(sacrebleu.corpus_chrf(generated, references).score, 2)
+        assert card["test"]["bleu"] == round(sacrebleu.corpus_bleu(generated, references, tokenize="none").score, 2)
         assert card["test"]["attention_in_cell"] is None or 0 <= card["test"]["attention_in_cell"] <= 1
     else:
         assert card["test"]["examples"] == 20 and 0 <= card["test"]["accuracy"] <= 1
