@@ -171,7 +171,8 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     if is_model_folder(given):
         folder = given
     elif given.exists() or len(given.parts) > 1:
-        detail = f"{given} is not a model folder (it needs config.json, model.safetensors and a tokenizer)"
+        detail = (f"{given} is not a model folder (it needs config.json, model.safetensors and a tokenizer)"
+                  if given.exists() else f"{given}: no such model folder")  # fmt: skip
         raise ModelNotFound(detail, {"detail": detail, "available": []})
     else:
         root = Path(models_dir) if models_dir is not None else Settings().models_dir
