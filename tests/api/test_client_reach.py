@@ -1,0 +1,34 @@
+"""A client that gets no HTTP answer says so in one line: no server on the port, a server that
+never answers, a URL without its scheme (the mistakes of a notebook's first cell)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+import attnscope
+
+
+def test_no_server_on_the_port_is_a_connection_error() -> None:
+    with socket.socket() as s:  # a local port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ConnectionError) as err:
+        attnscope.Client(f"http://127.0.0.1:{port}", retries=0).health()
+    assert str(err.value).startswith(f"cannot reach http://127.0.0.1:{port}/api/health (")
+    assert "attnscope serve" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_server_that_never_answers_is_a_timeout() -> None:
+    with socket.socket() as s:  # accepts the connection (backlog) but never reads or answers
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        url = "http://127.0.0.1:%d" % s.getsockname()[1]
+        with pytest.raises(TimeoutError, match=r"/api/models: no answer within 0.2 s \(Client\(url, timeout_s"):
+            attnscope.Client(url, timeout_s=0.2).models()
+
+
+def test_a_url_without_its_scheme_is_refused_at_once() -> None:
+    with pytest.raises(ValueError, match="such as http://localhost:8000; got 'localhost:8000'"):
+        attnscope.Client("localhost:8000")
