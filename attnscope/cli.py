@@ -612,24 +612,32 @@ MODEL_COMMANDS = ("evaluate", "distill", "analyze", "vision-evaluate")  # their 
 
 
 def _model_folder(value: str) -> str:
-    """A command's ``model`` argument: a folder as given, or (as ``attnscope.load`` takes it) the
-    id of a model in the model repository (``ATTNSCOPE_MODELS_DIR``, default the shipped models:
-    ``evaluate en-de-transformer`` is ``evaluate models/en-de-transformer`` in a checkout).
-    FileNotFoundError naming the folder, or the ids there are, when it is neither."""
+    """A command's ``model`` argument: a folder as given, else (as ``attnscope.load`` takes it)
+    the id of a model in the model repository (``ATTNSCOPE_MODELS_DIR``, default the shipped
+    models: ``evaluate en-de-transformer`` is ``evaluate models/en-de-transformer`` in a
+    checkout); unchanged when it is neither (the command's own error says so, :func:`_model_error`)."""
     given = Path(value).expanduser()
-    if given.exists():
+    if given.exists() or len(given.parts) > 1:
         return value
+    from attnscope.config import Settings
+
+    folder = Settings().models_dir / value
+    return str(folder) if folder.is_dir() else value
+
+
+def _model_error(value: str, err: BaseException) -> str | None:
+    """What to say instead of ``err`` when it is a missing file of a ``model`` argument that does
+    not exist: no such folder, or (a bare name) no such id either, with the ids there are."""
+    given = Path(value).expanduser()
+    if given.exists() or not isinstance(err, FileNotFoundError) or not str(err).startswith(f"{value}:"):
+        return None
     if len(given.parts) > 1:
-        raise FileNotFoundError(f"{value}: no such model folder")
+        return f"{value}: no such model folder"
     from attnscope.config import Settings
 
     root = Settings().models_dir
-    if (root / value).is_dir():
-        return str(root / value)
     ids = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
-    raise FileNotFoundError(
-        f"{value!r} is neither a model folder nor a model id in {root} (its ids: {', '.join(ids) or 'none'})"
-    )
+    return f"{value!r} is neither a model folder nor a model id in {root} (its ids: {', '.join(ids) or 'none'})"
 
 
 def _one_line(err: BaseException) -> str:
@@ -695,7 +703,8 @@ def main(argv: list[str] | None = None) -> int:
             print(download(data_dir(args.data_dir)))  # noqa: T201
             return 0
     except (ValueError, OSError, TypeError, OptionalEngineError) as err:  # OSError: a missing or unwritable path
-        print(f"attnscope {args.command}: error: {_one_line(err)}", file=sys.stderr)  # noqa: T201
+        said = _model_error(args.model, err) if args.command in MODEL_COMMANDS else None
+        print(f"attnscope {args.command}: error: {said or _one_line(err)}", file=sys.stderr)  # noqa: T201
         return 2
     except KeyboardInterrupt:
         print(f"attnscope {args.command}: interrupted", file=sys.stderr)  # noqa: T201

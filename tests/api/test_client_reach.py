@@ -24,7 +24,7 @@ def test_a_server_that_never_answers_is_a_timeout() -> None:
     with socket.socket() as s:  # accepts the connection (backlog) but never reads or answers
         s.bind(("127.0.0.1", 0))
         s.listen(1)
-        url = "http://127.0.0.1:%d" % s.getsockname()[1]
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
         with pytest.raises(TimeoutError, match=r"/api/models: no answer within 0.2 s \(Client\(url, timeout_s"):
             attnscope.Client(url, timeout_s=0.2).models()
 
