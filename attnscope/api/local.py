@@ -159,6 +159,7 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     from attnscope.repository import discover, is_model_folder
     from attnscope.vision.folders import discover as discover_vision
 
+    _check_settings(settings, Settings.model_fields)
     given = Path(name_or_folder).expanduser()
     llm = _llm_folder(given, models_dir)
     if llm is not None:  # a decoder-only model (docs/llm.md)
@@ -184,6 +185,19 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     overrides: dict[str, Any] = {"device": device} if device is not None else {}
     service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
     return LocalModel(service, folder.name)
+
+
+def _check_settings(settings: dict[str, Any], fields: Any) -> None:
+    """TypeError naming each keyword that is no server setting (``Settings`` ignores unknown
+    names, which would let ``devcie="cuda"`` pass unnoticed), with the likeliest one meant."""
+    import difflib
+
+    unknown = [name for name in settings if name not in fields]
+    if unknown:
+        named = [f"{name!r}" + "".join(f" (did you mean {m!r}?)" for m in difflib.get_close_matches(name, fields, 1))
+                 for name in unknown]  # fmt: skip
+        raise TypeError(f"load() got an unknown keyword {', '.join(named)}: the keywords past device and "
+                        "models_dir are server settings (docs/api.md, Settings)")  # fmt: skip
 
 
 def _llm_folder(given: Path, models_dir: str | Path | None) -> Path | None:

@@ -1,5 +1,6 @@
-"""A client that gets no HTTP answer says so in one line: no server on the port, a server that
-never answers, a URL without its scheme (the mistakes of a notebook's first cell)."""
+"""The mistakes of a notebook's first cell, each one line: a client that gets no HTTP answer (no
+server on the port, a server that never answers, a URL without its scheme), a misspelt keyword
+to ``attnscope.load`` (server settings are pydantic fields that would ignore it)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,10 @@ def test_a_server_that_never_answers_is_a_timeout() -> None:
 def test_a_url_without_its_scheme_is_refused_at_once() -> None:
     with pytest.raises(ValueError, match="such as http://localhost:8000; got 'localhost:8000'"):
         attnscope.Client("localhost:8000")
+
+
+def test_a_misspelt_load_keyword_is_named_before_loading() -> None:
+    with pytest.raises(TypeError, match=r"^load\(\) got an unknown keyword 'devcie' \(did you mean 'device'\?\)"):
+        attnscope.load("no-such-model", devcie="cuda")  # raised before the id is even looked up
+    with pytest.raises(TypeError, match=r"unknown keyword 'beam_size': the keywords past device"):
+        attnscope.load("no-such-model", beam_size=5)  # a request option, not a setting
