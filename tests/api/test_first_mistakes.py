@@ -5,10 +5,14 @@ to ``attnscope.load`` (server settings are pydantic fields that would ignore it)
 from __future__ import annotations
 
 import socket
+import sys
 
 import pytest
 
 import attnscope
+from attnscope.api.frames import dataset, long_frame
+from attnscope.extras import MissingExtra
+from attnscope.widget import view_widget
 
 
 def test_no_server_on_the_port_is_a_connection_error() -> None:
@@ -40,3 +44,18 @@ def test_a_misspelt_load_keyword_is_named_before_loading() -> None:
         attnscope.load("no-such-model", devcie="cuda")  # raised before the id is even looked up
     with pytest.raises(TypeError, match=r"unknown keyword 'beam_size': the keywords past device"):
         attnscope.load("no-such-model", beam_size=5)  # a request option, not a setting
+
+
+@pytest.mark.parametrize(
+    ("module", "call", "purpose"),
+    [("pandas", long_frame, "to_pandas()"), ("xarray", dataset, "to_xarray()"), ("anywidget", view_widget, "result.show()")],
+)  # fmt: skip
+def test_a_missing_notebook_package_names_the_extra(
+    module: str, call: object, purpose: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pip install attnscope`` has no pandas: the README's ``to_pandas()`` says what to install."""
+    monkeypatch.setitem(sys.modules, module, None)  # importing it now fails
+    with pytest.raises(MissingExtra, match=rf"^{purpose.replace('(', '.').replace(')', '.')} needs {module} .*: "
+                                           r"pip install 'attnscope\[notebook\]'$") as err:  # fmt: skip
+        call(None)  # type: ignore[operator]
+    assert isinstance(err.value, ImportError)  # what Python's own missing module is
