@@ -48,7 +48,9 @@ def test_unknown_family_lists_the_ones_imported(tmp_path: Path, capsys: pytest.C
 
     BertConfig(vocab_size=64, hidden_size=48, num_attention_heads=3, num_hidden_layers=1).save_pretrained(tmp_path / "bert")
     assert main(["import", str(tmp_path / "bert"), "--out", str(tmp_path / "out")]) == 2
-    assert "attnscope imports bart, m2m_100, marian, mbart, mt5, t5" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "attnscope imports bart, m2m_100, marian, mbart, mt5, t5 (encoder-decoders)" in error
+    assert "llama, mistral, qwen2, qwen3 (decoder-only LLMs)" in error  # the LLMs import too (docs/llm.md)
 
 
 def test_not_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

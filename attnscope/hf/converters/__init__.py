@@ -101,5 +101,10 @@ def converter_for(hf_config: Any) -> Converter:
         return _CONVERTERS[model_type]
     if model_type in REFUSED:
         raise ImportFailure(f"cannot import model type {model_type!r}: {REFUSED[model_type]}")
+    from attnscope.hf.llm_families import LLM_TYPES  # the decoder-only ones, imported apart (hf/llm_import.py)
+
     known = ", ".join(sorted(_CONVERTERS))
-    raise ImportFailure(f"cannot import model type {model_type!r}: attnscope imports {known}")
+    raise ImportFailure(
+        f"cannot import model type {model_type!r}: attnscope imports {known} (encoder-decoders) "
+        f"and {', '.join(sorted(LLM_TYPES))} (decoder-only LLMs)"
+    )
