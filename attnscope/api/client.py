@@ -113,7 +113,7 @@ class RemoteModel:
         return Result(self._post("translate", sent), sent, self._fetch)
 
     def translate_batch(self, texts: Sequence[str], **options: Any) -> list[Result]:
-        sent = requests.body("batch", self.id, options, texts=list(texts))
+        sent = requests.body("batch", self.id, options, texts=requests.texts_list(texts))
         shared = {k: v for k, v in sent.items() if k != "texts"}
         return [Result(a, {**shared, "text": t}, self._fetch) for a, t in zip(self._post("batch", sent), texts, strict=True)]
 

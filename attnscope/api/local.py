@@ -75,7 +75,7 @@ class LocalModel:
 
     def translate_batch(self, texts: Sequence[str], **options: Any) -> list[Result]:
         """``POST /api/translate/batch``: one result per text, decoded together."""
-        sent = requests.body("batch", self.id, options, texts=list(texts))
+        sent = requests.body("batch", self.id, options, texts=requests.texts_list(texts))
         answers = self._translate(requests.validate("batch", sent))
         shared = {k: v for k, v in sent.items() if k != "texts"}
         return [Result(a, {**shared, "text": t}, self._stored) for a, t in zip(answers, texts, strict=True)]

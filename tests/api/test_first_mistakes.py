@@ -10,7 +10,9 @@ import sys
 import pytest
 
 import attnscope
+from attnscope.api.client import RemoteModel
 from attnscope.api.frames import dataset, long_frame
+from attnscope.api.local import LocalModel
 from attnscope.extras import MissingExtra
 from attnscope.widget import view_widget
 
@@ -59,3 +61,13 @@ def test_a_missing_notebook_package_names_the_extra(
                                            r"pip install 'attnscope\[notebook\]'$") as err:  # fmt: skip
         call(None)  # type: ignore[operator]
     assert isinstance(err.value, ImportError)  # what Python's own missing module is
+
+
+
+def test_one_str_to_translate_batch_is_refused_not_split_into_characters(
+    local_models: dict[str, LocalModel],
+) -> None:
+    remote = RemoteModel(attnscope.Client("http://127.0.0.1:1"), "en-de-transformer", {})  # never reached
+    for model in (local_models["en-de-transformer"], remote):
+        with pytest.raises(TypeError, match=r"^texts: give a list of sentences, not one str \(translate\(\) takes one\)$"):
+            model.translate_batch("A dog runs.")
