@@ -158,6 +158,7 @@ def import_model(
     """Import ``source`` into the model folder ``out`` (see the module docstring)."""
     if dtype not in DTYPES:
         raise ImportFailure(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    require_transformers()  # first: a hub id would otherwise fail naming huggingface_hub, not the extra
     folder = resolve_source(source)
     from attnscope.hf.llm_import import import_llm, is_decoder_only
 

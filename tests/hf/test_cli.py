@@ -13,6 +13,7 @@ from safetensors import safe_open
 from attnscope.cli import main
 from attnscope.extras import MissingExtra
 from attnscope.hf import require_transformers
+from attnscope.hf.importer import import_model
 from attnscope.nn.config import TransformerConfig, config_to_dict
 from attnscope.repository import load_model_folder
 
@@ -62,6 +63,8 @@ def test_missing_transformers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now fails
     with pytest.raises(MissingExtra, match=r"pip install 'attnscope\[hf\]'"):
         require_transformers()
+    with pytest.raises(MissingExtra, match=r"pip install 'attnscope\[hf\]'"):  # before a hub id is fetched
+        import_model("Helsinki-NLP/opus-mt-en-de", "unused")
 
 
 def test_shipped_layout_writes_no_layout_fields() -> None:
