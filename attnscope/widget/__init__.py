@@ -142,7 +142,8 @@ def _label(result: Result) -> str:
 def view_widget(result: Result, view: str = "heatmap", other: Result | None = None, **options: Any) -> Any:
     """An anywidget drawing ``view`` of ``result`` (options: ``kind``, ``layer``, ``head``,
     ``width``, ``height``; ``step`` for the anatomy; ``other`` the result to compare with)."""
-    anywidget = require("anywidget", "notebook", purpose="result.show()")
+    require("anywidget", "notebook", purpose="result.show()")  # MissingExtra naming the extra
+    import anywidget
     import traitlets  # anywidget's own dependency
 
     class AttentionView(anywidget.AnyWidget):
