@@ -160,15 +160,14 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     from attnscope.vision.folders import discover as discover_vision
 
     _check_settings(settings, Settings.model_fields)
+    overrides: dict[str, Any] = {"device": device} if device is not None else {}
     given = Path(name_or_folder).expanduser()
     llm = _llm_folder(given, models_dir)
     if llm is not None:  # a decoder-only model (docs/llm.md)
-        overrides = {"device": device} if device is not None else {}
         return load_llm(llm, Settings(models_dir=llm.parent, **overrides, **settings))
     vision = _vision_folder(given, models_dir)
     if vision is not None:  # a vision model (docs/vision.md)
-        chosen: dict[str, Any] = {"device": device} if device is not None else {}
-        return LocalVisionModel(vision, Settings(models_dir=vision.parent, **chosen, **settings))
+        return LocalVisionModel(vision, Settings(models_dir=vision.parent, **overrides, **settings))
     if is_model_folder(given):
         folder = given
     elif given.exists() or len(given.parts) > 1:
@@ -182,7 +181,6 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
             names = [p.name for p in discover(root)] + [p.name for p in discover_vision(root)]
             detail = f"unknown model {str(name_or_folder)!r}; available: {', '.join(names) or 'none are loaded'}"
             raise ModelNotFound(detail, {"detail": detail, "available": names})
-    overrides: dict[str, Any] = {"device": device} if device is not None else {}
     service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
     return LocalModel(service, folder.name)
 
