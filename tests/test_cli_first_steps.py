@@ -3,6 +3,7 @@ problem, never argparse's usage block or a traceback. No model is loaded: each c
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,17 @@ def test_a_library_error_is_one_line(
     monkeypatch.setattr(attnscope.hf.importer, "import_model", fails)
     assert main(["import", "x/y", "--out", "out"]) == code
     assert error_lines(capsys) == [line]
+
+
+def test_serve_on_a_port_in_use_says_so_before_loading(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "models").mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        args = ["serve", "--host", "127.0.0.1", "--port", str(port), "--models-dir", str(tmp_path / "models"),
+                "--only-models-dir", "--device", "cpu"]  # fmt: skip
+        assert main(args) == 2
+    (line,) = [line for line in error_lines(capsys) if "attnscope" in line and " WARNING " not in line]
+    assert line.startswith(f"attnscope serve: error: cannot listen on 127.0.0.1:{port} (")
+    assert line.endswith("another server there? pass --port (or ATTNSCOPE_PORT)")
