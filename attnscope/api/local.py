@@ -179,7 +179,9 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
         folder = root / str(name_or_folder)
         if not is_model_folder(folder):
             names = [p.name for p in discover(root)] + [p.name for p in discover_vision(root)]
-            detail = f"unknown model {str(name_or_folder)!r}; available: {', '.join(names) or 'none are loaded'}"
+            there = (f"available: {', '.join(names)}" if names else
+                     f"{root} holds no model folders" if root.is_dir() else f"{root} does not exist")  # fmt: skip
+            detail = f"unknown model {str(name_or_folder)!r}; {there}"
             raise ModelNotFound(detail, {"detail": detail, "available": names})
     service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
     return LocalModel(service, folder.name)

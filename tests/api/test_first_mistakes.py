@@ -4,8 +4,10 @@ to ``attnscope.load`` (server settings are pydantic fields that would ignore it)
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +73,10 @@ def test_one_str_to_translate_batch_is_refused_not_split_into_characters(
     for model in (local_models["en-de-transformer"], remote):
         with pytest.raises(TypeError, match=r"^texts: give a list of sentences, not one str \(translate\(\) takes one\)$"):
             model.translate_batch("A dog runs.")
+
+
+def test_an_id_in_a_missing_or_empty_models_dir_says_which(tmp_path: Path) -> None:
+    with pytest.raises(attnscope.ModelNotFound, match=rf"^unknown model 'en-de-x'; {re.escape(str(tmp_path / 'nope'))} does not exist$"):
+        attnscope.load("en-de-x", models_dir=tmp_path / "nope")
+    with pytest.raises(attnscope.ModelNotFound, match=rf"^unknown model 'en-de-x'; {re.escape(str(tmp_path))} holds no model folders$"):
+        attnscope.load("en-de-x", models_dir=tmp_path)
