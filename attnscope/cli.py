@@ -126,7 +126,7 @@ def _add_train(sub: Subparsers) -> None:
 
 def _add_evaluate(sub: Subparsers) -> None:
     ev = sub.add_parser("evaluate", help="BLEU of a model folder on the test sets")
-    ev.add_argument("model", help="a model folder")
+    ev.add_argument("model", help="a model folder, or a model's id (en-de-transformer: the shipped one)")
     ev.add_argument("--data-dir", default=None)
     ev.add_argument("--splits", nargs="+", default=None)
     ev.add_argument("--beam", type=int, default=5)
@@ -202,7 +202,7 @@ def _add_align_corpus(sub: Subparsers) -> None:
 
 def _add_distill(sub: Subparsers) -> None:
     di = sub.add_parser("distill", help="a teacher model's translations of a split, for sequence-level distillation")
-    di.add_argument("model", help="the teacher's model folder")
+    di.add_argument("model", help="the teacher's model folder, or its id")
     di.add_argument("--out", required=True, help="file of source<TAB>translation lines (.gz to compress)")
     di.add_argument("--split", default="train")
     di.add_argument("--data-dir", default=None)
@@ -609,6 +609,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.only_models_dir and args.models_dir is None:
         raise ValueError("--only-models-dir needs --models-dir DIR")
+    if args.models_dir is not None and not Path(args.models_dir).expanduser().is_dir():
+        raise FileNotFoundError(f"--models-dir {args.models_dir}: no such folder")
     mine = {"models_dir": args.models_dir} if args.only_models_dir else {"added_models_dir": args.models_dir}
     flags = {"host": args.host, "port": args.port, **mine, "device": args.device,
              "quantize": args.quantize, "max_loaded_models": args.max_loaded_models}
@@ -623,12 +625,57 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+MODEL_COMMANDS = ("evaluate", "distill", "analyze", "vision-evaluate")  # their `model` is a folder or an id
+
+
+def _model_folder(value: str) -> str:
+    """A command's ``model`` argument: a folder as given, else (as ``attnscope.load`` takes it)
+    the id of a model in the model repository (``ATTNSCOPE_MODELS_DIR``, default the shipped
+    models: ``evaluate en-de-transformer`` is ``evaluate models/en-de-transformer`` in a
+    checkout); unchanged when it is neither (the command's own error says so, :func:`_model_error`)."""
+    given = Path(value).expanduser()
+    if given.exists() or len(given.parts) > 1:
+        return value
+    from attnscope.config import Settings
+
+    folder = Settings().models_dir / value
+    return str(folder) if folder.is_dir() else value
+
+
+def _model_error(value: str, err: BaseException) -> str | None:
+    """What to say instead of ``err`` when it is a missing file of a ``model`` argument that does
+    not exist: no such folder, or (a bare name) no such id either, with the ids there are."""
+    given = Path(value).expanduser()
+    if given.exists() or not isinstance(err, FileNotFoundError) or not str(err).startswith(f"{value}:"):
+        return None
+    if len(given.parts) > 1:
+        return f"{value}: no such model folder"
+    from attnscope.config import Settings
+
+    root = Settings().models_dir
+    ids = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
+    return f"{value!r} is neither a model folder nor a model id in {root} (its ids: {', '.join(ids) or 'none'})"
+
+
+def _one_line(err: BaseException) -> str:
+    """An error's message on one line (a library's own message may span several)."""
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # one line naming the commands, not argparse's usage block
+        commands = next(a.choices for a in parser._actions if isinstance(a, Subparsers))
+        print(f"attnscope: error: name a command: {', '.join(commands)} (attnscope --help says what each does)",  # noqa: T201
+              file=sys.stderr)  # fmt: skip
+        return 2
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command != "serve":  # the server tunes it from its settings (keep_freed_mb)
         keep_freed_memory()
     try:
+        if args.command in MODEL_COMMANDS:
+            args.model = _model_folder(args.model)
         if args.command == "serve":
             return cmd_serve(args)
         if args.command == "build-native":  # never at serve time: attnscope/nn/native/library.py
@@ -672,9 +719,13 @@ def main(argv: list[str] | None = None) -> int:
 
             print(download(data_dir(args.data_dir)))  # noqa: T201
             return 0
-    except (ValueError, FileNotFoundError, TypeError, OptionalEngineError) as err:
-        print(f"attnscope {args.command}: error: {err}", file=sys.stderr)  # noqa: T201
+    except (ValueError, OSError, TypeError, OptionalEngineError) as err:  # OSError: a missing or unwritable path
+        said = _model_error(args.model, err) if args.command in MODEL_COMMANDS else None
+        print(f"attnscope {args.command}: error: {said or _one_line(err)}", file=sys.stderr)  # noqa: T201
         return 2
+    except KeyboardInterrupt:
+        print(f"attnscope {args.command}: interrupted", file=sys.stderr)  # noqa: T201
+        return 130
     return 2
 
 

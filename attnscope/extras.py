@@ -14,6 +14,8 @@ module                  extra       needed by
 ``ray``, ``ray.data``   ``ray``     ``analyze --ray``, ``evaluate --ablate --ray``
 ``ray.serve``           ``ray``     ``serve --ray``
 ``eflomal``             ``align``   ``attnscope align-corpus``
+``pandas``, ``xarray``  ``notebook`` a result's ``to_pandas()``, ``to_xarray()``
+``anywidget``           ``notebook`` ``result.show()`` (kaleido, for ``save()``: its own message)
 ======================  ==========  ==============================================
 """
 
@@ -33,8 +35,9 @@ class OptionalEngineError(RuntimeError):
     message is one line a user can act on."""
 
 
-class MissingExtra(OptionalEngineError):
-    """``module`` is not installed; ``hint`` is the pip command that installs its ``extra``."""
+class MissingExtra(OptionalEngineError, ImportError):
+    """``module`` is not installed; ``hint`` is the pip command that installs its ``extra``. Also
+    an ImportError, as Python's own error for a missing module is (``except ImportError`` holds)."""
 
     def __init__(self, module: str, extra: str, purpose: str | None = None, cause: BaseException | None = None) -> None:
         self.module, self.extra = module, extra

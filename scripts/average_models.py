@@ -19,7 +19,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
 from attnscope.nn.config import config_to_dict  # noqa: E402
-from attnscope.repository import TOKENIZER_FILE, ModelFolderError, load_model_folder, save_model_folder  # noqa: E402
+from attnscope.repository import (  # noqa: E402
+    TOKENIZER_FILE,
+    ModelFolderError,
+    load_model_folder,
+    save_model_folder,
+)
 from attnscope.training.train import average_states  # noqa: E402
 
 

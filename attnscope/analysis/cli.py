@@ -17,7 +17,7 @@ from typing import Any
 def add_command(sub: Any) -> None:
     """Add ``analyze`` to the ``attnscope`` parser's subparsers."""
     an = sub.add_parser("analyze", help="statistics and roles of every attention head over a corpus (Parquet)")
-    an.add_argument("model", help="a model folder")
+    an.add_argument("model", help="a model folder, or a model's id")
     an.add_argument("--corpus", required=True, help="source sentences, one a line (plain or gzipped)")
     an.add_argument("--out", required=True, help="folder for rows.parquet, heads.parquet, analysis.json")
     an.add_argument("--references", default=None,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscope.api.answer import JsonAnswer
+from attnscope.extras import require
 
 if TYPE_CHECKING:
     import pandas
@@ -78,14 +79,14 @@ class HeadAnalysis(JsonAnswer):
 
     def to_pandas(self) -> pandas.DataFrame:
         """One row per head (``attnscope analyze``'s heads.parquet)."""
-        import pandas as pd
+        pd = require("pandas", "notebook", purpose="to_pandas()")
 
         return pd.DataFrame(self._answer["heads"])
 
     def rows(self) -> pandas.DataFrame:
         """One row per sentence × kind × layer × head (its rows.parquet; ``sentence`` indexes
         the sentences given); needs ``rows=True`` (the default)."""
-        import pandas as pd
+        pd = require("pandas", "notebook", purpose="rows()")
 
         columns = self._answer.get("rows")
         if columns is None:

@@ -34,6 +34,8 @@ class Client:
     """A server's API at ``url`` (``http://host:port``); ``timeout_s`` bounds each HTTP call."""
 
     def __init__(self, url: str, *, timeout_s: float = 120.0, retries: int = 3, max_wait_s: float = 30.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"Client needs the server's URL with its scheme, such as http://{url}; got {url!r}")
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.retries = retries
@@ -86,6 +88,8 @@ class Client:
                 if err.code != 503 or attempt == self.retries:
                     raise error from None
                 time.sleep(min(wait, self.max_wait_s))
+            except (urllib.error.URLError, TimeoutError) as err:  # no answer at all (HTTPError is caught above)
+                raise _unreachable(self.url + path, err, self.timeout_s) from None
         raise AssertionError("unreachable")
 
     def __repr__(self) -> str:
@@ -109,7 +113,7 @@ class RemoteModel:
         return Result(self._post("translate", sent), sent, self._fetch)
 
     def translate_batch(self, texts: Sequence[str], **options: Any) -> list[Result]:
-        sent = requests.body("batch", self.id, options, texts=list(texts))
+        sent = requests.body("batch", self.id, options, texts=requests.texts_list(texts))
         shared = {k: v for k, v in sent.items() if k != "texts"}
         return [Result(a, {**shared, "text": t}, self._fetch) for a, t in zip(self._post("batch", sent), texts, strict=True)]
 
@@ -169,3 +173,12 @@ def _error(err: urllib.error.HTTPError, retry_after_s: float) -> APIError:
     if not isinstance(body, dict):
         body = {"detail": str(body)}
     return for_status(err.code, body, retry_after_s)
+
+
+def _unreachable(url: str, err: OSError, timeout_s: float) -> OSError:
+    """A call that got no HTTP answer, as one line: TimeoutError past ``timeout_s``, else
+    ConnectionError with the socket's reason (a server not started, a wrong host or port)."""
+    reason = getattr(err, "reason", err)
+    if isinstance(reason, TimeoutError):
+        return TimeoutError(f"{url}: no answer within {timeout_s:g} s (Client(url, timeout_s=...) waits longer)")
+    return ConnectionError(f"cannot reach {url} ({reason}): is the server running (attnscope serve)?")

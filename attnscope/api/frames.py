@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from attnscope.api.axes import KIND_AXES
+from attnscope.extras import require
 
 if TYPE_CHECKING:
     import pandas
@@ -20,8 +21,7 @@ _AXIS_NAMES = {"source_tokens": "source", "target_tokens": "target", "decoder_in
 def long_frame(result: Any, kinds: list[str] | None = None) -> pandas.DataFrame:
     """One row per weight: ``kind, layer, head, query, query_token, key, key_token, weight``
     (indices 0-based, as in the REST answer)."""
-    import pandas as pd
-
+    pd = require("pandas", "notebook", purpose="to_pandas()")
     parts = []
     for kind in kinds or result.kinds:
         weights = result.attention[kind]  # [layers, heads, query, key]
@@ -48,10 +48,7 @@ def dataset(result: Any) -> xarray.Dataset:
     """One variable per kind, dims ``(layer|encoder_layer, head, <query axis>, <key axis>)``
     named after the token lists (``target``, ``source``, ``decoder_input``; ``source_key`` for
     encoder_self's keys), token strings as coordinates beside the positions."""
-    try:
-        import xarray as xr
-    except ImportError:
-        raise ImportError("to_xarray() needs xarray: pip install xarray") from None
+    xr = require("xarray", "notebook", purpose="to_xarray()")
     variables: dict[str, Any] = {}
     coords: dict[str, Any] = {}
     for kind in result.kinds:

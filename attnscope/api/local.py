@@ -75,7 +75,7 @@ class LocalModel:
 
     def translate_batch(self, texts: Sequence[str], **options: Any) -> list[Result]:
         """``POST /api/translate/batch``: one result per text, decoded together."""
-        sent = requests.body("batch", self.id, options, texts=list(texts))
+        sent = requests.body("batch", self.id, options, texts=requests.texts_list(texts))
         answers = self._translate(requests.validate("batch", sent))
         shared = {k: v for k, v in sent.items() if k != "texts"}
         return [Result(a, {**shared, "text": t}, self._stored) for a, t in zip(answers, texts, strict=True)]
@@ -159,30 +159,45 @@ def load(name_or_folder: str | Path, *, device: str | None = None, models_dir: s
     from attnscope.repository import discover, is_model_folder
     from attnscope.vision.folders import discover as discover_vision
 
+    _check_settings(settings, Settings.model_fields)
+    overrides: dict[str, Any] = {"device": device} if device is not None else {}
     given = Path(name_or_folder).expanduser()
     llm = _llm_folder(given, models_dir)
     if llm is not None:  # a decoder-only model (docs/llm.md)
-        overrides = {"device": device} if device is not None else {}
         return load_llm(llm, Settings(models_dir=llm.parent, **overrides, **settings))
     vision = _vision_folder(given, models_dir)
     if vision is not None:  # a vision model (docs/vision.md)
-        chosen: dict[str, Any] = {"device": device} if device is not None else {}
-        return LocalVisionModel(vision, Settings(models_dir=vision.parent, **chosen, **settings))
+        return LocalVisionModel(vision, Settings(models_dir=vision.parent, **overrides, **settings))
     if is_model_folder(given):
         folder = given
     elif given.exists() or len(given.parts) > 1:
-        detail = f"{given} is not a model folder (it needs config.json, model.safetensors and a tokenizer)"
+        detail = (f"{given} is not a model folder (it needs config.json, model.safetensors and a tokenizer)"
+                  if given.exists() else f"{given}: no such model folder")  # fmt: skip
         raise ModelNotFound(detail, {"detail": detail, "available": []})
     else:
         root = Path(models_dir) if models_dir is not None else Settings().models_dir
         folder = root / str(name_or_folder)
         if not is_model_folder(folder):
             names = [p.name for p in discover(root)] + [p.name for p in discover_vision(root)]
-            detail = f"unknown model {str(name_or_folder)!r}; available: {', '.join(names) or 'none are loaded'}"
+            there = (f"available: {', '.join(names)}" if names else
+                     f"{root} holds no model folders" if root.is_dir() else f"{root} does not exist")  # fmt: skip
+            detail = f"unknown model {str(name_or_folder)!r}; {there}"
             raise ModelNotFound(detail, {"detail": detail, "available": names})
-    overrides: dict[str, Any] = {"device": device} if device is not None else {}
     service = _service_for(folder, Settings(models_dir=folder.parent, **overrides, **settings))
     return LocalModel(service, folder.name)
+
+
+def _check_settings(settings: dict[str, Any], fields: Any) -> None:
+    """TypeError naming each keyword that is no server setting (``Settings`` ignores unknown
+    names, which would let ``devcie="cuda"`` pass unnoticed), with the likeliest one meant."""
+    import difflib
+
+    unknown = [name for name in settings if name not in fields]
+    if unknown:
+        named = [f"{name!r}" + "".join(f" (did you mean {m!r}?)" for m in difflib.get_close_matches(name, fields, 1))
+                 for name in unknown]  # fmt: skip
+        raise TypeError(f"load() got an unknown keyword {', '.join(named)}: the keywords past device and "
+                        "models_dir are server settings (docs/api.md, Settings)")  # fmt: skip
 
 
 def _llm_folder(given: Path, models_dir: str | Path | None) -> Path | None:

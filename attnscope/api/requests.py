@@ -43,6 +43,14 @@ def body(route: Route, model: str, options: dict[str, Any], **fields: Any) -> di
     return plain
 
 
+def texts_list(texts: Sequence[str]) -> list[str]:
+    """``translate_batch``'s texts as a list; TypeError for one ``str``, which would otherwise
+    be split into its characters (each a sentence to translate)."""
+    if isinstance(texts, str):
+        raise TypeError("texts: give a list of sentences, not one str (translate() takes one)")
+    return list(texts)
+
+
 def validate(route: Route, values: dict[str, Any]) -> Any:
     """The route's request schema validated from ``values`` (a JSON body), as FastAPI does it;
     :class:`~attnscope.api.errors.InvalidRequest` with the REST 422's message otherwise."""

@@ -16,7 +16,7 @@ import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import torch
 
@@ -158,6 +158,7 @@ def import_model(
     """Import ``source`` into the model folder ``out`` (see the module docstring)."""
     if dtype not in DTYPES:
         raise ImportFailure(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    require_transformers()  # first: a hub id would otherwise fail naming huggingface_hub, not the extra
     folder = resolve_source(source)
     from attnscope.hf.llm_import import import_llm, is_decoder_only
 
@@ -209,12 +210,15 @@ def import_model(
 
 def _sizes(config: TransformerConfig) -> dict[str, Any]:
     """What the Models page shows of the converted sizes, per stack."""
+    stacks: tuple[tuple[Literal["encoder", "decoder"], int], ...] = (
+        ("encoder", config.encoder_layers), ("decoder", config.decoder_layers)
+    )
     return {
         "d_model": config.d_model,
         "vocabulary": config.vocab_size,
         **{
             stack: {"layers": layers, "heads": config.heads_of(stack), "ff_dim": config.ff_dim_of(stack)}
-            for stack, layers in (("encoder", config.encoder_layers), ("decoder", config.decoder_layers))
+            for stack, layers in stacks
         },
     }
 

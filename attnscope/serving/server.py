@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ def run(
     flags = {k: v for k, v in flags.items() if v is not None}
     settings = Settings(**flags)
     resolve_device(settings.device)  # ValueError here (one line from the CLI), not inside the lifespan
+    check_port(settings.host, settings.port)  # before any model loads, not uvicorn's error after them
     if settings.added_models_dir is not None:
         discover_all((settings.models_dir, settings.added_models_dir))  # ModelIdClash (a ValueError): an id in both
     if not _local(settings.host) and settings.allowed_hosts == Settings.model_fields["allowed_hosts"].default:
@@ -103,6 +105,21 @@ def worker_logging() -> dict[str, Any]:
         "handlers": {"attnscope": handler},
         "loggers": {"attnscope": quiet, "uvicorn": quiet, "uvicorn.error": {"level": "INFO"}},
     }
+
+
+def check_port(host: str, port: int) -> None:
+    """OSError naming the address when ``host:port`` cannot be listened on (another server
+    there, a port below 1024 without root), bound as uvicorn binds it (SO_REUSEADDR); the
+    socket is closed again at once."""
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            raise OSError(f"cannot listen on {host}:{port} ({err.strerror or err}): another server there? "
+                          "pass --port (or ATTNSCOPE_PORT)") from None  # fmt: skip
 
 
 def _local(host: str) -> bool:

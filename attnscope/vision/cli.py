@@ -56,7 +56,7 @@ def add_commands(sub: Any) -> None:
     train.add_argument("--quiet", action="store_true", help="no progress bar")
 
     ev = sub.add_parser("vision-evaluate", help="test metrics of a vision model folder")
-    ev.add_argument("model", help="a vision model folder")
+    ev.add_argument("model", help="a vision model folder, or its id")
     ev.add_argument("--data-dir", default=None)
     ev.add_argument("--device", default=None)
     ev.add_argument("--beam", type=int, default=3)

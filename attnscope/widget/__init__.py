@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from attnscope.extras import require
+
 
 class Result(Protocol):
     """What a view draws: a result of the Python API (``attnscope.api.results.Result``)."""
@@ -140,11 +142,9 @@ def _label(result: Result) -> str:
 def view_widget(result: Result, view: str = "heatmap", other: Result | None = None, **options: Any) -> Any:
     """An anywidget drawing ``view`` of ``result`` (options: ``kind``, ``layer``, ``head``,
     ``width``, ``height``; ``step`` for the anatomy; ``other`` the result to compare with)."""
-    try:
-        import anywidget
-        import traitlets
-    except ImportError:
-        raise ImportError("result.show() needs anywidget: pip install 'attnscope[notebook]'") from None
+    require("anywidget", "notebook", purpose="result.show()")  # MissingExtra naming the extra
+    import anywidget
+    import traitlets  # anywidget's own dependency
 
     class AttentionView(anywidget.AnyWidget):
         _esm = GLUE.read_text(encoding="utf-8")

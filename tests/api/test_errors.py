@@ -112,7 +112,7 @@ def test_503_retries_are_bounded(flaky: str) -> None:
 def test_a_path_that_is_no_model_folder(tmp_path: Any, local_models: dict[str, LocalModel]) -> None:
     with pytest.raises(attnscope.ModelNotFound, match="is not a model folder"):
         attnscope.load(tmp_path)
-    with pytest.raises(attnscope.ModelNotFound, match="is not a model folder"):
+    with pytest.raises(attnscope.ModelNotFound, match="missing/en-de-transformer: no such model folder"):
         attnscope.load(tmp_path / "missing" / "en-de-transformer")
     with pytest.raises(TypeError, match="'model' is an argument"):
         local_models["en-de-transformer"].translate("A dog runs.", model="en-de-rnn-none")

@@ -13,6 +13,7 @@ from safetensors import safe_open
 from attnscope.cli import main
 from attnscope.extras import MissingExtra
 from attnscope.hf import require_transformers
+from attnscope.hf.importer import import_model
 from attnscope.nn.config import TransformerConfig, config_to_dict
 from attnscope.repository import load_model_folder
 
@@ -48,7 +49,9 @@ def test_unknown_family_lists_the_ones_imported(tmp_path: Path, capsys: pytest.C
 
     BertConfig(vocab_size=64, hidden_size=48, num_attention_heads=3, num_hidden_layers=1).save_pretrained(tmp_path / "bert")
     assert main(["import", str(tmp_path / "bert"), "--out", str(tmp_path / "out")]) == 2
-    assert "attnscope imports bart, m2m_100, marian, mbart, mt5, t5" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "attnscope imports bart, m2m_100, marian, mbart, mt5, t5 (encoder-decoders)" in error
+    assert "llama, mistral, qwen2, qwen3 (decoder-only LLMs)" in error  # the LLMs import too (docs/llm.md)
 
 
 def test_not_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,6 +63,8 @@ def test_missing_transformers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers now fails
     with pytest.raises(MissingExtra, match=r"pip install 'attnscope\[hf\]'"):
         require_transformers()
+    with pytest.raises(MissingExtra, match=r"pip install 'attnscope\[hf\]'"):  # before a hub id is fetched
+        import_model("Helsinki-NLP/opus-mt-en-de", "unused")
 
 
 def test_shipped_layout_writes_no_layout_fields() -> None:

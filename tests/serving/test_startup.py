@@ -110,6 +110,7 @@ def test_service_puts_models_on_its_device(tiny_models_dir: Path) -> None:
 def test_serve_passes_flags_over_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     seen: dict[str, Any] = {}
     monkeypatch.setattr(server.uvicorn, "run", lambda app, **kw: seen.update(kw, app=app))
+    monkeypatch.setattr(server, "check_port", lambda host, port: None)  # 9001 may be taken on this machine
     monkeypatch.setenv("ATTNSCOPE_PORT", "9001")
     monkeypatch.setenv("ATTNSCOPE_MAX_CHARS", "50")
     server.run(host="127.0.0.1", port=None, models_dir=str(tmp_path), device="cpu")

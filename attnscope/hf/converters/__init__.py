@@ -101,5 +101,11 @@ def converter_for(hf_config: Any) -> Converter:
         return _CONVERTERS[model_type]
     if model_type in REFUSED:
         raise ImportFailure(f"cannot import model type {model_type!r}: {REFUSED[model_type]}")
+    # the decoder-only types are imported apart (hf/llm_import.py), but a user asks for both
+    from attnscope.hf.llm_families import LLM_TYPES
+
     known = ", ".join(sorted(_CONVERTERS))
-    raise ImportFailure(f"cannot import model type {model_type!r}: attnscope imports {known}")
+    raise ImportFailure(
+        f"cannot import model type {model_type!r}: attnscope imports {known} (encoder-decoders) "
+        f"and {', '.join(sorted(LLM_TYPES))} (decoder-only LLMs)"
+    )
