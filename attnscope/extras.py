@@ -79,8 +79,5 @@ def join_ray(address: str | None, *, cpus: int, log_to_driver: bool = True, purp
             raise ClusterUnavailable(f"cannot join the Ray cluster at {address}: {err}") from None
         return True
     root = str(Path(__file__).resolve().parents[1])
-    # A local Ray on a busy machine (a 2-core CI runner at full load) lost its GCS after the
-    # default 60 s and took this process down with it; give it five minutes.
-    os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "300")
     ray.init(address="local", num_cpus=cpus, runtime_env={"env_vars": {"PYTHONPATH": root}}, **quiet)
     return True
