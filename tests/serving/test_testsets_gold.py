@@ -237,6 +237,7 @@ def test_jobs_on_ray_give_the_in_process_rows(gold_dir: Path, tmp_path: Path) ->
     (an asyncio loop left in its main thread by the browser tests) took the process down with it."""
     pytest.importorskip("ray.data")
     import json
+    import os
     import subprocess
     import sys
 
@@ -245,6 +246,9 @@ def test_jobs_on_ray_give_the_in_process_rows(gold_dir: Path, tmp_path: Path) ->
     done = subprocess.run(
         [sys.executable, "-c", RAY_JOBS, str(gold_dir), str(tmp_path), str(REPO_ROOT / "models" / MODEL)],
         capture_output=True, text=True, timeout=900, cwd=REPO_ROOT,
+        # the whole suite on 2 loaded cores once kept Ray's GCS from answering for its default
+        # 60 s, and Ray ended the process; this child shuts Ray down itself, so a longer wait costs nothing
+        env={**os.environ, "RAY_gcs_rpc_server_reconnect_timeout_s": "300"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
