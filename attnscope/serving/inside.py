@@ -375,7 +375,7 @@ async def _llm_patch(translator: LLMTranslator, body: PatchRequest, service: Ser
     model, texts = translator.loaded.model, translator.token_texts
     async with watch_disconnect(request) as gone:
         prompt, target, text = await _llm_read(service, translator, body.clean, body.target, beam=body.beam_size,
-                                               gone=gone)  # fmt: skip
+                                               gone=gone, field="clean")  # fmt: skip
         try:
             corrupted = translator.prompt(body.corrupted)
         except PromptError as exc:
