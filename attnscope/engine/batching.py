@@ -312,9 +312,10 @@ class Scheduler:
 
     def learn(self, seconds: float, work: int, outcome: str) -> None:
         """The rate after a batch of ``work`` ended after ``seconds`` with ``outcome``: "done"
-        (it ran all its work: large decodes set the rate, overhead aside), "stopped" (deadline,
-        client gone or shutdown: it ran *part* of its work in that time, so the rate is at
-        least that slow, never faster) or "failed" (an error: it says nothing of the rate).
+        (it ran all its work: large decodes set the rate, overhead aside; every one the mean
+        decode time), "stopped" (deadline, client gone or shutdown: it ran *part* of its work in
+        that time, so the rate is at least that slow and the mean decode time at least that
+        long, never less) or "failed" (an error: it says nothing of either).
         Before, a stopped or failed batch counted as done: a job refused by its own check at
         once (or cut off at its deadline) made the machine look faster than it is, and the
         requests admitted on that rate ran late (issue 45.2)."""
@@ -322,8 +323,10 @@ class Scheduler:
             if work >= RATE_MIN_WORK:
                 self._work_s = 0.7 * self._work_s + 0.3 * seconds / work
             self._decode_s = 0.8 * self._decode_s + 0.2 * seconds
-        elif outcome == "stopped" and work >= RATE_MIN_WORK:
-            self._work_s = max(self._work_s, seconds / work)
+        elif outcome == "stopped":  # what it took is a lower bound: both may only grow
+            if work >= RATE_MIN_WORK:
+                self._work_s = max(self._work_s, seconds / work)
+            self._decode_s = max(self._decode_s, 0.8 * self._decode_s + 0.2 * seconds)
 
 
 # -- a batch, in a decode slot's thread ------------------------------------------------------
