@@ -32,9 +32,9 @@ from attnscope.engine.route_prices import (
     Shape,
     price_route,
     register_route_price,
-    shape_of,
 )
 from attnscope.nn.decoder_only_config import DecoderOnlyConfig
+from attnscope.nn.family import geometry_of
 
 # Flops one unit of the scheduler's work stands for: bench/probe_llm_prices.py, one thread, random
 # LLMs of D=512/L=6/V=32k and D=256/L=4/V=8k, 2-core machine at load 10 (2026-11-28): lens
@@ -47,10 +47,9 @@ LLM_DECODE_FLOPS_PER_WORK = 400
 def llm_shape(config: DecoderOnlyConfig, prompt: int, target: int, beams: int = 1) -> Shape:
     """The :class:`Shape` of a request over ``prompt`` tokens and ``target`` written ones (the
     last of which is never fed back), with the model's own sizes as knobs."""
-    return shape_of(
-        config, prompt, target, kv_heads=config.kv_heads, head_dim=config.head_dim, ff=config.ff_dim,
-        gated=int(config.gated_ff), beams=beams,
-    )  # fmt: skip
+    knobs = {"kv_heads": config.kv_heads, "head_dim": config.head_dim, "ff": config.ff_dim,
+             "gated": int(config.gated_ff), "beams": beams}  # fmt: skip
+    return Shape(geometry_of(config), config.vocab_size, config.d_model, prompt, target, knobs)
 
 
 def _positions(s: Shape) -> int:
