@@ -43,3 +43,16 @@ def keep_freed_memory(keep_mb: int = 256) -> bool:
     if not applied:
         logger.info("malloc tuning not applied (mallopt refused)")
     return applied
+
+
+def release_freed_memory() -> bool:
+    """Hand the free memory of every malloc arena back to the OS (glibc's ``malloc_trim``):
+    after a model is unloaded, its weights' blocks are free but kept (``keep_freed_memory`` keeps
+    up to ``keep_mb`` per arena, and each loading thread may have had an arena of its own), so a
+    bounded server would hold the peak of every model it ever loaded. A few milliseconds; only
+    called when a model was unloaded. Returns whether glibc did it (False elsewhere)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.malloc_trim(0))
+    except (OSError, AttributeError):  # not glibc
+        return False

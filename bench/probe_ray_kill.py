@@ -4,7 +4,14 @@ and every answer carries one ``X-Request-ID``. Starts ``attnscope serve --ray`` 
 model, sends ``--requests`` slow translations (the issue's digit string at beam 8), kills the
 replica once they are running, then prints each status with its Retry-After and content type.
 
-    .venv/bin/python bench/probe_ray_kill.py [--model en-de-transformer] [--requests 2]
+    .venv/bin/python bench/probe_ray_kill.py [--model en-de-transformer] [--requests 2] [--external]
+
+``--external`` first starts a Ray cluster of its own the way an operator would (``ray start --head
+--block`` in a process group of its own, with ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH`` and
+``PYTHONPATH`` set on the cluster as docs/ray.md says) and serves on it with ``serve --ray
+ADDRESS``: someone else's cluster, where ``serve --ray`` cannot set the proxies' environment.
+The cluster is stopped by signalling that process group (never ``ray stop``, which would end
+every Ray on the machine).
 """
 
 from __future__ import annotations
@@ -24,8 +31,9 @@ import httpx
 from attnscope.testing import REPO_ROOT, free_port
 
 
-def replica_pids() -> list[int]:
-    """Processes whose command line names a Serve replica of the attnscope deployment."""
+def replica_pids(group: int | None = None) -> list[int]:
+    """Processes whose command line names a Serve replica of the attnscope deployment (of the
+    process group ``group`` only, when given: this probe's own cluster, never another's)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -34,7 +42,11 @@ def replica_pids() -> list[int]:
             except OSError:
                 continue
             if b"ServeReplica:attnscope" in cmdline:
-                found.append(int(entry.name))
+                try:
+                    if group is None or os.getpgid(int(entry.name)) == group:
+                        found.append(int(entry.name))
+                except OSError:
+                    continue
     return found
 
 
@@ -42,14 +54,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="en-de-transformer")
     parser.add_argument("--requests", type=int, default=2)
+    parser.add_argument("--external", action="store_true", help="serve on a cluster started apart (ray start)")
     args = parser.parse_args()
+    cluster = external_cluster() if args.external else None
+    try:
+        probe(args, None if cluster is None else cluster[0], None if cluster is None else cluster[1].pid)
+    finally:
+        if cluster is not None:
+            os.killpg(cluster[1].pid, signal.SIGTERM)
+            try:
+                cluster[1].wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(cluster[1].pid, signal.SIGKILL)
+
+
+def external_cluster() -> tuple[str, subprocess.Popen[bytes]]:
+    """A Ray head started apart (its address, its process), with the proxy callback set on it."""
+    port = free_port()
+    env = {**os.environ, "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "attnscope.serving.ray_serve_http:proxy_middlewares",
+           "PYTHONPATH": str(REPO_ROOT)}  # fmt: skip
+    ray = str(Path(sys.executable).with_name("ray"))
+    head = subprocess.Popen([ray, "start", "--head", "--block", "--port", str(port), "--num-cpus", "2",
+                             "--include-dashboard", "false", "--disable-usage-stats"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    time.sleep(20)  # the head's GCS and raylet
+    if head.poll() is not None:
+        raise SystemExit("ray start --head failed")
+    print(f"external Ray head at 127.0.0.1:{port} (pid {head.pid})", flush=True)
+    return f"127.0.0.1:{port}", head
+
+
+def probe(args: argparse.Namespace, address: str | None, group: int | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         models = Path(tmp) / "models"
         models.mkdir()
         (models / args.model).symlink_to(REPO_ROOT / "models" / args.model)
         port, log = free_port(), Path(tmp) / "serve.log"
-        command = [sys.executable, "-m", "attnscope.cli", "serve", "--ray", "--port", str(port), "--models-dir",
-                   str(models), "--only-models-dir", "--device", "cpu"]  # fmt: skip
+        command = [sys.executable, "-m", "attnscope.cli", "serve", "--ray", *([address] if address else []), "--port",
+                   str(port), "--models-dir", str(models), "--only-models-dir", "--device", "cpu"]  # fmt: skip
         with log.open("wb") as sink:
             server = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
@@ -78,7 +120,7 @@ def main() -> None:
                     for _ in range(args.requests)
                 ]
                 time.sleep(1.0)  # the decodes are running
-                pids = replica_pids()
+                pids = replica_pids(group)
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
                 print(f"killed replica process(es) {pids}")

@@ -242,17 +242,27 @@ class Scheduler:
         return None
 
     def _take(self, key: Hashable) -> list[Ticket]:
-        """Tickets of ``key`` in arrival order up to ``max_texts`` texts (at least one)."""
+        """Tickets of ``key`` in arrival order up to ``max_texts`` texts (at least one), and only
+        while the batch's work at the rate now still ends before each member's deadline: a
+        request was admitted on its own estimate, and the tickets that joined its group since
+        would otherwise make its batch end after it (they wait for the next batch instead)."""
         group, texts, cost = self._groups[key], 0, Cost()
         batch: list[Ticket] = []
+        now = time.monotonic()
+        rate, due = self.s_per_work(now), math.inf  # due: the earliest deadline in the batch
         while group and (
             not batch
-            or (texts + len(group[0].texts) <= self.max_texts and (cost + group[0].cost).within(self.batch_limit))
+            or (
+                texts + len(group[0].texts) <= self.max_texts
+                and (cost + group[0].cost).within(self.batch_limit)
+                and now + (cost + group[0].cost).work * rate <= min(due, group[0].deadline)
+            )
         ):
             ticket = group.pop(0)
             batch.append(ticket)
             texts += len(ticket.texts)
             cost += ticket.cost
+            due = min(due, ticket.deadline)
         if not group:
             del self._groups[key]
         self._queued -= len(batch)
@@ -289,18 +299,34 @@ class Scheduler:
         self._in_flight[id(job)] = (time.monotonic(), work)
         job.add_done_callback(lambda f: self._finished(key, f, work))
 
-    def _finished(self, key: Hashable, job: asyncio.Future[float], work: int = 0) -> None:
+    def _finished(self, key: Hashable, job: asyncio.Future[tuple[float, str]], work: int = 0) -> None:
         self._in_flight.pop(id(job), None)
-        if not job.cancelled() and job.exception() is None and work >= RATE_MIN_WORK:
-            self._work_s = 0.7 * self._work_s + 0.3 * job.result() / work  # large decodes: overhead aside
+        seconds, outcome = job.result() if not job.cancelled() and job.exception() is None else (0.0, "failed")
+        self.learn(seconds, work, outcome)
         self._free += 1
         self._running[key] -= 1
         if not self._running[key]:
             del self._running[key]
         metrics.RUNNING.set(self.running)
-        if not job.cancelled() and job.exception() is None:
-            self._decode_s = 0.8 * self._decode_s + 0.2 * job.result()
         self._kick()
+
+    def learn(self, seconds: float, work: int, outcome: str) -> None:
+        """The rate after a batch of ``work`` ended after ``seconds`` with ``outcome``: "done"
+        (it ran all its work: large decodes set the rate, overhead aside; every one the mean
+        decode time), "stopped" (deadline, client gone or shutdown: it ran *part* of its work in
+        that time, so the rate is at least that slow and the mean decode time at least that
+        long, never less) or "failed" (an error: it says nothing of either).
+        Before, a stopped or failed batch counted as done: a job refused by its own check at
+        once (or cut off at its deadline) made the machine look faster than it is, and the
+        requests admitted on that rate ran late (issue 45.2)."""
+        if outcome == "done":
+            if work >= RATE_MIN_WORK:
+                self._work_s = 0.7 * self._work_s + 0.3 * seconds / work
+            self._decode_s = 0.8 * self._decode_s + 0.2 * seconds
+        elif outcome == "stopped":  # what it took is a lower bound: both may only grow
+            if work >= RATE_MIN_WORK:
+                self._work_s = max(self._work_s, seconds / work)
+            self._decode_s = max(self._decode_s, 0.8 * self._decode_s + 0.2 * seconds)
 
 
 # -- a batch, in a decode slot's thread ------------------------------------------------------
@@ -312,9 +338,10 @@ def _run_batch(
     batch: list[Ticket],
     runner: BatchRunner,
     closed: threading.Event,
-) -> float:
-    """Decode ``batch`` as one; hand each ticket its result. Returns the seconds it took. The
-    decode stops when every ticket is abandoned, or the server shuts down."""
+) -> tuple[float, str]:
+    """Decode ``batch`` as one; hand each ticket its result. Returns the seconds it took and how
+    it ended ("done", "stopped", "failed": :meth:`Scheduler.learn`). The decode stops when every
+    ticket is abandoned, or the server shuts down."""
     started = time.monotonic()
     metrics.BATCH_TEXTS.observe(sum(len(t.texts) for t in batch))
     metrics.BATCH_REQUESTS.observe(len(batch))
@@ -331,14 +358,14 @@ def _run_batch(
             metrics.CANCELLED.labels(reason).inc()
             loop.call_soon_threadsafe(_settle, ticket, None, _stopped(ticket, reason))
         logger.info("decode of %d request(s) stopped: nobody waits for it any more", len(batch))
-        return time.monotonic() - started
+        return time.monotonic() - started, "stopped"
     except Exception as err:  # noqa: BLE001 - every waiting request gets the error (a 500, logged)
         for ticket in batch:
             loop.call_soon_threadsafe(_settle, ticket, None, err)
-        return time.monotonic() - started
+        return time.monotonic() - started, "failed"
     for ticket, result in zip(batch, results, strict=True):
         loop.call_soon_threadsafe(_settle, ticket, result, None)
-    return time.monotonic() - started
+    return time.monotonic() - started, "done"
 
 
 def _total(tickets: list[Ticket]) -> Cost:

@@ -14,6 +14,7 @@ decode threads load what they need in their own thread (:meth:`Residency.pinned`
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import logging
 import threading
@@ -24,6 +25,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
+from attnscope.allocator import release_freed_memory
 from attnscope.engine.errors import Unavailable
 from attnscope.weights_header import read_header, tensor_bytes
 
@@ -72,6 +74,8 @@ class Residency(Generic[M]):
         self._tick = itertools.count()
         self._lock = threading.Lock()
         self.loads = 0  # loads done (a reload after an unload counts again)
+        self.unloads = 0  # models unloaded
+        self._trimmed = 0  # unloads whose memory was handed back to the OS (release_freed)
 
     def state(self, model_id: str) -> State:
         if model_id in self.resident:
@@ -201,6 +205,7 @@ class Residency(Generic[M]):
         return sum(self.cost_of(m) for m in [*self.resident, *self._loading])
 
     def _run_load(self, model_id: str, event: threading.Event) -> None:
+        self.release_freed()  # the models unloaded to make room: their memory back before this load's
         try:
             outcome = self._load(self.folders[model_id])
         except Exception as err:  # noqa: BLE001 - the loader reports folders; anything else is a failure too
@@ -217,6 +222,17 @@ class Residency(Generic[M]):
             event.set()
             self._start_due()
             self._evict(self.bound)
+
+    def release_freed(self) -> None:
+        """After unloads, collect the unloaded models (a Transformer holds reference cycles, so
+        dropping it frees nothing until the collector runs) and hand the freed memory back to the
+        OS (issue 45.3: kept by malloc's arenas, a bounded server grew with every load). In the
+        loading thread, before its load: a collection costs tens of milliseconds, a load more."""
+        with self._lock:
+            due, self._trimmed = self.unloads > self._trimmed, self.unloads
+        if due:
+            gc.collect()
+            release_freed_memory()
 
     def _raise_if_failed(self, model_id: str) -> None:
         if model_id in self._failed:
@@ -238,6 +254,7 @@ class Residency(Generic[M]):
             return False
         victim = min(idle, key=lambda m: self._used.get(m, -1))
         del self.resident[victim]
+        self.unloads += 1
         logger.info("unloaded %s (at most %d model(s) stay loaded; least recently used)", victim, self.bound)
         return True
 

@@ -88,9 +88,13 @@ def product(owner: nn.Module, name: str, layers: tuple[nn.Linear, ...]) -> Produ
     """Float linear layers of the same input size as one product: x (..., in) -> their outputs
     side by side (..., sum of outs), cached on ``owner`` under ``name``."""
     sources = tuple(p for layer in layers for p in (layer.weight, layer.bias) if p is not None)
+    weights = tuple(layer.weight for layer in layers)  # never the layers: see below
 
     def weight() -> Tensor:
-        return torch.cat([layer.weight.detach() for layer in layers])
+        # the cached product keeps this function (for its lazy dense copy); had it kept the
+        # layers, the cache's value would hold its own weak key (``owner`` is often the layer)
+        # and no unloaded model's layers would ever be freed (issue 45.3: ~13 MB a load)
+        return torch.cat([w.detach() for w in weights])
 
     build_product = int8_product if all(int8(layer) for layer in layers) else _build
 

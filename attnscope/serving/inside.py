@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.config import Settings
-from attnscope.engine import limits, metrics, route_prices
+from attnscope.engine import limits, llm_route_prices, metrics, route_prices
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.limits import Cost
 from attnscope.engine.registry import ServedModel
@@ -315,25 +315,29 @@ def _llm(request: Request, model_id: str) -> LLMTranslator | None:
     return models.get(model_id)
 
 
-def _llm_target(
-    translator: LLMTranslator, text: str, target: str | None, beam: int
+async def _llm_read(
+    service: ServiceDep, translator: LLMTranslator, text: str, target: str | None, *, beam: int,
+    gone: threading.Event, field: str = "text",
 ) -> tuple[Prompt, list[int], str]:
     """The prompt of ``text``, the ids written after it (``target``'s, teacher-forced, then the
-    stop token; else the model's own translation) and their text."""
+    stop token; else the model's own translation, made first in a decode slot of its own under its
+    own price, so the route after it is priced on the real target) and their text."""
+    config = translator.loaded.config
     try:
         prompt = translator.prompt(text)
-        if target is not None:
-            ids = translator.loaded.tokenizer.encode(target)
-            if not ids:
-                raise InvalidInput(("body", "target"), "the target has no tokens")
-            return prompt, ids + [translator.loaded.config.stop_ids[0]], target
-        budget = min(LLM_MAX_NEW_TOKENS, translator.loaded.config.max_positions - len(prompt.ids))
-        if budget < 1:
-            raise InvalidInput(("body", "text"), f"the prompt has {len(prompt.ids)} tokens: no room for an output")
-        options = LLMOptions(beam_size=beam, max_new_tokens=budget, need_weights=False)
-        result = translator.translate(text, options)
     except PromptError as exc:
-        raise InvalidInput(("body", "text"), str(exc)) from None
+        raise InvalidInput(("body", field), str(exc)) from None
+    if target is not None:
+        ids = translator.loaded.tokenizer.encode(target)
+        if not ids:
+            raise InvalidInput(("body", "target"), "the target has no tokens")
+        return prompt, ids + [config.stop_ids[0]], target
+    budget = min(LLM_MAX_NEW_TOKENS, config.max_positions - len(prompt.ids))
+    if budget < 1:
+        raise InvalidInput(("body", field), f"the prompt has {len(prompt.ids)} tokens: no room for an output")
+    cost = llm_route_prices.price_llm_route(service.settings, "llm_translation", config, len(prompt.ids), budget, beam)
+    options = LLMOptions(beam_size=beam, max_new_tokens=budget, need_weights=False)
+    result = await service.run_stoppable(lambda should_stop: translator.translate(text, options), gone=gone, cost=cost)
     if not result.target_ids:
         raise InvalidInput(("body", "target"), "the target is empty: nothing to read")
     return prompt, result.target_ids, result.text
@@ -347,30 +351,31 @@ def _llm_positions(translator: LLMTranslator, prompt: Prompt, target: list[int])
 
 async def _llm_lens(translator: LLMTranslator, body: LensRequest, service: ServiceDep, request: Request) -> LensResponse:
     model, texts = translator.loaded.model, translator.token_texts
-
-    def job(should_stop: Callable[[], bool]) -> LensResponse:
-        prompt, target, text = _llm_target(translator, body.text, body.target, body.beam_size)
-        _llm_positions(translator, prompt, target)
-        _admit(service.settings, (1 + 2 * model.config.layers) * (len(prompt.ids) + len(target)), "lens")
-        found, dla = llm_inside.inspect(model, prompt.ids, target, k=body.k)
-        start, end = prompt.source_span
-        return LensResponse(
-            model=body.model, translation=text, source_tokens=prompt.tokens[start:end], target_tokens=texts(target),
-            points=found.labels, top_tokens=[[texts(row) for row in point] for point in found.top_ids.tolist()],
-            top_probs=_r(found.top_probs.tolist()), rank=found.rank.tolist(), prob=_r(found.prob.tolist()),
-            emergence=[None if e is None else found.labels[e] for e in found.emergence],
-            attribution=_attribution(dla),
-        )
-
     async with watch_disconnect(request) as gone:
-        return await service.run_stoppable(job, gone=gone)
+        prompt, target, text = await _llm_read(service, translator, body.text, body.target, beam=body.beam_size, gone=gone)
+        _llm_positions(translator, prompt, target)
+        # priced by the model's size before the job (422 past a limit, 503 past the deadline)
+        cost = llm_route_prices.price_llm_route(service.settings, "llm_lens", model.config, len(prompt.ids), len(target))
+
+        def job(should_stop: Callable[[], bool]) -> LensResponse:
+            found, dla = llm_inside.inspect(model, prompt.ids, target, k=body.k)
+            start, end = prompt.source_span
+            return LensResponse(
+                model=body.model, translation=text, source_tokens=prompt.tokens[start:end], target_tokens=texts(target),
+                points=found.labels, top_tokens=[[texts(row) for row in point] for point in found.top_ids.tolist()],
+                top_probs=_r(found.top_probs.tolist()), rank=found.rank.tolist(), prob=_r(found.prob.tolist()),
+                emergence=[None if e is None else found.labels[e] for e in found.emergence],
+                attribution=_attribution(dla),
+            )
+
+        return await service.run_stoppable(job, gone=gone, cost=cost)
 
 
 async def _llm_patch(translator: LLMTranslator, body: PatchRequest, service: ServiceDep, request: Request) -> PatchResponse:
     model, texts = translator.loaded.model, translator.token_texts
-
-    def job(should_stop: Callable[[], bool]) -> PatchResponse:
-        prompt, target, text = _llm_target(translator, body.clean, body.target, body.beam_size)
+    async with watch_disconnect(request) as gone:
+        prompt, target, text = await _llm_read(service, translator, body.clean, body.target, beam=body.beam_size,
+                                               gone=gone, field="clean")  # fmt: skip
         try:
             corrupted = translator.prompt(body.corrupted)
         except PromptError as exc:
@@ -383,19 +388,21 @@ async def _llm_patch(translator: LLMTranslator, body: PatchRequest, service: Ser
             raise InvalidInput(("body", "position"), f"is {body.position}; the target has {len(target)} tokens")
         _llm_positions(translator, prompt, target)
         c = model.config
-        _admit(service.settings, llm_inside.patch_cost(c.layers, c.heads, len(prompt.ids), len(target)), "patching")
-        grids = llm_inside.patch(model, prompt.ids, corrupted.ids, target, position=body.position,
-                                 should_stop=should_stop)  # fmt: skip
-        sel = slice(None) if body.position is None else slice(body.position, body.position + 1)
-        return PatchResponse(
-            model=body.model, translation=text, clean_tokens=prompt.tokens, corrupted_tokens=corrupted.tokens,
-            target_tokens=texts(target), position=body.position, self_heads=_r(grids.heads.tolist()),
-            cross_heads=[], position_rows=["embed"] + [f"after {i}" for i in range(1, c.layers)],
-            positions=_r(grids.positions.tolist()), clean_log_prob=_r(grids.clean.tolist()),
-            corrupted_log_prob=_r(grids.corrupted.tolist()),
-            total_effect=round(float((grids.corrupted - grids.clean)[sel].sum()), 5),
-            source_span=list(prompt.source_span),
-        )
+        # priced by the model's size before the job (issue 45: a 0.5B grid priced by positions ran 8 min)
+        cost = llm_route_prices.price_llm_route(service.settings, "llm_patching", c, len(prompt.ids), len(target))
 
-    async with watch_disconnect(request) as gone:
-        return await service.run_stoppable(job, gone=gone)
+        def job(should_stop: Callable[[], bool]) -> PatchResponse:
+            grids = llm_inside.patch(model, prompt.ids, corrupted.ids, target, position=body.position,
+                                     should_stop=should_stop)  # fmt: skip
+            sel = slice(None) if body.position is None else slice(body.position, body.position + 1)
+            return PatchResponse(
+                model=body.model, translation=text, clean_tokens=prompt.tokens, corrupted_tokens=corrupted.tokens,
+                target_tokens=texts(target), position=body.position, self_heads=_r(grids.heads.tolist()),
+                cross_heads=[], position_rows=["embed"] + [f"after {i}" for i in range(1, c.layers)],
+                positions=_r(grids.positions.tolist()), clean_log_prob=_r(grids.clean.tolist()),
+                corrupted_log_prob=_r(grids.corrupted.tolist()),
+                total_effect=round(float((grids.corrupted - grids.clean)[sel].sum()), 5),
+                source_span=list(prompt.source_span),
+            )
+
+        return await service.run_stoppable(job, gone=gone, cost=cost)

@@ -222,3 +222,31 @@ def test_products_packed_or_dense_agree_at_every_row_count(monkeypatch: pytest.M
                 assert packed.count - calls == (2 if ran_packed else 0)
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("fp16_exact", [False, True])
+def test_a_model_decoded_with_is_freed_with_its_cached_products(
+    make_model: ModelFactory, make_source: SourceFactory, fp16_exact: bool
+) -> None:
+    """Once nothing else holds a model that decoded (every float linear layer's product cached,
+    packed or dense), the model, each of its layers and their cache entries are freed: a cached
+    value that held its own module would keep every unloaded model of a bounded server alive
+    (issue 45.3)."""
+    import gc
+    import weakref
+
+    model = _transformer(make_model, fp16_exact)
+    src = make_source((7, 4, 6))
+    with torch.inference_mode():
+        enc = model.encode(src, need_weights=False)
+        enc_rows, state = model.init_beams(enc, 1)
+        model.step(torch.full((3,), 2), state, enc_rows, need_weights=False)
+        for module in model.modules():
+            if type(module) is nn.Linear:
+                inference.linear(module, torch.randn(2, module.in_features))  # a layer as its own owner
+    cached = [m for m in model.modules() if m in inference._cache]
+    assert any(type(m) is nn.Linear for m in cached) and len(cached) > 3
+    refs = [weakref.ref(m) for m in model.modules()]
+    del model, enc, enc_rows, state, cached, module
+    gc.collect()
+    assert [r for r in refs if r() is not None] == []

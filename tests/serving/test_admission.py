@@ -275,3 +275,101 @@ def test_the_rate_starts_from_a_decode_timed_on_this_machine(
         finally:
             service.stop()
     assert any("admission's rate" in r.getMessage() and TRANSFORMER in r.getMessage() for r in caplog.records)
+
+
+def _far_ticket(text: str, work: int, timeout_s: float = 1e9) -> Ticket:
+    return Ticket(texts=[text], budgets=[1], deadline=time.monotonic() + timeout_s, timeout_s=timeout_s,
+                  cost=Cost(work=work))  # fmt: skip
+
+
+class _Clock:
+    """The scheduler's clock (``batching.time``), moved on only by the test."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("how", ["failed", "stopped"])
+def test_a_batch_that_did_not_finish_never_makes_the_rate_faster(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Issue 45.2 on a busy machine: a large job that failed at once (its own check refusing it)
+    or was stopped part-way counted as done, its seconds over its whole work making the machine
+    look up to thousands of times faster, and the requests admitted next ran past their deadlines.
+    Now neither makes it faster (a stopped one ran only part of its work in that time). The
+    scheduler's clock is the test's: 5,000 s pass inside the job, 0.5 ms per unit of work over
+    10 M units, against 1 ms per unit before."""
+    from attnscope.decoding import DecodeStopped
+    from attnscope.engine import batching
+
+    clock = _Clock()
+    monkeypatch.setattr(batching, "time", clock)
+
+    def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[str]:
+        clock.now += 5_000
+        if how == "stopped":
+            tickets[0].gone.set()
+            raise DecodeStopped()
+        raise RuntimeError("refused by its own check")
+
+    async def test() -> float:
+        with ThreadPoolExecutor(1) as pool:
+            scheduler = Scheduler(pool, slots=1, max_queue=16, window_s=0.0, max_texts=1)
+            scheduler._work_s = 1e-3
+            with pytest.raises(Exception):  # noqa: B017, PT011 - the error, or ClientGone
+                await scheduler.submit("k", _far_ticket("x", 10_000_000), runner)
+            for _ in range(1000):  # the batch's done-callback runs a loop turn after the answer
+                if not scheduler._in_flight:
+                    break
+                await asyncio.sleep(0.01)
+            return scheduler._work_s
+
+    with ThreadPoolExecutor(1) as main:
+        rate = main.submit(asyncio.run, test()).result()
+    assert rate == 1e-3  # before: 0.7e-3 + 0.3 × 0.5e-3 = 0.85e-3
+
+
+def test_a_stopped_batch_slower_than_the_rate_slows_it() -> None:
+    """A batch stopped after 50,000 s of 10 M units ran at 5 ms a unit or slower: the rate (1 ms)
+    becomes that, at once; a finished one moves it by the running mean."""
+    scheduler = Scheduler(ThreadPoolExecutor(1), slots=1, max_queue=1, window_s=0.0, max_texts=1)
+    scheduler._work_s = 1e-3
+    scheduler.learn(50_000.0, 10_000_000, "stopped")
+    assert scheduler._work_s == pytest.approx(5e-3)
+    scheduler.learn(10_000.0, 10_000_000, "done")
+    assert scheduler._work_s == pytest.approx(0.7 * 5e-3 + 0.3 * 1e-3)
+
+
+def test_a_batch_grows_only_while_it_ends_before_each_members_deadline() -> None:
+    """A request admitted on its own estimate (10 s of work, 15 s allowed) is not made late by a
+    request that joined its group meanwhile (10 s more, a long deadline): before, the two decoded
+    as one batch of 20 s estimated work, past the first one's deadline; now the second waits for
+    the next batch. (No timing: 1 s per unit of work is the rate the scheduler is given, and the
+    runner returns at once.)"""
+    release = threading.Event()
+    batches: list[list[str]] = []
+
+    def blocker(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[str]:
+        assert release.wait(30)
+        return ["blocker"]
+
+    def runner(key: Hashable, tickets: list[Ticket], should_stop: Callable[[], bool]) -> list[str]:
+        batches.append([t.texts[0] for t in tickets])
+        return [t.texts[0] for t in tickets]
+
+    async def test() -> None:
+        with ThreadPoolExecutor(1) as pool:
+            scheduler = Scheduler(pool, slots=1, max_queue=16, window_s=0.0, max_texts=8)
+            scheduler._work_s, scheduler._decode_s = 1.0, 0.0
+            held = asyncio.ensure_future(scheduler.submit("other", _far_ticket("blocker", 0), blocker))
+            await asyncio.sleep(0)
+            first = asyncio.ensure_future(scheduler.submit("k", _far_ticket("first", 10, timeout_s=15), runner))
+            await asyncio.sleep(0)
+            second = asyncio.ensure_future(scheduler.submit("k", _far_ticket("second", 10), runner))
+            await asyncio.sleep(0)
+            release.set()
+            assert await asyncio.gather(held, first, second) == ["blocker", "first", "second"]
+
+    _in_loop(test)
+    assert batches == [["first"], ["second"]]

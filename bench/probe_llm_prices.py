@@ -1,0 +1,91 @@
+"""Calibrates admission's price of the LLM routes (``attnscope/engine/llm_route_prices.py``):
+in-process, one thread, the seconds per unit of work of the scheduler's start-up decode (the
+shipped en-de-transformer, ``attnscope.engine.service.CALIBRATION``) and the seconds per priced
+flop of the LLM lens, patching and translation on a random decoder-only model of the given
+sizes (no weights are downloaded). Their ratio is ``flops_per_work``: the table's constant
+(``LLM_FLOPS_PER_WORK``) should sit near the lowest seen (a lower one prices more work, so a
+price that errs errs towards refusing).
+
+    .venv/bin/python bench/probe_llm_prices.py [--width 512 --layers 6 --vocab 32000] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+from attnscope.config import REPO_ROOT
+from attnscope.engine import limits
+from attnscope.engine.llm_route_prices import llm_shape
+from attnscope.engine.route_prices import ROUTE_PRICES
+from attnscope.engine.service import CALIBRATION
+from attnscope.inside import decoder_only as inside
+from attnscope.llm.search import LLMOptions, generate
+from attnscope.nn.decoder_only import DecoderOnlyLM
+from attnscope.nn.decoder_only_config import DecoderOnlyConfig
+from attnscope.repository import load_model_folder
+from attnscope.translator import Translator
+
+
+def timed(fn: Callable[[], object], repeats: int) -> float:
+    """Median seconds of ``fn`` over ``repeats`` runs (after one warm-up)."""
+    fn()
+    runs = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - started)
+    return statistics.median(runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--width", type=int, default=512)
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--heads", type=int, default=8)
+    parser.add_argument("--vocab", type=int, default=32_000)
+    parser.add_argument("--prompt", type=int, default=40)
+    parser.add_argument("--target", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    loaded = load_model_folder(REPO_ROOT / "models" / "en-de-transformer")
+    translator = Translator(loaded, max_source_tokens=10_000)
+    digits = " ".join(str(i % 10) for i in range(CALIBRATION["digits"]))
+    source = len(translator.source_ids(digits))
+    work = limits.attention_floats(loaded.config, [source], [CALIBRATION["max_length"]], CALIBRATION["beams"])
+    with torch.inference_mode():
+        decode_s = timed(lambda: translator.translate([digits], beam_size=CALIBRATION["beams"],
+                                                      max_length=CALIBRATION["max_length"]), args.repeats)  # fmt: skip
+    s_per_work = decode_s / work
+    print(f"start-up decode: {decode_s:.2f} s, {work / 1e6:.1f} M work, {s_per_work:.2e} s/work")
+    torch.manual_seed(0)
+    head_dim = args.width // args.heads
+    config = DecoderOnlyConfig(vocab_size=args.vocab, d_model=args.width, layers=args.layers, heads=args.heads,
+                               kv_heads=max(1, args.heads // 2), head_dim=head_dim, ff_dim=int(2.75 * args.width),
+                               max_positions=4096)  # fmt: skip
+    model = DecoderOnlyLM(config).eval()
+    prompt = [int(i) for i in torch.randint(4, args.vocab, (args.prompt,))]
+    corrupted = [int(i) for i in torch.randint(4, args.vocab, (args.prompt,))]
+    target = [int(i) for i in torch.randint(4, args.vocab, (args.target,))]
+    options = LLMOptions(beam_size=1, max_new_tokens=args.target, need_weights=False)
+    jobs = {
+        "llm_lens": (lambda: inside.inspect(model, prompt, target), args.target),
+        "llm_patching": (lambda: inside.patch(model, prompt, corrupted, target), args.target),
+        "llm_translation": (lambda: generate(model, prompt, options), args.target),
+    }
+    print(f"LLM D={args.width} L={args.layers} H={args.heads} V={args.vocab}, prompt {args.prompt}, target {args.target}")
+    for name, (job, length) in jobs.items():
+        with torch.inference_mode():
+            seconds = timed(job, args.repeats)
+        flops = ROUTE_PRICES[name].flops(llm_shape(config, args.prompt, length))
+        print(f"{name}: {seconds:.3f} s, {flops / 1e9:.2f} GFLOP priced, {flops / seconds / 1e9:.1f} GFLOP/s, "
+              f"flops/work {s_per_work / (seconds / flops):.0f} (table: {ROUTE_PRICES[name].flops_per_work:g})", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
