@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import cast
@@ -140,11 +141,20 @@ def capacities(source_length: int, limit: int, max_positions: int) -> tuple[int,
 class StaticGreedy:
     """The fixed-size buffers of one (batch, source capacity, length capacity) and its step."""
 
+    @property
+    def model(self) -> Transformer:
+        model = self._model()
+        if model is None:  # only a caller that kept a runner past its model's life gets here
+            raise RuntimeError("this decoding runner's model has been freed")
+        return model
+
     def __init__(self, model: Transformer, key: Key, device: torch.device) -> None:
         weights = layers.prepare(model.decoder_layers) if model.config.standard_layout else None
         if weights is None:  # an imported layout: each layer through its modules' own weights
             weights = [layers.general(cast(layers.DecoderLayer, layer)) for layer in model.decoder_layers]
-        self.model, self.weights = model, weights
+        # The model weakly: ``_runners`` is keyed weakly by it, and a runner that held it would
+        # keep every unloaded model (and its GPU memory) alive for good.
+        self._model, self.weights = weakref.ref(model), weights
         self.lock = threading.Lock()
         self.graph: torch.cuda.CUDAGraph | None = None
         c = model.config

@@ -107,3 +107,23 @@ def test_taken_only_on_cuda_for_transformers_without_prefix(monkeypatch: pytest.
         assert not sg.applies(rnn, cuda, None)
         monkeypatch.setenv("ATTNSCOPE_CUDA_GRAPHS", "0")
         assert not sg.applies(transformer, cuda, None)
+
+
+def test_an_unloaded_model_is_freed_with_its_runners() -> None:
+    """The runners are kept per model in a weak dictionary; a runner that held its model strongly
+    kept every unloaded model (on CUDA: its weights and graphs' memory) alive for good."""
+    import gc
+    import weakref
+
+    from attnscope.decoding import static_beam
+    from attnscope.decoding.plan import DecodeOptions
+
+    model = build_tiny("transformer", seed=11)
+    src = padded_source([6], seed=12)
+    fixed(model, src, max_length=8)
+    assert static_beam.static_beam_search(model, src, DecodeOptions(beam_size=2, max_length=8), graphs=False) is not None
+    assert sg._runners.get(model) is not None and len(sg._runners[model].by_key) == 2
+    gone = weakref.ref(model)
+    del model
+    gc.collect()
+    assert gone() is None
