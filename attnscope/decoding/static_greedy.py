@@ -250,7 +250,7 @@ class StaticGreedy:
             x = x * math.sqrt(c.d_model)
         table = m.positions if c.positions == "sinusoidal" else m.decoder_positions
         x = (x + table.index_select(0, self.position))[:, None]  # (N, 1, D)
-        return m.decoder_embed_norm(x) if c.embedding_norm else x  # type: ignore[no-any-return]
+        return m.decoder_embed_norm(x) if c.embedding_norm else x
 
     def capture(self) -> None:
         """Record :meth:`step` as a CUDA graph (after two warm-up steps on a side stream, as

@@ -88,7 +88,7 @@ def answer_fields(
     if job.request.target is None:  # the model's own output: what it dropped, how sure it was
         spans = [(p.source_start, p.source_end) for p in placements or []]
         missing = missing_words(result.source_text, result.text, spans)
-        fields["missing_words"] = [MissingWord.model_construct(**w) for w in missing]
+        fields["missing_words"] = [MissingWord.model_construct(None, **w) for w in missing]
         confidence = confidence_of([float(x) for x in result.hypothesis.token_logprobs], loaded.card)
         fields["confidence"] = Confidence.model_construct(**confidence)
     return fields

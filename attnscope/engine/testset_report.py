@@ -34,7 +34,7 @@ def corpus_metrics(rows: Sequence[dict[str, Any]], best_flat: int | None) -> dic
         out["bleu"] = round(BLEU().corpus_score(hyps, refs).score, 2)
         out["chrf"] = round(CHRF().corpus_score(hyps, refs).score, 2)
     counts = sum_counts(rows) if best_flat is not None else []
-    if counts:
+    if counts and best_flat is not None:
         out["aer"] = counts[best_flat].scores()["aer"]
     out["flagged"] = sum(1 for r in rows if r.get("flags"))
     return out

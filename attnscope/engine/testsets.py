@@ -33,6 +33,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor
 
 from attnscope.alignment.gold import GoldPair
+from attnscope.alignment.rows import Rows
 from attnscope.decoding.confidence import confidence_of
 from attnscope.engine import testset_align as align
 from attnscope.engine import testset_store as store
@@ -67,16 +68,15 @@ def sentence_row(
     """One table row without flags or alignment (see the module docstring)."""
     logprobs = done.hypothesis.token_logprobs
     coverage, entropy = attention_stats(done.hypothesis.cross)
-    has_ref = reference is not None
     return {
         "index": index,
         "source": source,
         "reference": reference,
         "output": done.text,
         "bleu": round(BLEU(effective_order=True).sentence_score(done.text, [reference]).score, 2)
-        if has_ref
+        if reference is not None
         else None,
-        "chrf": round(CHRF().sentence_score(done.text, [reference]).score, 2) if has_ref else None,
+        "chrf": round(CHRF().sentence_score(done.text, [reference]).score, 2) if reference is not None else None,
         "source_words": len(source.split()),
         "output_words": len(done.text.split()),
         "mean_logprob": round(sum(logprobs) / len(logprobs), 4) if logprobs else None,
@@ -94,7 +94,7 @@ class Batch:
     references: list[str] | None
     gold: list[GoldPair] | None
     beam_size: int = 1
-    rows: str = "produces"
+    rows: Rows = "produces"
 
 
 def score_batch(translator: Translator, batch: Batch) -> list[dict[str, Any]]:
@@ -115,7 +115,7 @@ def score_batch(translator: Translator, batch: Batch) -> list[dict[str, Any]]:
         pair = None if batch.gold is None else batch.gold[k]
         row["align_counts"] = (
             align.head_counts(loaded, pair, batch.rows) if cross and pair is not None else None
-        )  # type: ignore[arg-type]
+        )
         rows.append(row)
     return rows
 
@@ -170,7 +170,7 @@ class TestSetJobs:
         test_set: TestSet,
         *,
         beam_size: int = 1,
-        rows: str = "produces",
+        rows: Rows = "produces",
     ) -> TestSetJob:
         """Start scoring ``test_set`` on a thread; ValueError for an empty set."""
         if not test_set.sources:
@@ -295,7 +295,7 @@ def _on_ray(
                 "index": np.array([i]),
                 "batch": np.array([pickle.dumps(batches[i])], dtype=object),
             }
-            return actor.__call__.remote(rows)
+            return actor.__call__.remote(rows)  # type: ignore[attr-defined]  # Ray's handle
 
         pending = [submit(i) for i in range(min(2, len(batches)))]
         for i in range(len(batches)):
@@ -307,7 +307,7 @@ def _on_ray(
             yield [pickle.loads(out["result"][0])]
     finally:
         if actor is not None:
-            ray.kill(actor)
+            ray.kill(actor)  # type: ignore[arg-type]  # Ray types the handle as the class
 
 
 def _ray_is_up() -> bool:

@@ -165,7 +165,7 @@ def _rotary(hf_model: Any, layer_types: tuple[str, ...]) -> dict[str, Tensor]:
         scale = getattr(module, f"{kind}_attention_scaling", None)
         scale = scale if scale is not None else getattr(module, "attention_scaling", 1.0)
         out[f"layers.{i}.attn.inv_freq"] = inv.detach().float().clone()
-        out[f"layers.{i}.attn.rope_scale"] = torch.tensor(float(scale))
+        out[f"layers.{i}.attn.rope_scale"] = torch.tensor(1.0 if scale is None else float(scale))
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -112,9 +113,11 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)  # (N, H, T, Dh), (N, KVH, T, Dh)
         if self.rotary:
-            freqs = positions.float()[:, None] * self.inv_freq.float()[None, :]
+            inv_freq = cast(Tensor, self.inv_freq)  # a buffer (nn.Module's getattr says Tensor | Module)
+            freqs = positions.float()[:, None] * inv_freq.float()[None, :]
             emb = torch.cat((freqs, freqs), dim=-1)
-            cos, sin = emb.cos() * self.rope_scale, emb.sin() * self.rope_scale
+            scale = cast(Tensor, self.rope_scale)
+            cos, sin = emb.cos() * scale, emb.sin() * scale
             q, k = rotate(q, cos.to(q.dtype), sin.to(q.dtype)), rotate(k, cos.to(k.dtype), sin.to(k.dtype))
         return q, k, v
 

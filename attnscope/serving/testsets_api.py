@@ -10,11 +10,12 @@ its slices; ``GET /compare?a=&b=`` two jobs on the same sentences side by side; 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
+from attnscope.alignment.rows import Rows
 from attnscope.engine import testset_data as data
 from attnscope.engine.schemas import ErrorResponse
 from attnscope.engine.testset_report import compare, corpus_metrics, slices
@@ -93,10 +94,10 @@ class Comparison(BaseModel):
     rows: list[dict[str, Any]] = Field(description="a_*, b_* and delta_* (b − a) per sentence.")
 
 
-ERR = {"model": ErrorResponse}
-NO_JOB = {404: {**ERR, "description": "No such job."}}
-NOT_DONE = {409: {**ERR, "description": "The job is not done."}}
-BAD_QUERY = {
+ERR: dict[str, Any] = {"model": ErrorResponse}
+NO_JOB: dict[int | str, dict[str, Any]] = {404: {**ERR, "description": "No such job."}}
+NOT_DONE: dict[int | str, dict[str, Any]] = {409: {**ERR, "description": "The job is not done."}}
+BAD_QUERY: dict[int | str, dict[str, Any]] = {
     422: {**ERR, "description": "A missing or invalid query parameter, named in `errors`."}
 }
 
@@ -169,7 +170,7 @@ async def start_job(body: JobRequest, request: Request, service: ServiceDep) -> 
         )
     try:
         job = jobs_of(request).start(
-            served.translator, test_set, beam_size=body.beam_size, rows=body.rows
+            served.translator, test_set, beam_size=body.beam_size, rows=cast(Rows, body.rows)  # the pattern checked it
         )
     except ValueError as err:
         raise HTTPException(400, str(err)) from err
