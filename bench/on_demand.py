@@ -1,7 +1,8 @@
 """Attention on demand against today's inline answers, in Chromium against the real server
 (``attnscope serve``, CPU): the bytes received (as sent, gzipped where the server gzips) and the
-time from pressing Enter to the first heatmap drawn on the Translate page, and after the
-translation's answer arrived; then the server time of one head's fetch (``Server-Timing``),
+time from pressing Enter to the first heatmap drawn on the Translate page (the first frame
+showing one: the canvas first paint, or Plotly's where there is none), and after the
+translation's answer arrived, and until Plotly's interactive heatmap is there; then the server time of one head's fetch (``Server-Timing``),
 as JSON and as float16 ``.npy``.
 
 "today" sends the page's request without ``"attention": "on_demand"`` (intercepted), so the
@@ -12,7 +13,7 @@ same page draws the same first head from the inline answer. Each mode runs ``--r
 6+6-layer Marian (random weights, as bench/hf_import.py builds it) under 32 concurrent clients,
 inline against on demand.
 
-    .venv/bin/python bench/on_demand.py [--models-dir models] [--model en-fr-transformer] [--runs 5]
+    .venv/bin/python bench/on_demand.py [--models-dir models] [--model en-fr-transformer] [--runs 5] [--before DIR]
     .venv/bin/python bench/on_demand.py --clients 32 [--rounds 3] [--tokens 40]
 """
 
@@ -24,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +45,35 @@ PLOT = "#explorer [data-role=plot-main]"
 MARIAN = "en-de-opus-shaped"
 
 
-def one_run(page: Page, url: str, model: str, text: str, *, inline: bool) -> dict[str, float]:
-    """Translate ``text`` on a fresh Translate page; bytes and times to the first heatmap."""
-    finished: list[Any] = []
+# Installed in the page before Enter: every time is taken in the page's own clock. The Enter
+# key's time; each animation frame, whether a heatmap is on screen (the canvas first paint of
+# heatmap-raster.js, or Plotly's) and whether Plotly's is (interactive): the first frame of each.
+WATCH = """(plot) => {
+  const bench = window.__bench = {};
+  document.addEventListener("keydown", (e) => { if (e.key === "Enter" && !bench.enter) bench.enter = performance.now(); }, true);
+  const frame = () => {
+    const now = performance.now(); // not the frame's start time, which Chrome may date before a long task
+    const gd = document.querySelector(plot);
+    const raster = gd && gd.querySelector(":scope > canvas.heatmap-raster");
+    const plotted = gd && gd.data && gd.data[0] && gd.data[0].z && gd.data[0].z.length > 0 && !raster;
+    if (bench.enter && !bench.painted && (raster || plotted)) bench.painted = now;
+    if (bench.enter && !bench.interactive && plotted) bench.interactive = now;
+    if (!bench.interactive) requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
+}"""
+# The answer's arrival and the bytes received up to a time, from the page's resource timing.
+RECEIVED = """(until) => {
+  const ours = performance.getEntriesByType("resource").filter((e) => /\\/api\\/(translate|attention\\/)/.test(e.name));
+  const answer = ours.filter((e) => /\\/api\\/translate$/.test(e.name.split("?")[0])).pop();
+  const before = ours.filter((e) => e.responseEnd <= until);
+  return {answered: answer.responseEnd, bytes: before.reduce((n, e) => n + e.encodedBodySize, 0), requests: before.length};
+}"""
 
-    def record(request: Any) -> None:
-        if "/api/translate" in request.url or "/api/attention/" in request.url:
-            finished.append(request)
+
+def one_run(page: Page, url: str, model: str, text: str, *, inline: bool) -> dict[str, float]:
+    """Translate ``text`` on a fresh Translate page; bytes and times to the first heatmap (the
+    first frame showing one) and to Plotly's interactive one, in the page's clock."""
 
     def today(route: Route) -> None:
         body = json.loads(route.request.post_data or "{}")
@@ -63,23 +87,19 @@ def one_run(page: Page, url: str, model: str, text: str, *, inline: bool) -> dic
     page.fill("#text", text)
     if inline:
         page.route("**/api/translate", today)
-    page.on("requestfinished", record)
-    start = time.perf_counter()
-    with page.expect_response("**/api/translate") as answered:
-        page.press("#text", "Enter")
-    answered.value.finished()
-    translated = time.perf_counter()
-    page.wait_for_function("s => document.querySelector(s)?.data?.[0]?.z?.length > 0", arg=PLOT, polling="raf")
-    drawn = time.perf_counter()
-    page.remove_listener("requestfinished", record)
-    sizes = [request.sizes()["responseBodySize"] for request in finished]
+    page.evaluate(WATCH, PLOT)
+    page.press("#text", "Enter")
+    page.wait_for_function("() => window.__bench.interactive", timeout=120_000)
+    times = page.evaluate("window.__bench")
+    got = page.evaluate(RECEIVED, times["painted"])
     if inline:
         page.unroute("**/api/translate")
     return {
-        "bytes": float(sum(sizes)),
-        "requests": float(len(sizes)),
-        "first_heatmap_ms": (drawn - start) * 1000,
-        "after_translation_ms": (drawn - translated) * 1000,
+        "bytes": float(got["bytes"]),
+        "requests": float(got["requests"]),
+        "first_heatmap_ms": times["painted"] - times["enter"],
+        "after_translation_ms": times["painted"] - got["answered"],
+        "interactive_after_translation_ms": times["interactive"] - got["answered"],
     }
 
 
@@ -189,6 +209,7 @@ def main() -> None:
     parser.add_argument("--model", default="en-fr-transformer")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--text", default=SENTENCE_42)
+    parser.add_argument("--before", default=None, help="another checkout (e.g. `git archive main`) whose server runs interleaved, as rows '(before)'")
     parser.add_argument("--clients", type=int, default=0, help="the imported Marian under this many concurrent clients")
     parser.add_argument("--rounds", type=int, default=3, help="with --clients: rounds of requests after a warm-up")
     parser.add_argument("--tokens", type=int, default=40, help="with --clients: output tokens (random weights never stop)")
@@ -198,29 +219,35 @@ def main() -> None:
         marian = Path(args.marian_dir) if args.marian_dir else None
         run_load(clients=args.clients, rounds=args.rounds, tokens=args.tokens, text=args.text, models=marian)
         return
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as servers:
         only = Path(tmp) / "models"
         only.mkdir()
         (only / args.model).symlink_to(Path(args.models_dir).resolve() / args.model)
-        with running_server(only, Path(tmp) / "server.log") as url, sync_playwright() as pw:
+        urls = {"": servers.enter_context(running_server(only, Path(tmp) / "server.log"))}
+        if args.before:  # the same page from another checkout, interleaved with this one's
+            urls[" (before)"] = servers.enter_context(running_server(only, Path(tmp) / "before.log", checkout=Path(args.before)))
+        with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            runs: dict[str, list[dict[str, float]]] = {"today": [], "on_demand": []}
+            runs: dict[str, list[dict[str, float]]] = {f"{m}{tag}": [] for tag in sorted(urls, reverse=True) for m in ("today", "on_demand")}
             for i in range(args.runs + 1):
-                for mode in ("today", "on_demand"):
-                    result = one_run(page, url, args.model, args.text, inline=mode == "today")
-                    if i:  # the first round warms the server and the browser
-                        runs[mode].append(result)
+                for tag, url in urls.items():
+                    for mode in ("today", "on_demand"):
+                        result = one_run(page, url, args.model, args.text, inline=mode == "today")
+                        if i:  # the first round warms the server and the browser
+                            runs[f"{mode}{tag}"].append(result)
             browser.close()
-            fetches = fetch_times(url, args.model, args.text, 64)
+        fetches = fetch_times(urls[""], args.model, args.text, 64)
     words = len(args.text.split())
     print(f"{args.model}, {words} words, median of {args.runs} runs (Chromium, CPU server)")  # noqa: T201
-    print("| mode | bytes to first heatmap | requests | first heatmap (ms from Enter) | after the answer (ms) |")  # noqa: T201
-    print("| --- | --- | --- | --- | --- |")  # noqa: T201
+    print("| mode | bytes to first heatmap | requests | first heatmap (ms from Enter) | after the answer (ms) "  # noqa: T201
+          "| interactive, after the answer (ms) |")
+    print("| --- | --- | --- | --- | --- | --- |")  # noqa: T201
     for mode, results in runs.items():
         med = {k: statistics.median(r[k] for r in results) for k in results[0]}
         print(  # noqa: T201
-            f"| {mode} | {med['bytes']:,.0f} | {med['requests']:.0f} | {med['first_heatmap_ms']:.0f} | {med['after_translation_ms']:.0f} |"
+            f"| {mode} | {med['bytes']:,.0f} | {med['requests']:.0f} | {med['first_heatmap_ms']:.0f} | {med['after_translation_ms']:.0f} "
+            f"| {med['interactive_after_translation_ms']:.0f} |"
         )
     print(", ".join(f"{k} {v:.2f}" for k, v in fetches.items()))  # noqa: T201
 
