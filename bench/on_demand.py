@@ -15,6 +15,10 @@ inline against on demand.
 
     .venv/bin/python bench/on_demand.py [--models-dir models] [--model en-fr-transformer] [--runs 5] [--before DIR]
     .venv/bin/python bench/on_demand.py --clients 32 [--rounds 3] [--tokens 40]
+    .venv/bin/python bench/on_demand.py --llm [--llm-dir DIR] --max-length 24 --runs 2 --text "..."
+
+``--llm`` runs the page on a decoder-only LLM of Qwen2-0.5B's shape built here with random
+weights (``llm_models``).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ SENTENCE_42 = (
 )
 PLOT = "#explorer [data-role=plot-main]"
 MARIAN = "en-de-opus-shaped"
+LLM = "llm-qwen2-0.5b-shaped"
 
 
 # Installed in the page before Enter: every time is taken in the page's own clock. The Enter
@@ -71,13 +76,18 @@ RECEIVED = """(until) => {
 }"""
 
 
-def one_run(page: Page, url: str, model: str, text: str, *, inline: bool) -> dict[str, float]:
+def one_run(page: Page, url: str, model: str, text: str, *, inline: bool, max_length: int | None = None) -> dict[str, float]:
     """Translate ``text`` on a fresh Translate page; bytes and times to the first heatmap (the
-    first frame showing one) and to Plotly's interactive one, in the page's clock."""
+    first frame showing one) and to Plotly's interactive one, in the page's clock. ``inline``:
+    the page's request without ``"attention": "on_demand"``; ``max_length``: added to it (random
+    weights never stop on their own)."""
 
-    def today(route: Route) -> None:
+    def asked(route: Route) -> None:
         body = json.loads(route.request.post_data or "{}")
-        body.pop("attention", None)
+        if inline:
+            body.pop("attention", None)
+        if max_length:
+            body["max_length"] = max_length
         route.continue_(post_data=json.dumps(body))
 
     page.goto(f"{url}/?text=")
@@ -85,14 +95,14 @@ def one_run(page: Page, url: str, model: str, text: str, *, inline: bool) -> dic
     page.select_option("#model", model)
     page.fill("#beam", "1")
     page.fill("#text", text)
-    if inline:
-        page.route("**/api/translate", today)
+    if inline or max_length:
+        page.route("**/api/translate", asked)
     page.evaluate(WATCH, PLOT)
     page.press("#text", "Enter")
     page.wait_for_function("() => window.__bench.interactive", timeout=120_000)
     times = page.evaluate("window.__bench")
     got = page.evaluate(RECEIVED, times["painted"])
-    if inline:
+    if inline or max_length:
         page.unroute("**/api/translate")
     return {
         "bytes": float(got["bytes"]),
@@ -103,10 +113,11 @@ def one_run(page: Page, url: str, model: str, text: str, *, inline: bool) -> dic
     }
 
 
-def fetch_times(url: str, model: str, text: str, count: int) -> dict[str, float]:
+def fetch_times(url: str, model: str, text: str, count: int, max_length: int | None = None) -> dict[str, float]:
     """Median server time (Server-Timing) of one head's fetch, JSON and float16 .npy."""
-    with httpx.Client(base_url=url, timeout=120) as http:
-        answer = http.post("/api/translate", json={"model": model, "text": text, "beam_size": 1, "attention": "on_demand"}).json()
+    with httpx.Client(base_url=url, timeout=600) as http:
+        body = {"model": model, "text": text, "beam_size": 1, "attention": "on_demand", "max_length": max_length}
+        answer = http.post("/api/translate", json=body).json()
         shape = answer["attention_shapes"]["cross"]
         base = f"/api/attention/{answer['attention_id']}/cross"
         out = {}
@@ -131,6 +142,33 @@ def marian_models(tmp: Path) -> Path:
 
     source = opus_shaped_marian(tmp / "source")
     import_model(str(source), tmp / "models" / MARIAN, dtype="float32")
+    return tmp / "models"
+
+
+def llm_models(tmp: Path, *, vocab_from: str = "tests") -> Path:
+    """A models folder holding one imported decoder-only LLM of Qwen2-0.5B's shape (24 layers,
+    896 wide, 14 query heads sharing 2 key/value heads, feed-forward 4864; random weights,
+    float32), with the tests' small byte-level BPE tokenizer (420 pieces) and chat template, so
+    only the vocabulary is smaller than the real model's (its 151,936 rows would only be the
+    output layer's cost)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "llm"))
+    from llm_builders import save_tokenizer
+
+    from attnscope.hf.importer import import_model
+
+    source = tmp / "qwen2-0.5b-shaped"
+    tok = save_tokenizer(source)
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tok), hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+        num_key_value_heads=2, max_position_embeddings=4096, rope_theta=1_000_000.0, tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+    )  # fmt: skip
+    Qwen2ForCausalLM(config).eval().save_pretrained(source)
+    import_model(str(source), tmp / "models" / LLM, dtype="float32", pair=("en", "de"))
     return tmp / "models"
 
 
@@ -209,6 +247,9 @@ def main() -> None:
     parser.add_argument("--model", default="en-fr-transformer")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--text", default=SENTENCE_42)
+    parser.add_argument("--llm", action="store_true", help=f"the page on {LLM} (Qwen2-0.5B's shape, random weights) instead of --model")
+    parser.add_argument("--llm-dir", default=None, help=f"with --llm: a models folder already holding {LLM}")
+    parser.add_argument("--max-length", type=int, default=None, help="output tokens asked for (random weights never stop)")
     parser.add_argument("--before", default=None, help="another checkout (e.g. `git archive main`) whose server runs interleaved, as rows '(before)'")
     parser.add_argument("--clients", type=int, default=0, help="the imported Marian under this many concurrent clients")
     parser.add_argument("--rounds", type=int, default=3, help="with --clients: rounds of requests after a warm-up")
@@ -220,6 +261,9 @@ def main() -> None:
         run_load(clients=args.clients, rounds=args.rounds, tokens=args.tokens, text=args.text, models=marian)
         return
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as servers:
+        if args.llm:  # the 0.5B-shaped LLM (built and imported here, minutes), or one built before
+            args.model = LLM
+            args.models_dir = args.llm_dir or str(llm_models(Path(tmp) / "llm"))
         only = Path(tmp) / "models"
         only.mkdir()
         (only / args.model).symlink_to(Path(args.models_dir).resolve() / args.model)
@@ -233,11 +277,11 @@ def main() -> None:
             for i in range(args.runs + 1):
                 for tag, url in urls.items():
                     for mode in ("today", "on_demand"):
-                        result = one_run(page, url, args.model, args.text, inline=mode == "today")
+                        result = one_run(page, url, args.model, args.text, inline=mode == "today", max_length=args.max_length)
                         if i:  # the first round warms the server and the browser
                             runs[f"{mode}{tag}"].append(result)
             browser.close()
-        fetches = fetch_times(urls[""], args.model, args.text, 64)
+        fetches = fetch_times(urls[""], args.model, args.text, 64, args.max_length)
     words = len(args.text.split())
     print(f"{args.model}, {words} words, median of {args.runs} runs (Chromium, CPU server)")  # noqa: T201
     print("| mode | bytes to first heatmap | requests | first heatmap (ms from Enter) | after the answer (ms) "  # noqa: T201

@@ -4,7 +4,7 @@
 // 100 labels were about two thirds of its draw on a 2-core CPU); a canvas draws the same window,
 // labels included, in a few milliseconds, so the heatmap appears at once and becomes
 // interactive (hover, pan) when Plotly is done. The canvas follows Plotly's geometry (margins,
-// cell size, the visible window) so nothing moves when Plotly takes over. docs/explorer.md,
+// cell size, the visible window) so nothing moves when Plotly takes over. docs/api.md,
 // "The first heatmap".
 
 /** "#rrggbb" -> [r, g, b], or null for a colour this module cannot read (a named Plotly scale). */

@@ -104,13 +104,19 @@ export async function drawHeatmap(
   // The first paint: the window's cells and labels on a canvas now (heatmap-raster.js), Plotly's
   // interactive heatmap in its place once it has laid out every label.
   const geometry = { left, top, bottom, cell, width, height, visibleRows, visibleCols, fontSize, zmax, xTitle, yTitle };
+  // data-drawing: set while a draw is under way (the first paint shown, Plotly's not yet), so a
+  // page or a test can wait for the heatmap to settle
+  gd.drawings = (gd.drawings || 0) + 1;
+  gd.dataset.drawing = "true";
   const raster = paintRaster(gd, view, { ...geometry, colorbar, gap: trace.xgap ? 1 : 0, scale: trace.colorscale });
-  if (raster) await afterPaint();
-  const Plotly = await plotlyReady();
   try {
+    if (raster) await afterPaint();
+    const Plotly = await plotlyReady();
     await Plotly.react(gd, [trace], layout, config);
   } finally {
     raster?.remove();
+    gd.drawings -= 1;
+    if (!gd.drawings) delete gd.dataset.drawing;
   }
   if (!gd.dataset.scrollable) {
     gd.dataset.scrollable = "true";

@@ -34,7 +34,7 @@ def wait_idle(page: Page, plot: bool = True) -> None:
     """No step being drawn (and with `plot`, the heatmap drawn)."""
     page.wait_for_function(
         "(plot) => { const gd = document.querySelector('#explorer [data-role=plot-main]');"
-        " return (!plot || (gd && gd.data && gd.data.length > 0)) && !document.querySelector('#player').dataset.drawing }",
+        " return (!plot || (gd && gd.data && gd.data.length > 0 && !gd.dataset.drawing)) && !document.querySelector('#player').dataset.drawing }",
         arg=plot,
     )
 
@@ -223,7 +223,8 @@ def test_the_player_asks_for_the_explanation_shown(page: Page, server_url: str) 
     open_translated(page, server_url, beam=1)
     with page.expect_response("**/api/translate"):
         page.click("#explorer [data-role=explain-switch] [data-method=norm]")
-    wait_idle(page)
+    page.wait_for_function("() => /showing norm/.test(document.querySelector('#explorer [data-role=caption-main]').textContent)")
+    wait_idle(page)  # the norm view drawn (its caption is written as its draw starts), not the weights before it
     before = drawn(page)
     with page.expect_request("**/api/translate/stream") as request:
         play_to_the_end(page)
