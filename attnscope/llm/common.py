@@ -91,7 +91,7 @@ def llm_requests(body: Any, *, source_lang: str, target_lang: str) -> list[LLMRe
     target = getattr(body, "target", None)
     return [
         LLMRequest(model=body.model, text=text, options=options, views=views, heads_off=heads, target=target,
-                   explain=explain)  # fmt: skip
+                   explain=explain, on_demand=on_demand)  # fmt: skip
         for text in texts
     ]
 
