@@ -98,7 +98,12 @@ def one_run(page: Page, url: str, model: str, text: str, *, inline: bool, max_le
     if inline or max_length:
         page.route("**/api/translate", asked)
     page.evaluate(WATCH, PLOT)
-    page.press("#text", "Enter")
+    with page.expect_response("**/api/translate", timeout=600_000) as answered:
+        page.press("#text", "Enter")
+    if answered.value.status != 200:  # refused (an inline answer over the answer-size limit, say)
+        if inline or max_length:
+            page.unroute("**/api/translate")
+        return {"refused": float(answered.value.status), "detail": answered.value.json().get("detail", "")}  # type: ignore[dict-item]
     page.wait_for_function("() => window.__bench.interactive", timeout=120_000)
     times = page.evaluate("window.__bench")
     got = page.evaluate(RECEIVED, times["painted"])
@@ -288,6 +293,9 @@ def main() -> None:
           "| interactive, after the answer (ms) |")
     print("| --- | --- | --- | --- | --- | --- |")  # noqa: T201
     for mode, results in runs.items():
+        if "refused" in results[0]:
+            print(f"| {mode} | refused: {results[0]['refused']:.0f} {results[0]['detail']} | | | | |")  # noqa: T201
+            continue
         med = {k: statistics.median(r[k] for r in results) for k in results[0]}
         print(  # noqa: T201
             f"| {mode} | {med['bytes']:,.0f} | {med['requests']:.0f} | {med['first_heatmap_ms']:.0f} | {med['after_translation_ms']:.0f} "
