@@ -33,7 +33,7 @@ from attnscope.engine.limits import Cost
 from attnscope.engine.registry import ModelRegistry, ServedModel
 from attnscope.engine.request import AlignKey, AnswerOptions, Job, ServiceRequest, TranslateKey
 from attnscope.engine.schemas import ModelInfo, TranslationResponse
-from attnscope.engine.stream_flow import admit_stream
+from attnscope.engine.stream_flow import admit_stream, stored_step_bytes
 from attnscope.text.protect import Placement
 from attnscope.translator import Translation
 
@@ -182,7 +182,7 @@ class ModelService:
             log.update(model=request.model, tokens=sum(lengths), beams=request.beam_size)
         options = request.answer
         asked = limits.Asked(options.kinds, options.decimals, extras, request.beam_size)
-        cost = self._admit_stored(served, lengths, budgets, asked, on_demand=options.on_demand)
+        cost = self._admit_stored(served, lengths, budgets, asked, on_demand=options.on_demand, stream=on_step is not None)
         if on_step is not None:  # a stream: its step events (beam rows × steps) are priced too
             cost = admit_stream(self.settings, served, lengths[0], budgets[0], asked, cost)
         limits.admit_explain(self.settings, served, lengths, budgets, methods=extras.explain)
@@ -237,15 +237,19 @@ class ModelService:
         return run
 
     def _admit_stored(
-        self, served: ServedModel, lengths: list[int], budgets: list[int], asked: limits.Asked, *, on_demand: bool
+        self, served: ServedModel, lengths: list[int], budgets: list[int], asked: limits.Asked, *, on_demand: bool,
+        stream: bool = False,
     ) -> Cost:
         """:func:`limits.admission`; on demand, the answer holds no matrices, but the decode keeps
-        every kind and the store must be able to hold them (422 naming the store's bound)."""
+        every kind and the store must be able to hold them (422 naming the store's bound); a
+        stream's steps are kept too (``stored_step_bytes``: every beam row of every step)."""
         cost = limits.admission(self.settings, served, lengths, budgets, asked)
         if not on_demand:
             return cost
         floats = limits.admit(self.settings, served, lengths, budgets, beams=asked.beams, weights=True)
         need, bound = stored_bytes(served.loaded.config, lengths, budgets), self.attention_store.max_bytes
+        if stream:
+            need += stored_step_bytes(served.loaded.config, lengths[0], budgets[0], asked.beams)
         if need > bound:
             raise InvalidInput(
                 ("body", "attention"),

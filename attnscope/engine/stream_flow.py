@@ -3,7 +3,10 @@
 **Price.** ``/api/translate/stream`` sends, besides the final answer, one ``step`` event per
 decoder step holding every live row's new attention (cross ``[row][layer][head][source]``,
 decoder_self ``[row][layer][head][t + 1]``, encoder_self once), its top tokens and its chosen
-candidates: beam × steps × rows, where the answer holds one hypothesis. :func:`stream_bytes`
+candidates: beam × steps × rows, where the answer holds one hypothesis. With ``"attention":
+"on_demand"`` the events carry none: each step's rows go to the attention store instead, one entry
+a step (:func:`step_fields`), and :func:`stored_step_bytes` is what admission adds to the store's
+count. :func:`stream_bytes`
 bounds that total before decoding; admission refuses a stream over
 ``ATTNSCOPE_MAX_ANSWER_BYTES`` with a 422 naming the ways under it (``admit_stream``), and the
 admitted cost counts the stream's bytes (the scheduler's memory accounting sees them).
@@ -21,14 +24,18 @@ import asyncio
 import threading
 from collections import deque
 from dataclasses import replace
+from typing import Any
 
 from prometheus_client import Counter, Gauge
 
 from attnscope.config import Settings
+from attnscope.decoding.steps import DecodeStep
 from attnscope.engine import metrics
+from attnscope.engine.attention_store import AttentionStore, Recorded, kept
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.limits import TOKEN_BYTES, Asked, Cost, answer_bytes
 from attnscope.engine.registry import ServedModel
+from attnscope.nn.config import ModelConfig
 from attnscope.nn.family import geometry_of
 
 TOP_K = 5
@@ -56,6 +63,34 @@ def stream_bytes(served: ServedModel, source: int, budget: int, asked: Asked) ->
         floats += g.encoder_layers * g.heads * source * source
     rows = asked.beams * budget * (TOP_K * TOP_BYTES + 2 * CANDIDATE_BYTES) + TOKEN_BYTES * source
     return floats * width + rows + answer_bytes(config, [source], [budget], asked)
+
+
+def stored_step_bytes(config: ModelConfig, source: int, budget: int, beams: int, *, element: int = 4) -> int:
+    """An upper bound of what an on-demand stream's steps put in the attention store (besides its
+    answer's entry): ``beams`` rows a step for ``budget`` steps of cross ``(L, H, rows, S)`` and
+    decoder_self ``(L, H, rows, t + 1)``, and encoder_self once, ``element`` bytes a weight."""
+    g = geometry_of(config)
+    per_row = g.decoder_layers * g.heads
+    sizes = {
+        "cross": beams * budget * per_row * source,
+        "decoder_self": beams * per_row * budget * (budget + 1) // 2,
+        "encoder_self": g.encoder_layers * g.heads * source * source,
+    }
+    return sum(sizes[kind] for kind in g.kinds) * element
+
+
+def step_fields(store: AttentionStore, model: str, step: DecodeStep, kinds: tuple[str, ...]) -> dict[str, Any]:
+    """An on-demand ``step`` event's ``attention_id`` and ``attention_shapes``: the step's rows of
+    ``kinds`` kept in ``store`` as one entry in the one format, ``[layer][head][row][key]``
+    (cross ``(L, H, N, S)``, decoder_self ``(L, H, N, t + 1)``; step 0 also the whole
+    encoder_self ``(L, H, S, S)`` of its sentence), so ``GET /api/attention/{id}/{kind}/{layer}/{head}``
+    is one head's rows ``[row][key]`` for this step, the numbers an inline step event holds."""
+    found = {"cross": step.cross, "decoder_self": step.decoder_self}
+    attention = {kind: rows.permute(1, 2, 0, 3).contiguous() for kind, rows in found.items() if rows is not None and kind in kinds}
+    if step.encoder_self is not None and "encoder_self" in kinds:
+        attention["encoder_self"] = step.encoder_self[0]
+    recorded = Recorded(model=model, attention=kept(attention))
+    return {"attention_id": store.put(recorded), "attention_shapes": recorded.shapes()}
 
 
 def admit_stream(settings: Settings, served: ServedModel, source: int, budget: int, asked: Asked, cost: Cost) -> Cost:

@@ -94,7 +94,7 @@ def llm_requests(body: Any, *, source_lang: str, target_lang: str) -> list[LLMRe
     return [
         LLMRequest(model=body.model, text=text, options=options, views=views, heads_off=heads, target=target,
                    explain=explain, prefix=prefix if prefix and prefix.strip() else None, alternatives=alternatives,
-                   return_scores=scores)  # fmt: skip
+                   return_scores=scores, on_demand=on_demand)  # fmt: skip
         for text in texts
     ]
 

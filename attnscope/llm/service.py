@@ -50,6 +50,7 @@ class LLMRequest:
     prefix: str | None = None  # what-if: the output starts with these tokens (forced), then goes on
     alternatives: int = 0  # the model's top-k tokens at each output position (0: none)
     return_scores: bool = False  # the anatomy: q·k after rotary, the scale, soft-capping, the scores
+    on_demand: bool = False  # the views go to the attention store, not into the answer
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,9 @@ class LLMService:
         output = request.options.max_new_tokens if request.target is None else len(request.target) + 1
         n = prompt_length + output
         kept = c.layers * c.heads * n * n * request.options.beam_size if request.options.need_weights else 0
-        sent = floats(c.layers, c.heads, prompt=prompt_length, output=output, source=source, views=request.views)
+        # on demand the views stay on the server: the answer carries only the explanations asked
+        shown = () if request.on_demand else request.views
+        sent = floats(c.layers, c.heads, prompt=prompt_length, output=output, source=source, views=shown)
         sent += c.layers * output * (source + 1) if "rollout" in request.explain else 0  # + source_share
         sent += c.layers * c.heads * (output + 1) * source if "norm" in request.explain else 0  # + value_norms
         sent += c.layers * output * source if "value_zeroing" in request.explain else 0

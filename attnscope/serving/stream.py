@@ -5,7 +5,8 @@ deadline, the metrics), decoding alone: ``ModelService.translate`` with an ``on_
 The callback runs in the decode's thread and turns each :class:`~attnscope.decoding.steps.DecodeStep`
 into one ``step`` event (tokens, probabilities, the step's new attention rows, rounded like the
 answer's); the last event, ``answer``, is the answer ``/api/translate`` gives, built and
-serialised by the same code (``answers.answer_json``). Events, in order:
+serialised by the same code (``answers.answer_json``). With ``"attention": "on_demand"`` a step
+event carries no rows but an ``attention_id`` of its own (the rows are in the attention store). Events, in order:
 
 - ``step`` (one per decoder step): see :func:`step_event`.
 - ``answer``: the ``/api/translate`` answer (its ``timing_ms`` is this decode's).
@@ -30,10 +31,11 @@ from prometheus_client import Counter
 
 from attnscope.decoding.steps import Candidate, DecodeStep
 from attnscope.engine.answers import answer_json, matrix
+from attnscope.engine.attention_store import AttentionStore
 from attnscope.engine.registry import ServedModel
 from attnscope.engine.request import AnswerOptions, ServiceRequest
 from attnscope.engine.schemas import ErrorResponse, TranslateRequest, TranslationResponse
-from attnscope.engine.stream_flow import StepBuffer
+from attnscope.engine.stream_flow import StepBuffer, step_fields
 from attnscope.repository import LoadedModel
 from attnscope.serving import llm_common
 from attnscope.serving.deps import ServiceDep
@@ -50,8 +52,12 @@ _END = b""  # the queue's last item: the decode has returned (or failed)
 class StepEvents:
     """DecodeStep -> the bytes of one ``step`` event, for one request's model and options."""
 
-    def __init__(self, loaded: LoadedModel, options: AnswerOptions, source_ids: Callable[[], list[int]]) -> None:
-        self.loaded, self.options, self.source_ids = loaded, options, source_ids
+    def __init__(
+        self, loaded: LoadedModel, options: AnswerOptions, source_ids: Callable[[], list[int]],
+        store: AttentionStore | None = None,
+    ) -> None:  # fmt: skip
+        """``store``: on demand, where each step's rows go (the event carries their id instead)."""
+        self.loaded, self.options, self.source_ids, self.store = loaded, options, source_ids, store
 
     def kinds(self, step: DecodeStep) -> dict[str, Any]:
         """The step's attention rows per kind, as the answer would hold them: cross
@@ -76,11 +82,17 @@ class StepEvents:
         slot; ``finished`` (beam): hypotheses that ended here, with their ``ranking``; ``ended``
         (beam): what a sentence that finished here had kept (pruned tree nodes); ``top``:
         per row of this step its ``TOP_K`` likeliest next tokens and their probabilities;
-        ``attention``: :meth:`kinds`; step 0 also has ``source_tokens`` (the answer's), so a
-        player can label the source axis before the answer comes."""
+        ``attention``: :meth:`kinds`, or on demand ``attention_id`` and ``attention_shapes``
+        instead (:func:`~attnscope.engine.stream_flow.step_fields`: the rows are fetched by id);
+        step 0 also has ``source_tokens`` (the answer's), so a player can label the source axis
+        before the answer comes."""
         top_p, top_id = step.log_probs.float().exp().topk(min(TOP_K, step.log_probs.size(-1)), dim=-1)
         pieces = self.loaded.tokenizer.pieces
         first = {"source_tokens": pieces(self.source_ids())} if step.step == 0 else {}
+        if self.store is not None and self.options.on_demand:
+            rows = step_fields(self.store, self.loaded.id, step, self.loaded.config.attention_kinds)
+        else:
+            rows = {"attention": self.kinds(step)}
         return {
             **first,
             "step": step.step,
@@ -92,7 +104,7 @@ class StepEvents:
                 [{"token": p, "token_id": i, "p": round(q, 6)} for p, i, q in zip(pieces(ids), ids, probs, strict=True)]
                 for ids, probs in zip(top_id.tolist(), top_p.tolist(), strict=True)
             ],
-            "attention": self.kinds(step),
+            **rows,
         }
 
     def _candidate(self, c: Candidate) -> dict[str, Any]:
@@ -147,7 +159,8 @@ async def translate_stream(body: TranslateRequest, service: ServiceDep, request:
 async def _stream(served: ServedModel, body: TranslateRequest, service: ServiceDep, request: Request) -> Response:
     asked = ServiceRequest.of(body)  # as /api/translate's, explain included (issue 34)
     encoder = StepEvents(
-        served.loaded, asked.answer, lambda: served.translator.for_languages(*asked.languages).source_ids(body.text)
+        served.loaded, asked.answer, lambda: served.translator.for_languages(*asked.languages).source_ids(body.text),
+        store=service.attention_store,
     )  # languages checked by service.translate before any step
     events: StepBuffer | None = None
 

@@ -53,8 +53,11 @@ export async function ensureLayer(response, kind, layer) {
   got.forEach((matrix, head) => { heads[head] = matrix; });
 }
 
-/** What a view of (kind, layer, head or "avg") draws: one head, or the layer averages. */
+/** What a view of (kind, layer, head or "avg") draws: one head, or the layer averages. An
+ * answer-shaped object with its own `fetchView` (a player's translation so far, whose rows are
+ * each step's: explorer-player.js) fetches through it. */
 export async function ensureView(response, kind, layer, head) {
+  if (response?.fetchView) return response.fetchView(kind, layer, head);
   if (!isOnDemand(response) || !response.attention[kind]) return;
   if (head === "avg") return ensureAverages(response, kind);
   const heads = response.attention[kind][layer];

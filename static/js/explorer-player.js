@@ -2,11 +2,13 @@
 // POST /api/translate/stream and played in the explorer as it is made: the large heatmap growing
 // one row per decoder step for the kind, layer and head chosen, the beam tree growing (beam > 1),
 // and the anatomy of the current step. At the end the page shows the stream's final answer,
-// which is what /api/translate gives. The streaming and the controls are player.js's.
+// which is what /api/translate gives. The streaming and the controls are player.js's. On demand
+// (the page's request), the explorer's partial answer fetches the head it shows into each step
+// drawn (its `fetchView`, which attention-client.js's ensureView calls).
 import { drawBeamTree } from "./beamtree.js";
 import { el, setChildren } from "./dom.js";
 import { StreamPlayer } from "./player.js";
-import { leadingPath, partialAnswer, treeSoFar } from "./stream-events.js";
+import { leadingPath, onDemandSteps, partialAnswer, treeSoFar } from "./stream-events.js";
 import { renderStepAnatomy, stepAnatomyBox } from "./step-anatomy.js";
 
 export class ExplorerPlayer {
@@ -64,7 +66,7 @@ export class ExplorerPlayer {
     const { steps, source, answer } = this.core;
     const shown = steps.slice(0, count);
     const beam = shown[0].beam;
-    const partial = partialAnswer(shown, source, { model: this.model.id, score: this.model.score ?? null });
+    const partial = this.partialAt(count, shown, source);
     if (count === 1) this.onStart();
     this.onProgress(partial, this.model);
     this.status(shown, count);
@@ -73,7 +75,23 @@ export class ExplorerPlayer {
     await this.explorer.showPartial(partial, this.model);
     this.revealHeatmap();
     this.followNewestRow(count);
-    this.renderStep(count, answer);
+    await this.renderStep(count, answer);
+  }
+
+  /** The answer-shaped translation of the first `count` steps. On demand it holds the heads
+   * fetched so far, and a `fetchView(kind, layer, head)` that fetches one into the steps and
+   * fills it in (the explorer calls it before drawing a view, see attention-client.js). */
+  partialAt(count, shown, source) {
+    const extra = { model: this.model.id, score: this.model.score ?? null };
+    const partial = partialAnswer(shown, source, extra);
+    if (!onDemandSteps(shown)) return partial;
+    const fetchView = async (kind, layer, head) => {
+      await this.core.fetchRows(count, kind, layer, head);
+      const filled = partialAnswer(shown, source, extra);
+      partial.attention = filled.attention;
+      partial.averages = filled.averages;
+    };
+    return Object.defineProperty(partial, "fetchView", { value: fetchView, enumerable: false });
   }
 
   status(shown, count) {
@@ -119,19 +137,28 @@ export class ExplorerPlayer {
     }
   }
 
-  /** The anatomy of step `count` for the kind, layer and head the explorer shows. */
-  renderStep(count, answer = this.core.answer) {
-    if (!this.partial || !count) return;
+  /** The anatomy of step `count` for the kind, layer and head the explorer shows (on demand,
+   * the row it shows fetched first: the step's own kind, one head). */
+  async renderStep(count, answer = this.core.answer) {
+    const partial = this.partial;
+    if (!partial || !count) return;
     const kind = this.explorer.state.kind || "cross"; // none: a model without attention, top-k alone
     const layer = this.explorer.state.layer ?? 0;
+    const head = this.explorer.head();
+    if (partial.fetchView && partial.attention[kind]) {
+      const rowKind = kind === "encoder_self" ? (partial.attention.cross ? "cross" : "decoder_self") : kind;
+      const single = head === "avg" ? 0 : head;
+      [, answer] = await Promise.all([partial.fetchView(rowKind, layer, single), answer && this.core.answerWith(rowKind, layer, single)]);
+      if (partial !== this.partial) return; // a newer step is drawn meanwhile: it renders its own
+    }
     const path = leadingPath(this.core.steps.slice(0, count));
-    renderStepAnatomy(this.anatomy, this.partial, count, {
+    renderStepAnatomy(this.anatomy, partial, count, {
       top: this.core.steps[count - 1].top[path[count - 1].row],
       total: this.core.done ? this.core.steps.length : null,
       beam: this.core.steps[0].beam,
       kind,
       layer,
-      head: this.explorer.head(),
+      head,
       answer,
       sourceLang: this.model.source_lang,
       targetLang: this.model.target_lang,
@@ -147,7 +174,7 @@ export class ExplorerPlayer {
     const count = this.core.shown;
     if (this.core.steps[0].beam) this.drawTree(this.core.steps, count);
     await this.onAnswerHook(answer, this.core.body, this.model);
-    this.renderStep(count, answer);
+    await this.renderStep(count, answer);
     this.core.status.textContent = `Done: ${count} steps. The explorer now shows the final answer, the same as Translate gives.`;
   }
 }

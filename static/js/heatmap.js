@@ -1,5 +1,6 @@
 // Drawing: the large Plotly heatmap and the small canvas thumbnails, on one colour scale.
 import { plotlyReady } from "./dom.js";
+import { afterPaint, paintRaster } from "./heatmap-raster.js";
 
 // A light-to-deep blue scale; index 0 is the colour of zero weight.
 export const COLORSCALE = [
@@ -52,7 +53,6 @@ export async function drawHeatmap(
   view,
   { where = "", zmax = 1, filename = "attention", boxWidth = 800, boxHeight = 640, xTitle = "", yTitle: yTitleAsked = "" } = {},
 ) {
-  const Plotly = await plotlyReady();
   const rows = view.z.length;
   const cols = rows ? view.z[0].length : 0;
   // A phone-sized box: the colour bar goes below the matrix (horizontal), the y axis's name goes
@@ -101,7 +101,23 @@ export async function drawHeatmap(
     trace.colorbar = { ...trace.colorbar, orientation: "h", len: 1, x: 0, xanchor: "left", y: -8 / (visibleRows * cell), yanchor: "top", thickness: 10 };
   }
   gd.dataset.narrow = narrow ? "true" : "false";
-  await Plotly.react(gd, [trace], layout, config);
+  // The first paint: the window's cells and labels on a canvas now (heatmap-raster.js), Plotly's
+  // interactive heatmap in its place once it has laid out every label.
+  const geometry = { left, top, bottom, cell, width, height, visibleRows, visibleCols, fontSize, zmax, xTitle, yTitle };
+  // data-drawing: set while a draw is under way (the first paint shown, Plotly's not yet), so a
+  // page or a test can wait for the heatmap to settle
+  gd.drawings = (gd.drawings || 0) + 1;
+  gd.dataset.drawing = "true";
+  const raster = paintRaster(gd, view, { ...geometry, colorbar, gap: trace.xgap ? 1 : 0, scale: trace.colorscale });
+  try {
+    if (raster) await afterPaint();
+    const Plotly = await plotlyReady();
+    await Plotly.react(gd, [trace], layout, config);
+  } finally {
+    raster?.remove();
+    gd.drawings -= 1;
+    if (!gd.drawings) delete gd.dataset.drawing;
+  }
   if (!gd.dataset.scrollable) {
     gd.dataset.scrollable = "true";
     gd.addEventListener("wheel", (event) => scrollWindow(gd, event), { passive: false });
@@ -227,7 +243,6 @@ export async function purge(gd) {
  * meta: {title, subtitle, xTitle, yTitle, zmax, where}.
  */
 export async function exportImage(view, meta, format, filename) {
-  const Plotly = await plotlyReady();
   const rows = view.z.length;
   const cols = rows ? view.z[0].length : 0;
   const cell = Math.max(16, Math.min(36, Math.floor(900 / Math.max(cols, rows, 1))));

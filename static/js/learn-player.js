@@ -1,21 +1,24 @@
 // The Learn tour's player (stop 7): a translation streamed from POST /api/translate/stream and
 // played as it is made: the cross-attention heatmap growing one row per decoder step (greedy)
 // or the beam tree growing (beam 3), and the anatomy of the current step. The streaming, the
-// buffering and the controls are player.js's, shared with the Translate explorer.
+// buffering and the controls are player.js's, shared with the Translate explorer. It streams on
+// demand: each step's rows of the head shown are fetched as the step is drawn (player.js).
 import { drawBeamTree } from "./beamtree.js";
 import { el, setChildren } from "./dom.js";
 import { drawHeatmap } from "./heatmap.js";
 import { StreamPlayer } from "./player.js";
-import { leadingPath, partialAnswer, treeSoFar } from "./stream-events.js";
+import { leadingPath, partialAnswer, stepKinds, treeSoFar } from "./stream-events.js";
 import { renderStepAnatomy, stepAnatomyBox, topBars } from "./step-anatomy.js";
 
 export { parseEvents, treeSoFar } from "./stream-events.js";
 
-/** One head's row of the last layer, or with "avg" the mean over its heads: [layer][head][key] -> [key]. */
-function lastLayerRow(layers, head) {
-  const heads = layers[layers.length - 1];
-  if (head !== "avg") return heads[head];
-  return heads[0].map((_, k) => heads.reduce((sum, h) => sum + h[k], 0) / heads.length);
+/** The matrix drawn: one head, or with "avg" the mean over the layer's heads (on demand, the
+ * server's layer average): [layer][head][query][key] -> [query][key]. */
+function shownMatrix(partial, layer, head) {
+  if (head !== "avg") return partial.attention.cross[layer][head];
+  if (partial.averages?.cross) return partial.averages.cross[layer];
+  const heads = partial.attention.cross[layer];
+  return heads[0].map((row, q) => row.map((_, k) => heads.reduce((sum, h) => sum + h[q][k], 0) / heads.length));
 }
 
 export class Player {
@@ -48,14 +51,22 @@ export class Player {
     this.head.replaceChildren();
   }
 
-  /** The head chosen: an index, or "avg" (the mean of the last layer's heads). */
-  chosenHead(cross) {
-    const heads = cross[0][cross[0].length - 1].length;
+  /** The head chosen: an index, or "avg" (the mean of the last layer's heads); `heads`: how many. */
+  chosenHead(heads) {
     if (heads > 1 && !this.head.options.length) {
       this.head.append(el("option", { value: "avg" }, "mean of heads"), ...Array.from({ length: heads }, (_, h) => el("option", { value: String(h) }, `head ${h + 1}`)));
       this.head.hidden = false;
     }
     return heads > 1 && this.head.value !== "avg" ? Number(this.head.value) : heads > 1 ? "avg" : 0;
+  }
+
+  /** The last layer and the head chosen, from the first step's attention (inline
+   * [row][layer][head][key], or on demand its shape). */
+  shownHead(shown) {
+    const shape = shown[0].attention_shapes?.cross;
+    const layers = shape ? shape.layers : shown[0].attention.cross[0].length;
+    const heads = shape ? shape.heads : shown[0].attention.cross[0][layers - 1].length;
+    return { layer: layers - 1, head: this.chosenHead(heads) };
   }
 
   /** The status line: the step, what it did, and once the answer is in, the translation. */
@@ -80,20 +91,29 @@ export class Player {
     const path = leadingPath(shown);
     const row = path[count - 1].row;
     this.status(count);
-    this.top.hidden = Boolean(shown[0].attention.cross); // else the anatomy shows them
+    const cross = stepKinds(shown).includes("cross");
+    this.top.hidden = cross; // else the anatomy shows them
     setChildren(this.top, topBars(shown[count - 1].top[row]));
-    const head = shown[0].attention.cross ? this.chosenHead(shown[0].attention.cross) : 0;
-    if (shown[0].attention.cross) {
-      const partial = partialAnswer(shown, source);
-      const layer = partial.attention.cross.length - 1;
+    let partial = null;
+    let head = 0;
+    let layer = 0;
+    if (cross) {
+      ({ layer, head } = this.shownHead(shown));
+      // on demand: this head's rows (and head 1's, which the anatomy of a mean shows), step by step
+      const single = head === "avg" ? 0 : head;
+      const [, , final] = await Promise.all([
+        this.core.fetchRows(count, "cross", layer, head), this.core.fetchRows(count, "cross", layer, single),
+        answer && this.core.answerWith("cross", layer, single), // its raw scores, beside the weights
+      ]);
+      partial = partialAnswer(shown, source);
       renderStepAnatomy(this.anatomy, partial, count, {
-        top: shown[count - 1].top[row], total: this.core.done ? steps.length : null, beam: shown[0].beam, kind: "cross", layer, head, answer,
+        top: shown[count - 1].top[row], total: this.core.done ? steps.length : null, beam: shown[0].beam, kind: "cross", layer, head, answer: final,
       });
     }
     if (shown[0].beam) return this.drawTree(shown, count);
-    if (!shown[0].attention.cross) return;
+    if (!cross) return;
     const tokens = path.map((p) => p.token);
-    const z = path.map((p, t) => lastLayerRow(shown[t].attention.cross[p.row], head));
+    const z = shownMatrix(partial, layer, head);
     const view = { z, rowLabels: tokens, colLabels: source, rowPieces: tokens, colPieces: source, rowTitle: "target", colTitle: "source" };
     const drawn = await drawHeatmap(this.plot, view, { where: `last layer, ${head === "avg" ? "mean of heads" : `head ${head + 1}`}`, boxWidth: Math.min(this.box.clientWidth || 360, 760), boxHeight: 420, xTitle: "source", yTitle: "written so far" });
     if (drawn.visibleRows < count && window.Plotly) {

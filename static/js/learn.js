@@ -253,7 +253,7 @@ async function beam(text) {
   setChildren(figure, note(`${modelName(model)}, beam size 3: «${answer.translation}»`), tree, el("h3", {}, "Watch it being made (streamed from the server)"), playerBox);
   drawBeamTree(tree, answer.beam, { title: "beam search tree" });
   player.instance = new Player(playerBox);
-  player.instance.load({ model: model.id, text, beam_size: 1, attention: ["cross"] });
+  player.instance.load({ model: model.id, text, beam_size: 1, attention: "on_demand" });
   setLink("beam", "/", { model: model.id, text, beam: "3" });
   state(figure, "ready");
 }

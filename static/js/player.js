@@ -2,9 +2,13 @@
 // the Translate explorer's): reads POST /api/translate/stream through api.js's event stream,
 // buffers the `step` events as they arrive, and walks through them with play, pause, step and
 // speed controls. What a step looks like is the page's: `onDraw(count)` draws the first `count`
-// steps. The pure transforms of the events are stream-events.js's (re-exported here).
+// steps. The pure transforms of the events are stream-events.js's (re-exported here). The players
+// ask for `"attention": "on_demand"`: the step events carry no rows, and `fetchRows` fetches the
+// one head (or layer average) a page shows, a step's rows at a time, kept on the step.
 import { eventStream } from "./api.js";
+import { ensureView, isOnDemand, withPlaceholders } from "./attention-client.js";
 import { el } from "./dom.js";
+import { onDemandSteps } from "./stream-events.js";
 
 export { leadingPath, parseEvents, partialAnswer, treeSoFar } from "./stream-events.js";
 
@@ -71,7 +75,7 @@ export class StreamPlayer {
   take(event) {
     if (event.name === "step") {
       if (event.data.source_tokens) this.source = event.data.source_tokens;
-      this.steps.push(event.data);
+      this.steps.push(withPlaceholders(event.data)); // on demand: rows fetched into it (fetchRows)
     } else if (event.name === "answer") {
       this.answer = event.data;
     } else if (event.name === "error") {
@@ -83,6 +87,25 @@ export class StreamPlayer {
     this.pause();
     this.status.textContent = message;
     this.box.dataset.state = "error";
+  }
+
+  /** On demand, fetch what drawing the first `count` steps of (kind, layer, head or "avg") needs:
+   * each step's rows of that head ([row][key], one per live row), or its layer averages; for
+   * encoder self-attention, step 0's whole matrix. Steps already holding it cost nothing; an
+   * inline stream costs nothing at all. */
+  fetchRows(count, kind, layer, head) {
+    if (!onDemandSteps(this.steps)) return Promise.resolve();
+    const steps = kind === "encoder_self" ? this.steps.slice(0, 1) : this.steps.slice(0, count);
+    return Promise.all(steps.map((step) => ensureView(step, kind, layer, head)));
+  }
+
+  /** The final answer, once in, with one head (kind, layer, head index) there to read: a step's
+   * anatomy shows the answer's raw scores beside that head's weights. On demand it is fetched
+   * (once); null before the answer. */
+  async answerWith(kind, layer, head) {
+    const answer = this.answer;
+    if (answer && isOnDemand(answer)) await ensureView(withPlaceholders(answer), kind, layer, head);
+    return answer;
   }
 
   /** Whether `count` steps is all of them (the stream has ended). */

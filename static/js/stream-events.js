@@ -1,7 +1,9 @@
 // The pure helpers of a streamed translation (POST /api/translate/stream): parsing the
 // text/event-stream into events, and turning the `step` events received so far into the beam
 // tree, the leading hypothesis and an answer-shaped object the heatmap code draws. No DOM, no
-// network: the transport is api.js's, the controller player.js's.
+// network: the transport is api.js's, the controller player.js's. An on-demand stream's steps
+// carry no rows but an `attention_id` each (docs/api.md): player.js fetches the heads shown into
+// each step (attention-client.js's placeholders) and partialAnswer reads what is there.
 
 /** Parse the `event:`/`data:` blocks of a text/event-stream chunk; returns [events, rest]. */
 export function parseEvents(buffer) {
@@ -56,12 +58,55 @@ export function leadingPath(steps) {
   return path.reverse();
 }
 
+/** Whether the steps hold their rows on the server (an on-demand stream): each has its own
+ * `attention_id` and `attention_shapes`, and the rows fetched so far (after attention-client.js's
+ * withPlaceholders) in `attention[kind][layer][head]` ([row][key]) and `averages[kind]`. */
+export function onDemandSteps(steps) {
+  return Boolean(steps.length && steps[0].attention_id);
+}
+
+/** The kinds of attention a stream's steps have ("cross", "decoder_self", "encoder_self"). */
+export function stepKinds(steps) {
+  const first = steps[0] || {};
+  return Object.keys(onDemandSteps(steps) ? first.attention_shapes || {} : first.attention || {});
+}
+
+const padded = (row, width) => (row.length < width ? [...row, ...new Array(width - row.length).fill(0)] : row);
+
+/** On demand: per kind `[layer][head][query][key]` of the leading path, a head being null until
+ * every step on the path has its rows; `averages` likewise (per layer, the mean of its heads). */
+function fetchedAttention(steps, path, source) {
+  const first = steps[0];
+  const attention = {};
+  const averages = {};
+  if (first.attention_shapes.encoder_self) {
+    attention.encoder_self = first.attention.encoder_self;
+    if (first.averages?.encoder_self) averages.encoder_self = first.averages.encoder_self;
+  }
+  for (const kind of ["cross", "decoder_self"]) {
+    const shape = first.attention_shapes[kind];
+    if (!shape) continue;
+    const width = kind === "cross" ? source.length : path.length;
+    const gather = (get) => {
+      const rows = path.map((p, t) => get(steps[t])?.[p.row]);
+      return rows.every(Boolean) ? rows.map((row) => padded(row, width)) : null;
+    };
+    const layers = Array.from({ length: shape.layers }, (_, l) => l);
+    attention[kind] = layers.map((l) => Array.from({ length: shape.heads }, (_, h) => gather((s) => s.attention[kind][l][h])));
+    if (first.averages?.[kind]) averages[kind] = layers.map((l) => gather((s) => s.averages[kind]?.[l]));
+  }
+  return { attention, averages };
+}
+
 /** An answer-shaped object of the translation so far (the leading hypothesis), so the pages'
  * heatmap code draws it as it draws an answer: `target_tokens` and per kind `[layer][head][query][key]`
  * (decoder self-attention rows padded with zeros to the square; encoder self-attention whole,
- * from step 0). */
+ * from step 0). On demand, only the heads fetched into every step so far are there (see
+ * fetchedAttention); the others are null. */
 export function partialAnswer(steps, source, extra = {}) {
   const path = leadingPath(steps);
+  const answer = { ...extra, source_tokens: source, target_tokens: path.map((p) => p.token), target_logprobs: path.map((p) => p.logprob) };
+  if (onDemandSteps(steps)) return { ...answer, ...fetchedAttention(steps, path, source) };
   const attention = {};
   const first = steps[0].attention;
   if (first.encoder_self) attention.encoder_self = first.encoder_self;
@@ -69,16 +114,7 @@ export function partialAnswer(steps, source, extra = {}) {
     if (!first[kind]) continue;
     const rows = path.map((p, t) => steps[t].attention[kind][p.row]); // [query][layer][head][key]
     const width = kind === "cross" ? source.length : path.length;
-    attention[kind] = rows[0].map((heads, l) => heads.map((_, h) => rows.map((r) => {
-      const row = r[l][h];
-      return row.length < width ? [...row, ...new Array(width - row.length).fill(0)] : row;
-    })));
+    attention[kind] = rows[0].map((heads, l) => heads.map((_, h) => rows.map((r) => padded(r[l][h], width))));
   }
-  return {
-    ...extra,
-    source_tokens: source,
-    target_tokens: path.map((p) => p.token),
-    target_logprobs: path.map((p) => p.logprob),
-    attention,
-  };
+  return { ...answer, attention };
 }

@@ -166,7 +166,8 @@ function formFields(model, text, beam) {
 }
 
 /** What the player streams: the form's fields (nothing kept as written: the stream shows the
- *  search itself), with the scores for the anatomy of each step. */
+ *  search itself), with the scores for the anatomy of each step, on demand (the steps carry no
+ *  rows; the player fetches the head shown, step by step). */
 function playRequest() {
   const text = textBox.value.trim();
   const model = modelById(modelSelect.value);
@@ -176,7 +177,7 @@ function playRequest() {
   }
   const beam = beamSize();
   beamInput.value = String(beam);
-  const body = { ...formFields(model, text, beam), return_beam: beam > 1, return_scores: true, protect: false };
+  const body = { ...formFields(model, text, beam), return_beam: beam > 1, return_scores: true, protect: false, attention: "on_demand" };
   return { body, model };
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Page
@@ -33,7 +34,7 @@ def wait_idle(page: Page, plot: bool = True) -> None:
     """No step being drawn (and with `plot`, the heatmap drawn)."""
     page.wait_for_function(
         "(plot) => { const gd = document.querySelector('#explorer [data-role=plot-main]');"
-        " return (!plot || (gd && gd.data && gd.data.length > 0)) && !document.querySelector('#player').dataset.drawing }",
+        " return (!plot || (gd && gd.data && gd.data.length > 0 && !gd.dataset.drawing)) && !document.querySelector('#player').dataset.drawing }",
         arg=plot,
     )
 
@@ -102,6 +103,38 @@ def test_greedy_plays_row_by_row_and_ends_on_the_translate_answer(page: Page, se
     total = sum(math.exp(s) for s, _ in pairs)
     assert all(abs(math.exp(s) / total - w) < 2e-3 for s, w in pairs)
     assert "played as it was made" in page.inner_text("#result-meta")
+
+
+def test_the_player_fetches_only_the_head_it_shows_for_each_step(page: Page, server_url: str) -> None:
+    """The stream is asked on demand, so its step events carry no rows: each step drawn costs one
+    fetch, of that step's rows of the head shown (by the step's own id), and the rows drawn are
+    the normal translate's; another head fetches that head for the steps drawn, nothing more."""
+    open_translated(page, server_url, beam=1, view="&kind=cross&layer=2&head=2")
+    before = drawn(page)
+    fetched: list[list[str]] = []  # [id, kind, layer, head] (or [id, kind]: a layer average)
+    page.on("request", lambda r: "/api/attention/" in r.url and fetched.append(urlparse(r.url).path.split("/")[3:]))
+    with page.expect_request("**/api/translate/stream") as request:
+        step_once(page, 1)
+    assert request.value.post_data_json["attention"] == "on_demand"
+    for count in (2, 3):
+        step_once(page, count)
+    assert drawn(page)["z"] == before["z"][:3]  # exactly the answer's first rows
+    # one fetch a step drawn, and (the answer came in meanwhile) one of the final answer's same
+    # head, for the step's raw scores; never an id twice, never another head
+    assert [f[1:] for f in fetched] == [["cross", "1", "1"]] * len(fetched) and len(fetched) in (3, 4)
+    assert len({f[0] for f in fetched}) == len(fetched)
+    ids = [f[0] for f in fetched]
+    page.select_option("#explorer [data-role=head]", "0")
+    page.wait_for_function("() => document.querySelector('[data-role=step-anatomy] [data-role=anatomy-title]').textContent.includes('head 1')")
+    wait_idle(page)
+    other = fetched[len(ids):]
+    assert [f[1:] for f in other] == [["cross", "1", "0"]] * len(other) and len({f[0] for f in other}) == len(other)
+    assert len({f[0] for f in other} ^ set(ids)) <= 1  # the same steps (the answer's at most once more)
+    page.check("#explorer [data-role=avg]")
+    page.wait_for_function("() => /average of/.test(document.querySelector('#explorer [data-role=caption-main]').textContent)")
+    wait_idle(page)
+    assert sorted(f[1:] for f in fetched[2 * len(ids):]) == [["cross"]] * 3  # each step's layer averages
+    assert len(drawn(page)["z"]) == 3
 
 
 def test_beam_grows_the_tree_and_ends_on_the_translate_answer(page: Page, server_url: str, shoot) -> None:
@@ -190,7 +223,8 @@ def test_the_player_asks_for_the_explanation_shown(page: Page, server_url: str) 
     open_translated(page, server_url, beam=1)
     with page.expect_response("**/api/translate"):
         page.click("#explorer [data-role=explain-switch] [data-method=norm]")
-    wait_idle(page)
+    page.wait_for_function("() => /showing norm/.test(document.querySelector('#explorer [data-role=caption-main]').textContent)")
+    wait_idle(page)  # the norm view drawn (its caption is written as its draw starts), not the weights before it
     before = drawn(page)
     with page.expect_request("**/api/translate/stream") as request:
         play_to_the_end(page)

@@ -91,7 +91,9 @@ def test_the_player_streams_rows_one_step_at_a_time(page: Page, server_url: str,
     open_tour(page, server_url, 1400)
     player = page.locator("#stop-beam [data-role=player]")
     step = player.get_by_role("button", name="Step ›")
-    step.click()
+    with page.expect_request("**/api/translate/stream") as request:
+        step.click()
+    assert request.value.post_data_json["attention"] == "on_demand"  # rows fetched a step at a time
     page.wait_for_function("() => document.querySelector('[data-role=player]').dataset.rows === '1'")
     step.click()
     page.wait_for_function("() => document.querySelector('[data-role=player]').dataset.rows === '2'")

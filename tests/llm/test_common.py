@@ -170,3 +170,27 @@ def test_value_zeroing_equals_zeroing_each_value_in_the_original(server: str, ll
         d = torch.stack([1 - torch.cosine_similarity(layer_output(layer, j), plain, dim=-1) for j in range(s0, s1)], dim=1)
         d = torch.where(d > 1e-6, d, torch.zeros_like(d))
         np.testing.assert_allclose(ours["cross"][layer].numpy(), (d / d.sum(-1, keepdim=True)).numpy(), atol=1e-6)
+
+
+def test_on_demand_is_not_priced_as_an_answer_carrying_the_views() -> None:
+    """The answer-size limit counts what an answer carries: on demand, the views stay in the
+    store, so a request refused inline (413 naming the limit) is admitted on demand (it was refused
+    alike: a 0.5B-shaped LLM's 42-word sentence could not be asked on demand at all)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from attnscope.llm.common import llm_requests
+    from attnscope.llm.service import Budget, LLMRequestError, LLMService
+
+    service = LLMService(".", torch.device("cpu"), Budget(max_floats=10**12, max_answer_bytes=10**6))
+    translator = SimpleNamespace(loaded=SimpleNamespace(config=SimpleNamespace(layers=24, heads=14)))
+    body = SimpleNamespace(model="m", text="A dog runs.", beam_size=1, max_length=48)
+    inline, lazy = (
+        llm_requests(SimpleNamespace(**vars(body), attention=a), source_lang="en", target_lang="de")[0] for a in (None, "on_demand")
+    )
+    assert lazy.views == inline.views  # the same views recorded, for the store
+    with pytest.raises(LLMRequestError, match="answer limit") as refused:
+        service.admit(translator, inline, prompt_length=60, source=20)
+    assert refused.value.status == 413
+    service.admit(translator, lazy, prompt_length=60, source=20)  # no error

@@ -75,11 +75,39 @@ def test_align_batch_and_stream_on_demand(http: httpx.Client, model: str) -> Non
     for one, lazy in zip(inline_batch, lazy_batch, strict=True):
         check_on_demand(http, one, lazy, 6)
     events = stream(http, {"model": model, "text": TEXT, "beam_size": 1, "attention": "on_demand"})
-    assert all(data["attention"] == {} for name, data in events if name == "step")
+    assert all("attention" not in data and data["attention_id"] for name, data in events if name == "step")
     name, answer = events[-1]
     assert name == "answer"
     plain = {"model": model, "text": TEXT, "beam_size": 1, "protect": False}  # a stream never protects
     check_on_demand(http, http.post("/api/translate", json=plain).json(), answer, 6)
+
+
+@pytest.mark.parametrize(("model", "beam_size"), [(m, 1) for m in MODELS] + [("en-de-transformer", 3)])
+def test_stream_steps_on_demand_equal_the_inline_rows(http: httpx.Client, model: str, beam_size: int) -> None:
+    """An on-demand stream's step events carry no rows but their own id: every step's rows fetched
+    by it ([layer][head][row][key]) are the inline step event's ([row][layer][head][key]) exactly,
+    step 0 has the whole encoder_self, and one head of one step is one row per beam row."""
+    body = {"model": model, "text": TEXT, "beam_size": beam_size, "max_length": 8, "precision": 4}
+    inline = [data for name, data in stream(http, body) if name == "step"]
+    lazy = [data for name, data in stream(http, {**body, "attention": "on_demand"}) if name == "step"]
+    assert [s["chosen"] for s in lazy] == [s["chosen"] for s in inline] and len(lazy) > 1
+    assert len({s["attention_id"] for s in lazy}) == len(lazy)
+    for plain, step in zip(inline, lazy, strict=True):
+        assert {k: v for k, v in step.items() if k not in ON_DEMAND_ONLY} == {
+            k: v for k, v in plain.items() if k not in ON_DEMAND_ONLY
+        }
+        assert set(step["attention_shapes"]) == set(plain["attention"])
+        base = f"/api/attention/{step['attention_id']}"
+        for kind, rows in plain["attention"].items():
+            expected = rows if kind == "encoder_self" else np.array(rows).transpose(1, 2, 0, 3).tolist()
+            shape = step["attention_shapes"][kind]
+            assert [shape[k] for k in ("layers", "heads", "rows", "columns")] == list(np.array(expected).shape)
+            for layer, heads in enumerate(expected):
+                assert http.get(f"{base}/{kind}/{layer}", params={"precision": 4}).json() == heads
+            one = http.get(f"{base}/{kind}/0/0", params={"precision": 4}).json()
+            assert one == expected[0][0]
+            assert len(one) == (len(step["source_tokens"]) if kind == "encoder_self" else len(step["top"]))  # a row per live row
+    assert "encoder_self" not in lazy[1]["attention_shapes"]
 
 
 def test_explanations_by_the_same_id(http: httpx.Client) -> None:

@@ -54,6 +54,18 @@ def test_attention_that_cannot_fit_is_refused_before_decoding(small: httpx.Clien
     assert inline.status_code == 200  # the store's bound is no limit on inline answers
 
 
+def test_a_stream_counts_its_steps_in_the_store(small: httpx.Client) -> None:
+    """On demand, a stream keeps every beam row of every step besides its answer: a beam-4 stream
+    whose answer would fit but whose steps would not is refused before decoding; greedy plays."""
+    body = {"model": MODEL, "text": "A dog runs.", "max_length": 8, "attention": "on_demand"}  # ~300 B an answer
+    ok = small.post("/api/translate", json={**body, "beam_size": 4})
+    assert ok.status_code == 200, ok.text
+    refused = small.post("/api/translate/stream", json={**body, "beam_size": 4})
+    assert refused.status_code == 422 and "ATTNSCOPE_ATTENTION_STORE_BYTES" in refused.json()["detail"]
+    played = small.post("/api/translate/stream", json={**body, "beam_size": 1})
+    assert played.status_code == 200 and played.text.count("attention_id") >= 3  # the steps' and the answer's
+
+
 def test_the_bound_holds_under_concurrent_clients(small: httpx.Client) -> None:
     def client(n: int) -> list[int]:
         statuses = []
