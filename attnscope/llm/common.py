@@ -15,6 +15,7 @@ protect, coverage penalty, hard alignment, other languages, ALTI) is refused wit
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
@@ -174,9 +175,25 @@ class StepEvents:
     prompt token + output so far), and at the first event encoder_self ``[L][H][S][S]`` and
     ``source_tokens``. No web: plain dicts."""
 
-    def __init__(self, translator: LLMTranslator, prompt: Any, kinds: tuple[str, ...], *, decimals: int, beam: int) -> None:
-        self.translator, self.prompt, self.kinds = translator, prompt, kinds
+    def __init__(
+        self, translator: LLMTranslator, prompt: Any, kinds: tuple[str, ...], *, decimals: int, beam: int,
+        keep: Callable[[dict[str, torch.Tensor]], dict[str, Any]] | None = None,
+    ) -> None:
+        """``keep``: on demand, stores one step's rows ``{kind: (L, H, rows, K)}`` and gives the
+        event's ``attention_id`` and ``attention_shapes`` (the event then carries no rows)."""
+        self.translator, self.prompt, self.kinds, self.keep = translator, prompt, kinds, keep
         self.decimals, self.beam, self.sent = decimals, beam, 0
+
+    def _kept(self, block: torch.Tensor, step: int) -> dict[str, Any]:
+        """On demand: the step's rows of every kind, ``[layer][head][row][key]``, to ``keep``."""
+        assert self.keep is not None
+        (s0, s1), first = self.prompt.source_span, len(self.prompt.ids) - 1
+        rows = block[:, :, :, -1].float()  # (R, L, H, K)
+        found = {"cross": rows[..., s0:s1], "decoder_self": rows[..., first : first + step + 1]}
+        attention = {kind: t.permute(1, 2, 0, 3).contiguous() for kind, t in found.items()}
+        if self.sent == 0:
+            attention["encoder_self"] = block[0, :, :, s0:s1, s0:s1].float()
+        return self.keep(attention)
 
     def _attention(self, block: torch.Tensor, step: int) -> dict[str, Any]:
         """block (R, L, H, q, K) -> the kinds asked of each row's last query."""
@@ -209,7 +226,10 @@ class StepEvents:
             "finished": [chosen(c) for c in found.finished], "ended": [],
             "top": [[{"token": next(texts), "token_id": i, "p": round(q, 6)} for i, q in zip(row, probs, strict=True)]
                     for row, probs in zip(ids, top_p.tolist(), strict=True)],
-            "attention": {} if found.attention is None else self._attention(found.attention, found.step),
         }  # fmt: skip
+        if self.keep is not None and found.attention is not None:
+            event |= self._kept(found.attention, found.step)
+        else:
+            event["attention"] = {} if found.attention is None else self._attention(found.attention, found.step)
         self.sent += 1
         return event

@@ -304,7 +304,7 @@ async def attribution(
     return answer
 
 
-def step_events(llm: LLMService, body: Any) -> StepEvents | None:
+def step_events(llm: LLMService, body: Any, store: Any = None) -> StepEvents | None:
     """The step events of a stream ``body`` (``attnscope.serving.stream``): None for a request
     the decode will refuse (the refusal is the stream's plain JSON error) or a teacher-forced
     one; 422/404 here for what the request itself gets wrong."""
@@ -315,9 +315,16 @@ def step_events(llm: LLMService, body: Any) -> StepEvents | None:
         prompt = translator.prompt(request.text, request.template)
     except (PromptError, ValueError):
         return None
-    kinds, _ = kinds_asked(getattr(body, "attention", None))
+    kinds, on_demand = kinds_asked(getattr(body, "attention", None))
+    keep = None
+    if on_demand and store is not None:  # each step's rows to the store, as an encoder-decoder's stream
+
+        def keep(attention: dict[str, Any]) -> dict[str, Any]:
+            recorded = Recorded(model=request.model, attention=kept(attention))
+            return {"attention_id": store.put(recorded), "attention_shapes": recorded.shapes()}
+
     return StepEvents(translator, prompt, kinds, decimals=int(getattr(body, "precision", 6)),
-                      beam=request.options.beam_size)  # fmt: skip
+                      beam=request.options.beam_size, keep=keep)  # fmt: skip
 
 
 async def explain_stored(service: ModelService, request: Request, entry: Recorded, method: str) -> dict[str, Any]:

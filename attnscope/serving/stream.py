@@ -223,7 +223,7 @@ async def _llm_stream(llm: Any, body: TranslateRequest, service: ServiceDep, req
     """A decoder-only model's stream (docs/llm.md): a ``step`` event per step of the search
     (:class:`attnscope.llm.common.StepEvents`, the shape of an encoder-decoder's), then the
     ``answer`` ``/api/translate`` gives."""
-    encoder = llm_common.step_events(llm, body)  # 422/404 before the stream starts
+    encoder = llm_common.step_events(llm, body, service.attention_store)  # 422/404 before the stream starts
     events: StepBuffer | None = None
 
     def on_step(found: Any) -> None:  # in the decode's thread: an attnscope.llm.search.SearchStep

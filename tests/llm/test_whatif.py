@@ -211,6 +211,25 @@ def test_a_stream_sends_each_step_then_the_translate_answer(server: str) -> None
     assert [e["chosen"] for _, e in twice[0][:-1]] == [e["chosen"] for _, e in twice[1][:-1]]
 
 
+def test_an_on_demand_stream_keeps_each_steps_rows_for_the_player(server: str) -> None:
+    """``"attention": "on_demand"``: step events carry no rows but their own ``attention_id``;
+    one head's rows by that id are the inline event's (the players fetch only the head shown)."""
+    body = {"model": "en-de-llama", "text": SOURCE, "beam_size": 1, "max_length": 4, "precision": 8}
+    *inline, _ = _events(server, body)
+    *steps, (last, answer) = _events(server, body | {"attention": "on_demand"})
+    assert last == "answer" and not answer.get("attention") and answer["attention_id"]
+    assert len(steps) == len(inline)
+    for t, ((_, event), (_, plain)) in enumerate(zip(steps, inline, strict=True)):
+        assert "attention" not in event and event["attention_id"] != answer["attention_id"]
+        shapes = event["attention_shapes"]
+        assert shapes["cross"]["rows"] == 1 and shapes["decoder_self"]["columns"] == t + 1
+        assert ("encoder_self" in shapes) == (t == 0)
+        for kind in ("cross", "decoder_self"):
+            with urllib.request.urlopen(f"{server}/api/attention/{event['attention_id']}/{kind}/1/2") as r:
+                head = json.loads(r.read())
+            np.testing.assert_allclose(head, np.array(plain["attention"][kind])[:, 1, 2], atol=1e-6)
+
+
 def test_a_beam_stream_sends_each_steps_rows_and_the_answer_follows_their_back_pointers(server: str) -> None:
     body = {"model": "en-de-qwen3", "text": SOURCE, "beam_size": 3, "max_length": 6}
     *steps, (last, streamed) = _events(server, body)
