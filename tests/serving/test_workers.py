@@ -4,6 +4,7 @@ loads and one line per request, each line carrying the pid of the process that w
 from __future__ import annotations
 
 import re
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,6 +30,13 @@ def test_two_workers_each_log_their_loads_and_requests(tiny_models_dir: Path, tm
         children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
         workers = {c for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()}
         assert len(workers) == 2
+        # The server is ready when one worker answers /api/ready; the other may still be loading
+        # (a 503 "still loading" under load, once in a whole-suite run): wait for both to say so.
+        for _ in range(600):  # a bound on polls, not a timing assertion
+            if len(pids(r"attnscope\.engine\.registry: serving \d+ model")) == 2:
+                break
+            time.sleep(0.1)
+        assert pids(r"attnscope\.engine\.registry: serving \d+ model") == workers, log.read_text()[-3000:]
         with ThreadPoolExecutor(8) as pool:
             for start in range(0, MOST_REQUESTS, 8):
                 assert set(pool.map(one, range(start, start + 8))) == {200}
