@@ -61,6 +61,18 @@ def require(module: str, extra: str, *, purpose: str | None = None) -> ModuleTyp
         raise MissingExtra(module, extra, purpose, err) from err
 
 
+def _auth_hint() -> str:
+    """What to set when the refusal may be Ray's token authentication (docs/ray.md, "Joining a
+    cluster"): Ray 2.60's ``ray start --head`` turns it on where a token exists
+    (``~/.ray/auth_token``, which any local ``ray.init()`` writes), but a process joining at an
+    explicit address sends its token only under ``RAY_AUTH_MODE=token``; the GCS then answers
+    ``InvalidAuthToken`` and the join fails after ~20 s as "Failed to connect"."""
+    if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+        return " (RAY_AUTH_MODE=token is set: is the token the cluster's? RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)"
+    return (" (if the cluster uses token authentication, as `ray start --head` does where ~/.ray/auth_token exists, "
+            "set RAY_AUTH_MODE=token, with its token in ~/.ray/auth_token, RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH)")  # fmt: skip
+
+
 def join_ray(address: str | None, *, cpus: int, log_to_driver: bool = True, purpose: str | None = None) -> bool:
     """Join the Ray cluster at ``address`` (``auto``, ``ray://head:10001``), or, when it is
     empty, start a local Ray with ``cpus`` CPUs whose workers import this checkout's
@@ -76,7 +88,7 @@ def join_ray(address: str | None, *, cpus: int, log_to_driver: bool = True, purp
         try:
             ray.init(address=address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as err:  # one clear line, not Ray's traceback
-            raise ClusterUnavailable(f"cannot join the Ray cluster at {address}: {err}") from None
+            raise ClusterUnavailable(f"cannot join the Ray cluster at {address}: {err}{_auth_hint()}") from None
         return True
     root = str(Path(__file__).resolve().parents[1])
     ray.init(address="local", num_cpus=cpus, runtime_env={"env_vars": {"PYTHONPATH": root}}, **quiet)

@@ -1,7 +1,7 @@
 """Calibrates admission's price of the LLM routes (``attnscope/engine/llm_route_prices.py``):
 in-process, one thread, the seconds per unit of work of the scheduler's start-up decode (the
 shipped en-de-transformer, ``attnscope.engine.service.CALIBRATION``) and the seconds per priced
-flop of the LLM lens, patching and translation on a random decoder-only model of the given
+flop of the LLM lens, patching, translation, integrated gradients and the four explanations on a random decoder-only model of the given
 sizes (no weights are downloaded). Their ratio is ``flops_per_work``: the table's constant
 (``LLM_FLOPS_PER_WORK``) should sit near the lowest seen (a lower one prices more work, so a
 price that errs errs towards refusing).
@@ -15,15 +15,18 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
 from attnscope.config import REPO_ROOT
 from attnscope.engine import limits
-from attnscope.engine.llm_route_prices import llm_shape
+from attnscope.engine.llm_route_prices import EXPLAIN_METHODS, llm_shape
 from attnscope.engine.route_prices import ROUTE_PRICES
 from attnscope.engine.service import CALIBRATION
+from attnscope.explain import registry
 from attnscope.inside import decoder_only as inside
+from attnscope.llm.attribution import attribute_llm
 from attnscope.llm.search import LLMOptions, generate
 from attnscope.nn.decoder_only import DecoderOnlyLM
 from attnscope.nn.decoder_only_config import DecoderOnlyConfig
@@ -51,6 +54,7 @@ def main() -> None:
     parser.add_argument("--prompt", type=int, default=40)
     parser.add_argument("--target", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=16, help="integrated gradients' steps")
     args = parser.parse_args()
     torch.set_num_threads(1)
     loaded = load_model_folder(REPO_ROOT / "models" / "en-de-transformer")
@@ -78,11 +82,19 @@ def main() -> None:
         "llm_patching": (lambda: inside.patch(model, prompt, corrupted, target), args.target),
         "llm_translation": (lambda: generate(model, prompt, options), args.target),
     }
+    span = (2, args.prompt - 2)  # the source tokens inside the prompt
+    knobs = {"steps": args.steps, "span": span[1] - span[0]}
+    sentence = registry.Sentence(model, prompt, target, source_span=span)
+    for method in EXPLAIN_METHODS:  # each decoder-only explanation of a stored answer (by id)
+        jobs[f"llm_explain_{method}"] = (lambda m=method: registry.method(m).runs["decoder_only"](sentence), args.target)
+    # integrated gradients need the autograd graph: run outside inference mode (as the route does)
+    graded = {"llm_attribution": (lambda: attribute_llm(model, prompt, span, target, steps=args.steps), args.target)}
     print(f"LLM D={args.width} L={args.layers} H={args.heads} V={args.vocab}, prompt {args.prompt}, target {args.target}")
-    for name, (job, length) in jobs.items():
-        with torch.inference_mode():
+    for name, (job, length) in {**jobs, **graded}.items():
+        with torch.inference_mode(name not in graded):
             seconds = timed(job, args.repeats)
-        flops = ROUTE_PRICES[name].flops(llm_shape(config, args.prompt, length))
+        shape = llm_shape(config, args.prompt, length)
+        flops = ROUTE_PRICES[name].flops(replace(shape, knobs={**shape.knobs, **knobs}))
         print(f"{name}: {seconds:.3f} s, {flops / 1e9:.2f} GFLOP priced, {flops / seconds / 1e9:.1f} GFLOP/s, "
               f"flops/work {s_per_work / (seconds / flops):.0f} (table: {ROUTE_PRICES[name].flops_per_work:g})", flush=True)  # fmt: skip
 

@@ -10,6 +10,8 @@ replica once they are running, then prints each status with its Retry-After and 
 --block`` in a process group of its own, with ``RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH`` and
 ``PYTHONPATH`` set on the cluster as docs/ray.md says) and serves on it with ``serve --ray
 ADDRESS``: someone else's cluster, where ``serve --ray`` cannot set the proxies' environment.
+Both run under ``RAY_AUTH_MODE=token`` (Ray 2.60's token authentication, the token in
+``~/.ray/auth_token``), as an operator joining a token cluster must.
 The cluster is stopped by signalling that process group (never ``ray stop``, which would end
 every Ray on the machine).
 """
@@ -41,19 +43,29 @@ def replica_pids(group: int | None = None) -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if b"ServeReplica:attnscope" in cmdline:
-                try:
-                    if group is None or os.getpgid(int(entry.name)) == group:
-                        found.append(int(entry.name))
-                except OSError:
-                    continue
+            if b"ServeReplica:attnscope" in cmdline and (group is None or _under(int(entry.name), group)):
+                found.append(int(entry.name))
     return found
+
+
+def _under(pid: int, group: int) -> bool:
+    """Whether ``pid`` or one of its ancestors is in process group ``group`` (the raylet starts
+    its workers in sessions of their own, so a replica is in the group only through its parents)."""
+    while pid > 1:
+        try:
+            if os.getpgid(pid) == group:
+                return True
+            pid = int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="en-de-transformer")
     parser.add_argument("--requests", type=int, default=2)
+    parser.add_argument("--kill-after", type=float, default=1.0, help="seconds between sending and the kill")
     parser.add_argument("--external", action="store_true", help="serve on a cluster started apart (ray start)")
     args = parser.parse_args()
     cluster = external_cluster() if args.external else None
@@ -72,10 +84,11 @@ def external_cluster() -> tuple[str, subprocess.Popen[bytes]]:
     """A Ray head started apart (its address, its process), with the proxy callback set on it."""
     port = free_port()
     env = {**os.environ, "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH": "attnscope.serving.ray_serve_http:proxy_middlewares",
-           "PYTHONPATH": str(REPO_ROOT)}  # fmt: skip
+           "PYTHONPATH": str(REPO_ROOT), "RAY_AUTH_MODE": "token"}  # fmt: skip
     ray = str(Path(sys.executable).with_name("ray"))
     head = subprocess.Popen([ray, "start", "--head", "--block", "--port", str(port), "--num-cpus", "2",
-                             "--include-dashboard", "false", "--disable-usage-stats"], env=env,
+                             "--include-dashboard", "false", "--disable-usage-stats",
+                             "--temp-dir", tempfile.mkdtemp(prefix="probe-ray-")], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
     time.sleep(20)  # the head's GCS and raylet
     if head.poll() is not None:
@@ -93,7 +106,10 @@ def probe(args: argparse.Namespace, address: str | None, group: int | None) -> N
         command = [sys.executable, "-m", "attnscope.cli", "serve", "--ray", *([address] if address else []), "--port",
                    str(port), "--models-dir", str(models), "--only-models-dir", "--device", "cpu"]  # fmt: skip
         with log.open("wb") as sink:
-            server = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT)
+            # Ray 2.60's token authentication (docs/ray.md): a process joining at an explicit address
+            # sends ~/.ray/auth_token only under RAY_AUTH_MODE=token
+            env = {**os.environ, **({"RAY_AUTH_MODE": "token"} if address else {})}
+            server = subprocess.Popen(command, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 300
@@ -114,19 +130,20 @@ def probe(args: argparse.Namespace, address: str | None, group: int | None) -> N
                 "beam_size": 8,
                 "max_length": 150,
             }
+            sent = time.monotonic()
             with ThreadPoolExecutor(args.requests) as pool:
                 jobs = [
                     pool.submit(httpx.post, f"{url}/api/translate", json=body, timeout=120)
                     for _ in range(args.requests)
                 ]
-                time.sleep(1.0)  # the decodes are running
+                time.sleep(args.kill_after)  # the decodes are running
                 pids = replica_pids(group)
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
-                print(f"killed replica process(es) {pids}")
+                print(f"killed replica process(es) {pids} after {time.monotonic() - sent:.1f} s", flush=True)
                 for job in jobs:
                     r = job.result()
-                    print(f"status {r.status_code}, Retry-After {r.headers.get('retry-after')}, "
+                    print(f"after {time.monotonic() - sent:.1f} s: status {r.status_code}, Retry-After {r.headers.get('retry-after')}, "
                           f"content-type {r.headers.get('content-type')}, body {r.text[:120]!r}")  # fmt: skip
         finally:
             server.send_signal(signal.SIGTERM)

@@ -30,3 +30,28 @@ def test_the_command_line_prints_one_line(monkeypatch: pytest.MonkeyPatch, capsy
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err
     assert err.startswith("attnscope analyze: error: ") and err.endswith("pip install 'attnscope[analysis]'")
+
+
+@pytest.mark.parametrize(("mode", "hint"), [(None, "set RAY_AUTH_MODE=token"), ("token", "is the token the cluster's?")])
+def test_a_refused_join_says_what_to_set(monkeypatch: pytest.MonkeyPatch, mode: str | None, hint: str) -> None:
+    """Ray 2.60's ``ray start --head`` turns token authentication on where ~/.ray/auth_token exists,
+    and ``ray.init(address=...)`` sends no token unless RAY_AUTH_MODE=token: the GCS refuses it
+    and Ray says only "Failed to connect" (seen on a real head, docs/ray.md). The one line names
+    what to set; once it is set, it asks whether the token is the cluster's."""
+    ray = pytest.importorskip("ray")
+    from attnscope.extras import ClusterUnavailable, join_ray
+
+    def refused(**_: object) -> None:
+        raise ConnectionError("Failed to connect to Ray cluster at 127.0.0.1:6379")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda address=None, **kw: refused())
+    if mode is None:
+        monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    else:
+        monkeypatch.setenv("RAY_AUTH_MODE", mode)
+    with pytest.raises(ClusterUnavailable) as err:
+        join_ray("127.0.0.1:6379", cpus=1)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("cannot join the Ray cluster at 127.0.0.1:6379: Failed to connect")
+    assert hint in message and "RAY_AUTH_TOKEN" in message

@@ -25,6 +25,9 @@ now: the scheduler's 503 with ``Retry-After`` (:mod:`attnscope.engine.batching`)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 from attnscope.config import Settings
 from attnscope.engine.limits import Cost
 from attnscope.engine.route_prices import (
@@ -133,6 +136,76 @@ def _decode_floats(s: Shape) -> int:
                                       * s.knobs["head_dim"] * (s.source + s.target))  # fmt: skip
 
 
+def _attribution_flops(s: Shape) -> int:
+    """Integrated gradients (:func:`attnscope.llm.attribution.attribute_llm`): one forward pass
+    of ``steps + 1`` rows over the N positions with logits everywhere, then one backward pass per
+    target token back to the path points (inputs' gradients only, no weights': about one forward
+    each; ``torch.utils.flop_counter`` counts 0.8-0.9 of this price on the tiny Llama)."""
+    n, rows = _positions(s), s.knobs.get("steps", 16) + 1
+    forward = s.geometry.decoder_layers * layer_flops(s, rows, n) + readout_flops(s, rows * n)
+    return forward * (1 + s.target)
+
+
+def _attribution_floats(s: Shape) -> int:
+    """The batch's logits and their log-softmax (rows × N × V, twice) and the activations kept
+    for the backward passes (~16 floats per position, layer and width, as the encoder-decoder's)."""
+    n, rows = _positions(s), s.knobs.get("steps", 16) + 1
+    return rows * n * (2 * s.vocab + 16 * s.geometry.decoder_layers * s.width)
+
+
+def _attribution_passes(s: Shape) -> int:
+    """As :func:`attnscope.engine.limits.attribution_cost`: one backward per target token through
+    ``steps + 1`` rows of prompt + target."""
+    return s.target * (s.knobs.get("steps", 16) + 1) * (s.source + s.target)
+
+
+def _pass_flops(s: Shape) -> int:
+    """One teacher-forced pass over the N positions, logits at every one."""
+    n = _positions(s)
+    return s.geometry.decoder_layers * layer_flops(s, 1, n) + readout_flops(s, n)
+
+
+def _pass_floats(s: Shape) -> int:
+    """Its logits and every layer's attention (L × H × N × N)."""
+    n = _positions(s)
+    return n * s.vocab + s.geometry.decoder_layers * s.geometry.heads * n * n
+
+
+def _explain_flops(method: str) -> Callable[[Shape], int]:
+    """An explanation of a stored or fresh answer (:mod:`attnscope.explain`'s decoder-only
+    runners): the pass, then the method's own products per layer; knob ``span``: the source
+    tokens in the prompt (value zeroing reruns each layer on 1 + span copies)."""
+
+    def flops(s: Shape) -> int:
+        n, layers, heads, d = _positions(s), s.geometry.decoder_layers, s.geometry.heads, s.width
+        extra = {
+            # a second pass for the values, each head's through its W_O slice, weighed by α
+            "norm": _pass_flops(s) + 2 * layers * heads * n * s.knobs["head_dim"] * (n + d),
+            "rollout": 2 * layers * n * n * n,  # the product of the layers' (N, N) matrices
+            "value_zeroing": layers * layer_flops(s, s.knobs["span"] + 1, n),  # 1 + S copies of each layer rerun
+            "alti": _pass_flops(s) // 2 + layers * (2 * heads * n * n * d + 12 * n * n * d + 2 * n * n * n),  # a vector per pair
+        }[method]
+        return _pass_flops(s) + extra
+
+    return flops
+
+
+def _explain_floats(method: str) -> Callable[[Shape], int]:
+    def floats(s: Shape) -> int:
+        n, layers, heads, d = _positions(s), s.geometry.decoder_layers, s.geometry.heads, s.width
+        extra = {
+            "norm": 2 * layers * heads * n * n,
+            "rollout": 2 * layers * n * n,
+            "value_zeroing": (s.knobs["span"] + 1) * n * (4 * d + s.knobs["ff"]),
+            "alti": 2 * n * n * d + layers * n * n,
+        }[method]
+        return _pass_floats(s) + extra
+
+    return floats
+
+
+EXPLAIN_METHODS = ("norm", "rollout", "value_zeroing", "alti")  # attnscope.llm.common.METHODS
+
 register_route_price(RoutePrice("llm_lens", _lens_passes, _lens_floats, _lens_flops, LLM_FLOPS_PER_WORK))
 register_route_price(RoutePrice("llm_patching", _patch_passes, _patch_floats, _patch_flops, LLM_FLOPS_PER_WORK))
 register_route_price(
@@ -140,8 +213,21 @@ register_route_price(
 )
 
 
+register_route_price(
+    RoutePrice("llm_attribution", _attribution_passes, _attribution_floats, _attribution_flops, LLM_FLOPS_PER_WORK,
+               lambda s, limit: ["fewer steps"] if s.knobs.get("steps", 16) > 1 else [])  # fmt: skip
+)
+for _method in EXPLAIN_METHODS:
+    register_route_price(RoutePrice(f"llm_explain_{_method}", lambda s: 0, _explain_floats(_method),
+                                    _explain_flops(_method), LLM_FLOPS_PER_WORK))  # fmt: skip
+
+
 def price_llm_route(settings: Settings, route: str, config: DecoderOnlyConfig, prompt: int, target: int,
-                    beams: int = 1) -> Cost:  # fmt: skip
-    """The :class:`Cost` of ``route`` (``llm_lens``, ``llm_patching``, ``llm_translation``) on a
-    model of ``config`` over ``prompt`` and ``target`` tokens: 422 past a limit (naming it)."""
-    return price_route(settings, route, llm_shape(config, prompt, target, beams))
+                    beams: int = 1, **knobs: int) -> Cost:  # fmt: skip
+    """The :class:`Cost` of ``route`` (``llm_lens``, ``llm_patching``, ``llm_translation``,
+    ``llm_attribution`` with ``steps``, ``llm_explain_<method>``) on a model of ``config`` over
+    ``prompt`` and ``target`` tokens: 422 past a limit (naming it)."""
+    shape = llm_shape(config, prompt, target, beams)
+    if knobs:
+        shape = replace(shape, knobs={**shape.knobs, **knobs})
+    return price_route(settings, route, shape)

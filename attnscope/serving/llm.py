@@ -20,6 +20,7 @@ from attnscope.device import resolve_device
 from attnscope.engine.schemas import ErrorResponse
 from attnscope.llm.search import LLMOptions
 from attnscope.llm.service import Budget, LLMRequest, LLMRequestError, LLMService
+from attnscope.serving import llm_common
 from attnscope.serving.errors import InvalidInput
 from attnscope.serving.pages import templates
 
@@ -119,8 +120,9 @@ class LLMAlignRequest(LLMTranslateRequest):
 
 
 async def _answer(request: Request, service: LLMService, body: LLMRequest) -> dict[str, Any]:
-    try:
-        answer: dict[str, Any] = await request.app.state.service.run_alone(lambda: service.answer(body))
+    try:  # priced by the model's size before the job (issue 45): 422 past a limit, 503 past the deadline
+        cost = llm_common.request_price(request.app.state.service.settings, service.get(body.model), [body])
+        answer: dict[str, Any] = await request.app.state.service.run_alone(lambda: service.answer(body), cost=cost)
     except LLMRequestError as err:
         if err.status == 422:
             raise InvalidInput(("body", err.field), err.message) from None

@@ -23,6 +23,7 @@ from typing import Any, cast
 from fastapi import HTTPException, Request
 
 from attnscope.attribution import summary
+from attnscope.config import Settings
 from attnscope.engine.answers import words
 from attnscope.engine.attention_store import Recorded, kept
 from attnscope.engine.attribution_answer import (
@@ -33,6 +34,9 @@ from attnscope.engine.attribution_answer import (
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.head_scores import CardAlignment, card_head_scores
 from attnscope.engine.heads import HeadRef
+from attnscope.engine.limits import Cost
+from attnscope.engine.llm_route_prices import price_llm_route
+from attnscope.engine.route_prices import ROUTE_PRICES
 from attnscope.engine.schemas import (
     Alternative,
     AttentionShape,
@@ -124,8 +128,33 @@ async def _run(
             answers.append(_answer(service, translator, request, result, body, start))
         return answers
 
-    answers: list[TranslationResponse] = await service.run_alone(job, gone=gone)
+    cost = request_price(service.settings, translator, requests)
+    answers: list[TranslationResponse] = await service.run_alone(job, gone=gone, cost=cost)
     return answers
+
+
+def request_price(settings: Settings, translator: LLMTranslator, requests: list[LLMRequest]) -> Cost:
+    """Admission's price of decoding (or teacher-forcing) ``requests`` and explaining them, by the
+    model's size (:mod:`attnscope.engine.llm_route_prices`): 422 past a limit, and the work the
+    scheduler weighs for its 503. A generated output is priced at its bound (``max_new_tokens``,
+    within the model's positions); a prompt the translator refuses is left to the job's 422."""
+    config, total = translator.loaded.config, Cost()
+    for r in requests:
+        try:
+            p = translator.prompt(r.text, r.template)
+        except (PromptError, ValueError):
+            continue
+        prompt, span = len(p.ids), p.source_span[1] - p.source_span[0]
+        if r.target is not None:
+            target, beams = len(translator.loaded.tokenizer.encode(r.target)) + 1, 1
+        else:
+            target = max(1, min(r.options.max_new_tokens, config.max_positions - prompt))
+            beams = 1 if r.options.sample else r.options.beam_size
+        total += price_llm_route(settings, "llm_translation", config, prompt, target, beams)
+        for method in r.explain:
+            if f"llm_explain_{method}" in ROUTE_PRICES:
+                total += price_llm_route(settings, f"llm_explain_{method}", config, prompt, target, span=span)
+    return total
 
 
 def _answer(
@@ -272,20 +301,28 @@ async def attribution(
     translator, (request,) = _checked(llm, translate_body)
     if body.target is not None:
         request = replace(request, target=body.target)
-    vocab, budget = translator.loaded.config.vocab_size, llm.budget.max_floats
+    config, budget = translator.loaded.config, llm.budget.max_floats
 
-    def job(should_stop: Callable[[], bool]) -> AttributionResponse:
+    def translate_job() -> LLMTranslation:
         try:
-            result = llm.run(request)
+            return llm.run(request)
         except LLMRequestError as err:
             raise _http(err) from None
-        p, target = result.prompt, result.target_ids
-        if not target:
-            raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
-        floats = (body.steps + 1) * (len(p.ids) + len(target)) * vocab  # the logits of the path's batch
-        if floats > budget:
-            raise HTTPException(413, f"integrated gradients over {body.steps + 1} points keep {floats:,} logits, over the "
-                                     f"limit of {budget:,}: ask for fewer steps")  # fmt: skip
+
+    # the translation (or the teacher-forced pass) first, in a slot of its own under its own price,
+    # so that integrated gradients are priced on the real lengths before their job (issue 45)
+    result: LLMTranslation = await service.run_alone(translate_job, gone=gone,
+                                                     cost=request_price(service.settings, translator, [request]))  # fmt: skip
+    p, target = result.prompt, result.target_ids
+    if not target:
+        raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
+    floats = (body.steps + 1) * (len(p.ids) + len(target)) * config.vocab_size  # the logits of the path's batch
+    if floats > budget:
+        raise HTTPException(413, f"integrated gradients over {body.steps + 1} points keep {floats:,} logits, over the "
+                                 f"limit of {budget:,}: ask for fewer steps")  # fmt: skip
+    cost = price_llm_route(service.settings, "llm_attribution", config, len(p.ids), len(target), steps=body.steps)
+
+    def job(should_stop: Callable[[], bool]) -> AttributionResponse:
         attr = attribute_llm(translator.loaded.model, p.ids, p.source_span, target, steps=body.steps,
                              should_stop=should_stop)  # fmt: skip
         cross = result.views.target_source if result.views is not None else None
@@ -300,7 +337,7 @@ async def attribution(
             completeness_gap=round(float(attr.completeness_gap.abs().max()), 6), contrastive=None,
         )  # fmt: skip
 
-    answer: AttributionResponse = await service.run_stoppable(job, gone=gone)
+    answer: AttributionResponse = await service.run_stoppable(job, gone=gone, cost=cost)
     return answer
 
 
@@ -342,6 +379,9 @@ async def explain_stored(service: ModelService, request: Request, entry: Recorde
     if not entry.target_ids:
         raise HTTPException(422, "the target has no tokens to explain")
     model = llm.models[entry.model].loaded.model
+    prompt, target = len(entry.source_ids), len(entry.target_ids)
+    span = entry.source_span[1] - entry.source_span[0] if entry.source_span else prompt
+    cost = price_llm_route(service.settings, f"llm_explain_{method}", model.config, prompt, target, span=span)
     sentence = explain_registry.Sentence(cast(Any, model), list(entry.source_ids), list(entry.target_ids),
                                          source_span=entry.source_span)  # fmt: skip
 
@@ -349,5 +389,5 @@ async def explain_stored(service: ModelService, request: Request, entry: Recorde
         with disabled_heads(model, list(entry.disabled)) if entry.disabled else nullcontext():
             return _matrices(explain_registry.method(method).runs["decoder_only"](sentence))
 
-    found: dict[str, Any] = await service.run_alone(run)
+    found: dict[str, Any] = await service.run_alone(run, cost=cost)
     return found
