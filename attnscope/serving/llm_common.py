@@ -48,6 +48,7 @@ from attnscope.engine.service import ModelService
 from attnscope.explain import registry as explain_registry
 from attnscope.explain.alti import Alti
 from attnscope.llm.attribution import attribute_llm
+from attnscope.llm.beamtree import TreeRecorder
 from attnscope.llm.common import (
     KINDS,
     METHODS,
@@ -117,11 +118,12 @@ async def _run(
         answers = []
         for request in requests:
             start = time.perf_counter()
+            recorder = _recorder(translator, request, on_step) if getattr(body, "return_beam", False) else None
             try:
-                result = llm.run(request, on_step=on_step)
+                result = llm.run(request, on_step=recorder or on_step)
             except LLMRequestError as err:
                 raise _http(err) from None
-            answers.append(_answer(service, translator, request, result, body, start))
+            answers.append(_answer(service, translator, request, result, body, start, recorder=recorder))
         return answers
 
     answers: list[TranslationResponse] = await service.run_alone(job, gone=gone)
@@ -130,7 +132,7 @@ async def _run(
 
 def _answer(
     service: ModelService, translator: LLMTranslator, request: LLMRequest, result: LLMTranslation, body: Any,
-    start: float,
+    start: float, *, recorder: TreeRecorder | None = None,
 ) -> TranslationResponse:  # fmt: skip
     """The common answer of one decoder-only result (module docstring)."""
     p, decimals = result.prompt, int(getattr(body, "precision", 6))
@@ -166,7 +168,7 @@ def _answer(
         attention={k: rounded(t, decimals) for k, t in tensors.items() if k in kinds},
         attention_cost={k: t.numel() for k, t in tensors.items()}, score=None,
         logprob=round(sum(logprobs), 6), target_logprobs=logprobs, forced_tokens=result.forced_tokens,
-        beam=_path(result, logprobs) if getattr(body, "return_beam", False) else None,
+        beam=_tree(translator, recorder, result) if recorder is not None else None,
         disabled_heads=[HeadRef(kind="decoder_self", layer=layer, head=head) for layer, head in request.heads_off],
         explanations=_encoded(explained, decimals) if request.explain else None,
         llm=ctx, timing_ms=round((time.perf_counter() - start) * 1000, 3),
@@ -176,17 +178,28 @@ def _answer(
     )  # fmt: skip
 
 
-def _path(result: LLMTranslation, logprobs: list[float]) -> BeamTree:
-    """The returned hypothesis as a beam tree of one path (root = the last prompt token)."""
-    nodes, score = [BeamNode(id=0, parent=None, step=0, token=result.prompt.tokens[-1],
-                             token_id=result.prompt.ids[-1], logprob=0.0, score=0.0, finished=False)], 0.0  # fmt: skip
-    for step, (token, token_id, logprob) in enumerate(zip(result.target_tokens, result.target_ids, logprobs, strict=True), 1):
-        score += logprob
-        nodes.append(BeamNode(id=step, parent=step - 1, step=step, token=token, token_id=token_id, logprob=logprob,
-                              score=round(score, 6), finished=step == len(logprobs)))  # fmt: skip
-    best = BeamHypothesis(node=len(nodes) - 1, translation=result.text, tokens=result.target_tokens,
-                          score=round(score, 6), ranking=result.generation.score)  # fmt: skip
-    return BeamTree(nodes=nodes, best=[n.id for n in nodes], hypotheses=[best])
+def _recorder(translator: LLMTranslator, request: LLMRequest, then: StepHook | None) -> TreeRecorder | None:
+    """The beam tree's recorder of a decode (None for a teacher-forced ``/api/align``)."""
+    if request.target is not None:
+        return None
+    try:
+        root = translator.prompt(request.text, request.template).ids[-1]
+    except (PromptError, ValueError):  # the decode refuses it with its own message
+        return None
+    return TreeRecorder(root, translator.forced_ids(request.prefix), then=then)
+
+
+def _tree(translator: LLMTranslator, recorder: TreeRecorder, result: LLMTranslation) -> BeamTree:
+    """The recorded search as the common ``beam`` (root = the last prompt token, as its piece)."""
+    tree = recorder.close(result.target_ids, result.generation.token_logprobs)
+    pieces = translator.token_texts([node.token for node in tree.nodes])
+    nodes = [BeamNode(id=n.id, parent=n.parent, step=n.step, token=piece, token_id=n.token, logprob=round(n.logprob, 6),
+                      score=round(n.score, 6), finished=n.finished) for n, piece in zip(tree.nodes, pieces, strict=True)]  # fmt: skip
+    special = translator._special_ids()
+    hypotheses = [BeamHypothesis(node=h.node, translation=translator.loaded.tokenizer.decode([t for t in h.tokens if t not in special]).strip(),
+                                 tokens=translator.token_texts(h.tokens), score=round(h.score, 6), ranking=round(h.ranking, 6))
+                  for h in tree.hypotheses]  # fmt: skip
+    return BeamTree(nodes=nodes, best=list(tree.best), hypotheses=hypotheses)
 
 
 def _explain(translator: LLMTranslator, request: LLMRequest, result: LLMTranslation) -> dict[str, Any]:
