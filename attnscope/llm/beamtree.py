@@ -38,7 +38,13 @@ class TreeRecorder:
     def __call__(self, step: SearchStep) -> None:
         rows = self.rows
         for h in step.finished:
-            node = self.tree.add(parent=rows[h.parent], token=h.token, logprob=h.logprob, score=h.score, finished=True)
+            node = self.tree.add(
+                parent=rows[h.parent],
+                token=h.token,
+                logprob=h.logprob,
+                score=h.score,
+                finished=True,
+            )
             self.done.append((node, h.score, h.score if h.ranking is None else h.ranking))
         self.rows = [self.tree.add(parent=rows[c.parent], token=c.token, logprob=c.logprob, score=c.score)
                      for c in step.chosen]  # fmt: skip
@@ -55,7 +61,8 @@ class TreeRecorder:
         for node, logprob in zip(chain[1:], logprobs, strict=False):
             score += logprob
             tree.nodes[node].logprob, tree.nodes[node].score = logprob, score
-        for node in tree.nodes[len(chain) :]:  # the search's: the continuation's sum, + the prefix's
+        # the search's nodes (added after the chain): the continuation's sum, + the prefix's
+        for node in tree.nodes[len(chain) :]:
             node.score += score
         self.done = [(n, s + score, r) for n, s, r in self.done]
         path = [self._ends(n) for n, _, _ in self.done]
@@ -69,7 +76,10 @@ class TreeRecorder:
             self.done.append((end, node.score, node.score))
         tree.best = tree.path(end)
         ranked = sorted(self.done, key=lambda d: d[2], reverse=True)
-        tree.hypotheses = [FinishedHypothesis(node=n, tokens=self._ends(n), score=s, ranking=r) for n, s, r in ranked]
+        tree.hypotheses = [
+            FinishedHypothesis(node=n, tokens=self._ends(n), score=s, ranking=r)
+            for n, s, r in ranked
+        ]
         return tree
 
     def _ends(self, node: int) -> list[int]:

@@ -17,7 +17,9 @@ def _checked_tree(answer: dict) -> dict:
     """The tree's invariants: back-pointers one step up, each score the parent's plus the logprob."""
     tree = answer["beam"]
     nodes = tree["nodes"]
-    assert nodes[0]["parent"] is None and nodes[0]["token_id"] == answer["llm"]["prompt_token_ids"][-1]
+    assert (
+        nodes[0]["parent"] is None and nodes[0]["token_id"] == answer["llm"]["prompt_token_ids"][-1]
+    )
     for node in nodes[1:]:
         parent = nodes[node["parent"]]
         assert node["step"] == parent["step"] + 1
@@ -44,7 +46,9 @@ def test_the_beam_tree_is_the_searchs_and_its_hypotheses_are_generates(
     for n in tree["nodes"]:
         if not n["finished"]:
             steps[n["step"]] = steps.get(n["step"], 0) + 1
-    assert all(count <= k for step, count in steps.items() if step > 0)  # at most k live rows a step
+    assert all(
+        count <= k for step, count in steps.items() if step > 0
+    )  # at most k live rows a step
     original = AutoModelForCausalLM.from_pretrained(llm_sources["llama"], attn_implementation="eager",
                                                     dtype=torch.float32).eval()  # fmt: skip
     ids = a["llm"]["prompt_token_ids"]
@@ -55,7 +59,9 @@ def test_the_beam_tree_is_the_searchs_and_its_hypotheses_are_generates(
                                 pad_token_id=config.pad_id, return_dict_in_generate=True, output_scores=True)  # fmt: skip
     nodes = tree["nodes"]
     assert len(tree["hypotheses"]) >= k and out.sequences.size(0) == k
-    for h, sequence, score in zip(tree["hypotheses"], out.sequences, out.sequences_scores, strict=False):
+    for h, sequence, score in zip(
+        tree["hypotheses"], out.sequences, out.sequences_scores, strict=False
+    ):
         path, node = [], h["node"]
         while nodes[node]["parent"] is not None:
             path.append(nodes[node]["token_id"])
@@ -75,4 +81,6 @@ def test_greedy_and_a_prefix_give_one_path_trees(server: str) -> None:
     assert status == 200, forced
     tree = _checked_tree(forced)
     first = forced["forced_tokens"]
-    assert first >= 1 and all(len([n for n in tree["nodes"] if n["step"] == s]) == 1 for s in range(1, first + 1))
+    assert first >= 1 and all(
+        len([n for n in tree["nodes"] if n["step"] == s]) == 1 for s in range(1, first + 1)
+    )
