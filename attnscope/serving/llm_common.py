@@ -22,12 +22,14 @@ from typing import Any, cast
 
 from fastapi import HTTPException, Request
 
-from attnscope.attribution import summary
+from attnscope.attribution import normalise_rows, summary
 from attnscope.engine.answers import words
 from attnscope.engine.attention_store import Recorded, kept
 from attnscope.engine.attribution_answer import (
     AttributionRequest,
     AttributionResponse,
+    ContrastiveAttribution,
+    ContrastRequest,
     Correlations,
 )
 from attnscope.engine.errors import InvalidInput
@@ -47,7 +49,7 @@ from attnscope.engine.schemas import (
 from attnscope.engine.service import ModelService
 from attnscope.explain import registry as explain_registry
 from attnscope.explain.alti import Alti
-from attnscope.llm.attribution import attribute_llm
+from attnscope.llm.attribution import attribute_llm, contrast_llm
 from attnscope.llm.beamtree import TreeRecorder
 from attnscope.llm.common import (
     KINDS,
@@ -277,9 +279,8 @@ async def attribution(
     """``POST /api/attribution`` for a decoder-only model: its translation (greedy or beam, the
     common defaults) or ``body.target`` teacher-forced, attributed to the source tokens of its
     prompt (:func:`attnscope.llm.attribution.attribute_llm`), beside the ``cross`` kind of the
-    same pass. ``contrast`` is refused (422): no foil has been defined for decoder-only models."""
-    if body.contrast is not None:
-        raise InvalidInput(("body", "contrast"), "a contrastive attribution is not available for decoder-only models (docs/llm.md)")
+    same pass. ``contrast``: its foil text tokenised with the model's own tokenizer must be one
+    token (:func:`_contrast`)."""
     translate_body = TranslateRequest.model_construct(model=body.model, text=body.text, beam_size=min(body.beam_size, 8),
                                                       max_length=None, attention=["cross"])  # fmt: skip
     translator, (request,) = _checked(llm, translate_body)
@@ -310,11 +311,38 @@ async def attribution(
             integrated_gradients=[[round(v, 6) for v in row] for row in s["integrated_gradients"].tolist()],
             cross_attention=None if cross is None else rounded(cross, 6).tolist(),
             correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
-            completeness_gap=round(float(attr.completeness_gap.abs().max()), 6), contrastive=None,
+            completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
+            contrastive=None if body.contrast is None else _contrast(translator, p, target, body.contrast, body.steps),
         )  # fmt: skip
 
     answer: AttributionResponse = await service.run_stoppable(job, gone=gone)
     return answer
+
+
+def _contrast(
+    translator: LLMTranslator, p: Any, target: list[int], asked: ContrastRequest, steps: int
+) -> ContrastiveAttribution:  # fmt: skip
+    """Why the output has its token at ``asked.position`` rather than ``asked.token`` (the foil
+    text, tokenised alone by the model's tokenizer: it must be one token); 422 on ``contrast``
+    for a position past the output, a foil of several tokens, or the token written there."""
+    if asked.position >= len(target):
+        raise InvalidInput(("body", "contrast", "position"), f"is {asked.position}; the output has {len(target)} tokens")
+    ids = translator.loaded.tokenizer.encode(asked.token)
+    if len(ids) != 1:
+        pieces = translator.token_texts(ids)
+        raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} is {len(ids)} tokens for this model "
+                           f"({pieces}), not one: contrast it with a single token")  # fmt: skip
+    if ids[0] == target[asked.position]:
+        raise InvalidInput(("body", "contrast", "token"), "is the token the model wrote there: nothing to contrast")
+    found = contrast_llm(translator.loaded.model, p.ids, p.source_span, target, position=asked.position,
+                         foil=ids[0], steps=steps)  # fmt: skip
+    ixg, ig = normalise_rows(found.input_x_gradient)[0], normalise_rows(found.integrated_gradients)[0]
+    return ContrastiveAttribution(
+        position=asked.position, token=translator.token_texts([target[asked.position]])[0], foil=asked.token,
+        difference=round(float(found.f[0]), 6), input_x_gradient=[round(v, 6) for v in ixg.tolist()],
+        integrated_gradients=[round(v, 6) for v in ig.tolist()],
+        completeness_gap=round(float(found.completeness_gap.abs().max()), 6),
+    )  # fmt: skip
 
 
 def step_events(llm: LLMService, body: Any, store: Any = None) -> StepEvents | None:
