@@ -13,7 +13,8 @@ GPT-2's learned positions (both applied after, inside the model).
   prompt unchanged), the straight path ``α·x``, trapezoid rule over ``steps`` intervals; they
   satisfy completeness, ``Σ_s a[t, s] ≈ f_t(x) − f_t(baseline)``.
 
-The result is an :class:`attnscope.attribution.Attribution`, so the encoder-decoders'
+:func:`contrast_llm` is the contrastive attribution (why y_t rather than a foil token) in the
+same setting. The result is an :class:`attnscope.attribution.Attribution`, so the encoder-decoders'
 normalisation and per-head rank correlations apply unchanged.
 """
 
@@ -85,4 +86,49 @@ def _attribute(
         integrated_gradients=torch.stack(rows_ig).detach(),
         f=f[-1].detach(),
         f_baseline=f[0].detach(),
+    )
+
+
+def contrast_llm(
+    model: DecoderOnlyLM, prompt: list[int], span: tuple[int, int], target: list[int], *, position: int, foil: int,
+    steps: int = 16,
+) -> Attribution:  # fmt: skip
+    """Contrastive attribution (Yin & Neubig 2022, :mod:`attnscope.explain.contrastive`) of a
+    decoder-only output: f = log p(target[position]) − log p(foil) after ``prompt`` + the output
+    before ``position`` (the logit difference), attributed to the embeddings of the prompt's
+    source tokens ``span``, input × gradient and integrated gradients from the zero source: an
+    :class:`Attribution` of one row, (1, S), ``f`` and ``f_baseline`` (1,)."""
+    if not 0 <= position < len(target):
+        raise ValueError(f"position {position} is outside the target's {len(target)} tokens")
+    if steps < 1:
+        raise ValueError("integrated gradients need at least one step")
+    with torch.inference_mode(False), torch.enable_grad():
+        s0, s1 = span
+        ids = [*prompt, *target[:position]]
+        alphas, batch, weights = ig_path(ids, steps, model.device)  # (m+1,), (m+1, n), (m+1,)
+        store: dict[str, Tensor] = {}
+
+        def scaled(_module: nn.Module, inputs: tuple[Tensor, ...], output: Tensor) -> Tensor | None:
+            if inputs[0] is not batch:
+                return None
+            store["x"] = x = output.detach()[:, s0:s1]
+            store["z"] = z = (x * alphas.view(-1, 1, 1)).requires_grad_(True)
+            return torch.cat([output.detach()[:, :s0], z, output.detach()[:, s1:]], dim=1)
+
+        was_training = model.training
+        model.eval()
+        handle = model.embed.register_forward_hook(scaled)
+        try:
+            logits = model(batch).logits[:, -1].float()  # (m+1, V) the step that writes ``position``
+            f = logits[:, target[position]] - logits[:, foil]  # (m+1,)
+            (grad,) = torch.autograd.grad(f.sum(), store["z"])
+            integrand = (grad * store["x"]).sum(-1)  # (m+1, S)
+        finally:
+            handle.remove()
+            model.train(was_training)
+    return Attribution(
+        input_x_gradient=integrand[-1:].detach(),
+        integrated_gradients=(weights[:, None] * integrand).sum(0, keepdim=True).detach(),
+        f=f[-1:].detach(),
+        f_baseline=f[:1].detach(),
     )

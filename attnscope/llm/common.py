@@ -6,10 +6,9 @@ The kinds are the views of the one causal matrix (:mod:`attnscope.llm.views`), n
 encoder-decoder's: ``cross`` is ``target_source`` (the output rows over the source's prompt
 tokens), ``encoder_self`` is ``source_source`` and ``decoder_self`` is ``target_target`` (keys:
 the last prompt token, which plays BOS, and the output but its last token). ``return_beam`` gives
-the returned hypothesis's path only (the decoder-only search keeps no tree). A what-if ``prefix``,
+the beam tree (recorded from the search's steps: :mod:`attnscope.llm.beamtree`). A what-if ``prefix``,
 ``alternatives`` and ``return_scores`` (the anatomy: :mod:`attnscope.llm.anatomy`) are honoured.
-What a common request asks that a decoder-only model has no definition for (the beam tree,
-protect, coverage penalty, hard alignment, other languages, ALTI) is refused with an
+What a common request asks that a decoder-only model has no definition for (protect, coverage penalty, hard alignment, other languages, ALTI) is refused with an
 :class:`LLMRequestError` naming the field, never silently ignored. No web and no engine here: the web layer (``attnscope.serving.llm_common``) builds the typed answer.
 """
 

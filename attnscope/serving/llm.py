@@ -8,6 +8,7 @@ lifespan (:func:`load`) beside the encoder-decoders."""
 from __future__ import annotations
 
 import secrets
+from contextlib import nullcontext
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
@@ -18,8 +19,10 @@ from pydantic import BaseModel, Field, model_validator
 from attnscope.config import Settings
 from attnscope.device import resolve_device
 from attnscope.engine.schemas import ErrorResponse
+from attnscope.explain import registry as explain_registry
 from attnscope.llm.search import LLMOptions
 from attnscope.llm.service import Budget, LLMRequest, LLMRequestError, LLMService
+from attnscope.nn.ablation import disabled_heads
 from attnscope.serving import llm_common
 from attnscope.serving.errors import InvalidInput
 from attnscope.serving.pages import templates
@@ -85,9 +88,11 @@ class LLMTranslateRequest(BaseModel):
     views: list[ViewName] = Field(default=["target_source"], description="Attention views to return.")
     attention: bool = Field(default=True, description="false: no attention at all (the fused kernel runs).")
     disable_heads: list[HeadOff] = Field(default=[], max_length=4096)
-    explain: list[Literal["rollout", "norm"]] = Field(
-        default=[], description="Add `explanations`: `rollout` (per layer, over the causal stack) and/or `norm` "
-        "(α·‖value·W_O‖ per query head), cut to output × source (docs/llm.md).",
+    explain: list[Literal["rollout", "norm", "value_zeroing", "alti"]] = Field(
+        default=[], description="Add `explanations`: `rollout` (per layer, over the causal stack), `norm` "
+        "(α·‖value·W_O‖ per query head), `value_zeroing` (per layer) and/or `alti` (per layer: "
+        "target_source, target_target, source_share, source_source), cut like the views; the same "
+        "values /api/translate answers for the model (docs/llm.md).",
     )  # fmt: skip
 
     @model_validator(mode="after")
@@ -119,10 +124,41 @@ class LLMAlignRequest(LLMTranslateRequest):
     target: str = Field(min_length=1, max_length=4000, description="The translation to score, teacher-forced.")
 
 
+# The methods the explanation registry runs for this route (rollout and norm: the service's own)
+REGISTERED = ("value_zeroing", "alti")
+
+
+def _registered(service: LLMService, body: LLMRequest, answer: dict[str, Any]) -> dict[str, Any]:
+    """``answer`` with the asked registry methods added to its ``explanations``, renamed as the
+    views: ``value_zeroing`` {``target_source`` [L][T][S]}; ``alti`` {``target_source`` [L][T][S],
+    ``target_target`` [L][T][T], ``source_share`` [T], ``source_source`` [L][S][S]}. The registry's
+    decoder-only runners (what ``/api/translate`` answers as ``cross``, ``target``, ``encoder``),
+    teacher-forced on the answer's prompt and output, under the same heads switched off."""
+    asked = [name for name in REGISTERED if name in body.explain]
+    if not asked or answer.get("attention") is None or not answer["target_token_ids"]:
+        return answer
+    model = service.get(body.model).loaded.model
+    sentence = explain_registry.Sentence(model, answer["prompt_token_ids"], answer["target_token_ids"],
+                                         source_span=tuple(answer["source_span"]))  # fmt: skip
+    off = [("decoder_self", layer, head) for layer, head in body.heads_off]
+    found = answer.setdefault("explanations", {})
+    with disabled_heads(model, off) if off else nullcontext():
+        if "value_zeroing" in asked:
+            zeroed = explain_registry.method("value_zeroing").runs["decoder_only"](sentence)
+            found["value_zeroing"] = {"target_source": zeroed["cross"].tolist()}
+        if "alti" in asked:
+            a = explain_registry.method("alti").runs["decoder_only"](sentence)
+            found["alti"] = {"target_source": a.source.tolist(), "target_target": a.target.tolist(),
+                             "source_share": a.source_share.tolist(), "source_source": a.encoder.tolist()}  # fmt: skip
+    return answer
+
+
 async def _answer(request: Request, service: LLMService, body: LLMRequest) -> dict[str, Any]:
     try:  # priced by the model's size before the job (issue 45): 422 past a limit, 503 past the deadline
         cost = llm_common.request_price(request.app.state.service.settings, service.get(body.model), [body])
-        answer: dict[str, Any] = await request.app.state.service.run_alone(lambda: service.answer(body), cost=cost)
+        answer: dict[str, Any] = await request.app.state.service.run_alone(
+            lambda: _registered(service, body, service.answer(body)), cost=cost
+        )
     except LLMRequestError as err:
         if err.status == 422:
             raise InvalidInput(("body", err.field), err.message) from None

@@ -22,13 +22,15 @@ from typing import Any, cast
 
 from fastapi import HTTPException, Request
 
-from attnscope.attribution import summary
+from attnscope.attribution import normalise_rows, summary
 from attnscope.config import Settings
 from attnscope.engine.answers import words
 from attnscope.engine.attention_store import Recorded, kept
 from attnscope.engine.attribution_answer import (
     AttributionRequest,
     AttributionResponse,
+    ContrastiveAttribution,
+    ContrastRequest,
     Correlations,
 )
 from attnscope.engine.errors import InvalidInput
@@ -51,7 +53,8 @@ from attnscope.engine.schemas import (
 from attnscope.engine.service import ModelService
 from attnscope.explain import registry as explain_registry
 from attnscope.explain.alti import Alti
-from attnscope.llm.attribution import attribute_llm
+from attnscope.llm.attribution import attribute_llm, contrast_llm
+from attnscope.llm.beamtree import TreeRecorder
 from attnscope.llm.common import (
     KINDS,
     METHODS,
@@ -121,11 +124,12 @@ async def _run(
         answers = []
         for request in requests:
             start = time.perf_counter()
+            recorder = _recorder(translator, request, on_step) if getattr(body, "return_beam", False) else None
             try:
-                result = llm.run(request, on_step=on_step)
+                result = llm.run(request, on_step=recorder or on_step)
             except LLMRequestError as err:
                 raise _http(err) from None
-            answers.append(_answer(service, translator, request, result, body, start))
+            answers.append(_answer(service, translator, request, result, body, start, recorder=recorder))
         return answers
 
     cost = request_price(service.settings, translator, requests)
@@ -159,7 +163,7 @@ def request_price(settings: Settings, translator: LLMTranslator, requests: list[
 
 def _answer(
     service: ModelService, translator: LLMTranslator, request: LLMRequest, result: LLMTranslation, body: Any,
-    start: float,
+    start: float, *, recorder: TreeRecorder | None = None,
 ) -> TranslationResponse:  # fmt: skip
     """The common answer of one decoder-only result (module docstring)."""
     p, decimals = result.prompt, int(getattr(body, "precision", 6))
@@ -195,7 +199,7 @@ def _answer(
         attention={k: rounded(t, decimals) for k, t in tensors.items() if k in kinds},
         attention_cost={k: t.numel() for k, t in tensors.items()}, score=None,
         logprob=round(sum(logprobs), 6), target_logprobs=logprobs, forced_tokens=result.forced_tokens,
-        beam=_path(result, logprobs) if getattr(body, "return_beam", False) else None,
+        beam=_tree(translator, recorder, result) if recorder is not None else None,
         disabled_heads=[HeadRef(kind="decoder_self", layer=layer, head=head) for layer, head in request.heads_off],
         explanations=_encoded(explained, decimals) if request.explain else None,
         llm=ctx, timing_ms=round((time.perf_counter() - start) * 1000, 3),
@@ -205,17 +209,28 @@ def _answer(
     )  # fmt: skip
 
 
-def _path(result: LLMTranslation, logprobs: list[float]) -> BeamTree:
-    """The returned hypothesis as a beam tree of one path (root = the last prompt token)."""
-    nodes, score = [BeamNode(id=0, parent=None, step=0, token=result.prompt.tokens[-1],
-                             token_id=result.prompt.ids[-1], logprob=0.0, score=0.0, finished=False)], 0.0  # fmt: skip
-    for step, (token, token_id, logprob) in enumerate(zip(result.target_tokens, result.target_ids, logprobs, strict=True), 1):
-        score += logprob
-        nodes.append(BeamNode(id=step, parent=step - 1, step=step, token=token, token_id=token_id, logprob=logprob,
-                              score=round(score, 6), finished=step == len(logprobs)))  # fmt: skip
-    best = BeamHypothesis(node=len(nodes) - 1, translation=result.text, tokens=result.target_tokens,
-                          score=round(score, 6), ranking=result.generation.score)  # fmt: skip
-    return BeamTree(nodes=nodes, best=[n.id for n in nodes], hypotheses=[best])
+def _recorder(translator: LLMTranslator, request: LLMRequest, then: StepHook | None) -> TreeRecorder | None:
+    """The beam tree's recorder of a decode (None for a teacher-forced ``/api/align``)."""
+    if request.target is not None:
+        return None
+    try:
+        root = translator.prompt(request.text, request.template).ids[-1]
+    except (PromptError, ValueError):  # the decode refuses it with its own message
+        return None
+    return TreeRecorder(root, translator.forced_ids(request.prefix), then=then)
+
+
+def _tree(translator: LLMTranslator, recorder: TreeRecorder, result: LLMTranslation) -> BeamTree:
+    """The recorded search as the common ``beam`` (root = the last prompt token, as its piece)."""
+    tree = recorder.close(result.target_ids, result.generation.token_logprobs)
+    pieces = translator.token_texts([node.token for node in tree.nodes])
+    nodes = [BeamNode(id=n.id, parent=n.parent, step=n.step, token=piece, token_id=n.token, logprob=round(n.logprob, 6),
+                      score=round(n.score, 6), finished=n.finished) for n, piece in zip(tree.nodes, pieces, strict=True)]  # fmt: skip
+    special = translator._special_ids()
+    hypotheses = [BeamHypothesis(node=h.node, translation=translator.loaded.tokenizer.decode([t for t in h.tokens if t not in special]).strip(),
+                                 tokens=translator.token_texts(h.tokens), score=round(h.score, 6), ranking=round(h.ranking, 6))
+                  for h in tree.hypotheses]  # fmt: skip
+    return BeamTree(nodes=nodes, best=list(tree.best), hypotheses=hypotheses)
 
 
 def _explain(translator: LLMTranslator, request: LLMRequest, result: LLMTranslation) -> dict[str, Any]:
@@ -293,9 +308,8 @@ async def attribution(
     """``POST /api/attribution`` for a decoder-only model: its translation (greedy or beam, the
     common defaults) or ``body.target`` teacher-forced, attributed to the source tokens of its
     prompt (:func:`attnscope.llm.attribution.attribute_llm`), beside the ``cross`` kind of the
-    same pass. ``contrast`` is refused (422): no foil has been defined for decoder-only models."""
-    if body.contrast is not None:
-        raise InvalidInput(("body", "contrast"), "a contrastive attribution is not available for decoder-only models (docs/llm.md)")
+    same pass. ``contrast``: its foil text tokenised with the model's own tokenizer must be one
+    token (:func:`_contrast`)."""
     translate_body = TranslateRequest.model_construct(model=body.model, text=body.text, beam_size=min(body.beam_size, 8),
                                                       max_length=None, attention=["cross"])  # fmt: skip
     translator, (request,) = _checked(llm, translate_body)
@@ -321,6 +335,9 @@ async def attribution(
         raise HTTPException(413, f"integrated gradients over {body.steps + 1} points keep {floats:,} logits, over the "
                                  f"limit of {budget:,}: ask for fewer steps")  # fmt: skip
     cost = price_llm_route(service.settings, "llm_attribution", config, len(p.ids), len(target), steps=body.steps)
+    if body.contrast is not None:  # a second path, up to the contrasted position
+        cost += price_llm_route(service.settings, "llm_attribution", config, len(p.ids),
+                                min(len(target), body.contrast.position + 1), steps=body.steps)  # fmt: skip
 
     def job(should_stop: Callable[[], bool]) -> AttributionResponse:
         attr = attribute_llm(translator.loaded.model, p.ids, p.source_span, target, steps=body.steps,
@@ -334,11 +351,38 @@ async def attribution(
             integrated_gradients=[[round(v, 6) for v in row] for row in s["integrated_gradients"].tolist()],
             cross_attention=None if cross is None else rounded(cross, 6).tolist(),
             correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
-            completeness_gap=round(float(attr.completeness_gap.abs().max()), 6), contrastive=None,
+            completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
+            contrastive=None if body.contrast is None else _contrast(translator, p, target, body.contrast, body.steps),
         )  # fmt: skip
 
     answer: AttributionResponse = await service.run_stoppable(job, gone=gone, cost=cost)
     return answer
+
+
+def _contrast(
+    translator: LLMTranslator, p: Any, target: list[int], asked: ContrastRequest, steps: int
+) -> ContrastiveAttribution:  # fmt: skip
+    """Why the output has its token at ``asked.position`` rather than ``asked.token`` (the foil
+    text, tokenised alone by the model's tokenizer: it must be one token); 422 on ``contrast``
+    for a position past the output, a foil of several tokens, or the token written there."""
+    if asked.position >= len(target):
+        raise InvalidInput(("body", "contrast", "position"), f"is {asked.position}; the output has {len(target)} tokens")
+    ids = translator.loaded.tokenizer.encode(asked.token)
+    if len(ids) != 1:
+        pieces = translator.token_texts(ids)
+        raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} is {len(ids)} tokens for this model "
+                           f"({pieces}), not one: contrast it with a single token")  # fmt: skip
+    if ids[0] == target[asked.position]:
+        raise InvalidInput(("body", "contrast", "token"), "is the token the model wrote there: nothing to contrast")
+    found = contrast_llm(translator.loaded.model, p.ids, p.source_span, target, position=asked.position,
+                         foil=ids[0], steps=steps)  # fmt: skip
+    ixg, ig = normalise_rows(found.input_x_gradient)[0], normalise_rows(found.integrated_gradients)[0]
+    return ContrastiveAttribution(
+        position=asked.position, token=translator.token_texts([target[asked.position]])[0], foil=asked.token,
+        difference=round(float(found.f[0]), 6), input_x_gradient=[round(v, 6) for v in ixg.tolist()],
+        integrated_gradients=[round(v, 6) for v in ig.tolist()],
+        completeness_gap=round(float(found.completeness_gap.abs().max()), 6),
+    )  # fmt: skip
 
 
 def step_events(llm: LLMService, body: Any, store: Any = None) -> StepEvents | None:
