@@ -25,7 +25,9 @@ def test_contrast_equals_gradients_through_the_original(server: str, llm_sources
     foil_text = next(w for w in ("Hund", " Hund", "the", " the", "a", "e", "n") if len(tokenizer.encode(w)) == 1
                      and tokenizer.encode(w)[0] != target[position])  # fmt: skip
     foil = tokenizer.encode(foil_text)[0]
-    status, r = post(f"{server}/api/attribution", {"model": model, "text": SOURCE, "beam_size": 1, "steps": 32,
+    # 12 steps: the untrained model writes 64 tokens, and admission's positions limit (issue 45)
+    # refuses more steps over them
+    status, r = post(f"{server}/api/attribution", {"model": model, "text": SOURCE, "beam_size": 1, "steps": 12,
                                                    "contrast": {"position": position, "token": foil_text}})  # fmt: skip
     assert status == 200, r
     c = r["contrastive"]
@@ -42,9 +44,9 @@ def test_contrast_equals_gradients_through_the_original(server: str, llm_sources
     np.testing.assert_allclose(c["input_x_gradient"], (ixg / ixg.sum()).detach().numpy(), atol=1e-4)
     assert c["completeness_gap"] < 0.05 * max(1.0, abs(c["difference"]))  # IG from the zero source sums up
     long = "Hundeschlittenrennen übermorgen"
-    status, err = post(f"{server}/api/attribution", {"model": model, "text": SOURCE, "beam_size": 1,
+    status, err = post(f"{server}/api/attribution", {"model": model, "text": SOURCE, "beam_size": 1, "steps": 4,
                                                      "contrast": {"position": 0, "token": long}})  # fmt: skip
     assert status == 422 and err["errors"][0]["loc"] == ["body", "contrast", "token"] and "tokens" in err["errors"][0]["msg"], err
-    status, err = post(f"{server}/api/attribution", {"model": model, "text": SOURCE, "beam_size": 1,
+    status, err = post(f"{server}/api/attribution", {"model": model, "text": SOURCE, "beam_size": 1, "steps": 4,
                                                      "contrast": {"position": 99, "token": foil_text}})  # fmt: skip
     assert status == 422 and err["errors"][0]["loc"] == ["body", "contrast", "position"], err
