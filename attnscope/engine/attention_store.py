@@ -21,7 +21,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -86,7 +86,7 @@ class Recorded:
         return {kind: dict(zip(("layers", "heads", "rows", "columns"), t.shape, strict=True)) for kind, t in self.attention.items()}
 
 
-def kept(weights: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor]:
+def kept(weights: Mapping[str, torch.Tensor | None]) -> dict[str, torch.Tensor]:
     """The kinds recorded, each copied compactly to the CPU (a view would keep its whole
     parent alive, and the store would count less than it holds). (L, H, Q, K) each."""
     return {kind: t.detach().to("cpu").clone() for kind, t in weights.items() if t is not None}

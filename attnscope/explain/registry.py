@@ -22,6 +22,7 @@ import torch
 
 from attnscope.explain.trace import Trace, trace
 from attnscope.nn.base import Seq2Seq
+from attnscope.nn.decoder_only import DecoderOnlyLM
 from attnscope.nn.family import Geometry, families, family_of, geometry_of
 from attnscope.nn.transformer import Transformer
 
@@ -57,7 +58,7 @@ class Sentence:
     run once on first use and shared by every method asked for. A decoder-only model's
     ``source_ids`` are its whole prompt and ``source_span`` the source's [start, end) in it."""
 
-    model: Seq2Seq
+    model: Seq2Seq | DecoderOnlyLM
     source_ids: list[int]
     target_ids: list[int]
     source_span: tuple[int, int] | None = None

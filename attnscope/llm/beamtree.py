@@ -58,12 +58,12 @@ class TreeRecorder:
         hypotheses, end at their last node, marked finished."""
         tree, score = self.tree, 0.0
         chain = tree.path(self.start)
-        for node, logprob in zip(chain[1:], logprobs, strict=False):
+        for index, logprob in zip(chain[1:], logprobs, strict=False):
             score += logprob
-            tree.nodes[node].logprob, tree.nodes[node].score = logprob, score
+            tree.nodes[index].logprob, tree.nodes[index].score = logprob, score
         # the search's nodes (added after the chain): the continuation's sum, + the prefix's
-        for node in tree.nodes[len(chain) :]:
-            node.score += score
+        for later in tree.nodes[len(chain) :]:
+            later.score += score
         self.done = [(n, s + score, r) for n, s, r in self.done]
         path = [self._ends(n) for n, _, _ in self.done]
         matching = [d for d, p in zip(self.done, path, strict=True) if p == list(tokens)]
@@ -71,9 +71,9 @@ class TreeRecorder:
             end = max(matching, key=lambda d: d[2])[0]
         else:  # greedy/sampling: the last node of the chain that spells the output
             end = self.rows[0] if self.rows else len(tree.nodes) - 1
-            node = tree.nodes[end]
-            node.finished = True
-            self.done.append((end, node.score, node.score))
+            last = tree.nodes[end]
+            last.finished = True
+            self.done.append((end, last.score, last.score))
         tree.best = tree.path(end)
         ranked = sorted(self.done, key=lambda d: d[2], reverse=True)
         tree.hypotheses = [

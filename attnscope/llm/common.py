@@ -78,11 +78,12 @@ def llm_requests(body: Any, *, source_lang: str, target_lang: str) -> list[LLMRe
         raise LLMRequestError("beam_size", f"a decoder-only model searches with at most {MAX_BEAM} beams, not {beam}")
     sampling = getattr(body, "sampling", None)
     sample = sampling is not None and sampling.temperature > 0  # temperature 0 is greedy
+    sampled: Any = sampling  # read only when sample holds
     options = LLMOptions(
         beam_size=beam, max_new_tokens=getattr(body, "max_length", None) or DEFAULT_NEW_TOKENS,
-        sample=sample, temperature=sampling.temperature if sample else 1.0,
-        top_k=sampling.top_k if sample else 0, top_p=sampling.top_p if sample else 1.0,
-        seed=sampling.seed if sample else None, need_weights=need,
+        sample=sample, temperature=sampled.temperature if sample else 1.0,
+        top_k=sampled.top_k if sample else 0, top_p=sampled.top_p if sample else 1.0,
+        seed=sampled.seed if sample else None, need_weights=need,
     )  # fmt: skip
     heads = tuple(dict.fromkeys((h.layer, h.head) for h in getattr(body, "disable_heads", None) or ()))
     texts = list(getattr(body, "texts", None) or [body.text])

@@ -12,7 +12,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -72,7 +72,7 @@ def save_llm_folder(folder: str | Path, model: DecoderOnlyLM, *, tokenizer_json:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     config = {"format_version": FORMAT_VERSION, "source_lang": meta["source_lang"], "target_lang": meta["target_lang"],
-              "model": config_to_dict(model.config)}  # fmt: skip
+              "model": config_to_dict(cast(Any, model.config))}  # fmt: skip  # any config's to_dict form
     (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
     state = {k: v.detach().to("cpu", dtype if v.is_floating_point() else v.dtype).contiguous()
              for k, v in model.state_dict().items()}  # fmt: skip

@@ -61,7 +61,7 @@ class LLMTranslator:
         tok = self.loaded.tokenizer
         ids = list(ids)
         special = self._special_ids()
-        return [tok.backend.id_to_token(i) if i in special else piece
+        return [(tok.backend.id_to_token(i) or piece) if i in special else piece
                 for i, piece in zip(ids, tok.pieces(ids), strict=True)]  # fmt: skip
 
     def _special_ids(self) -> set[int]:
@@ -79,7 +79,7 @@ class LLMTranslator:
         ids = list(encoding.ids)
         if len(ids) > self.max_prompt_tokens:
             raise PromptError(f"the prompt has {len(ids)} tokens; the limit is {self.max_prompt_tokens}")
-        span = token_span([tuple(o) for o in encoding.offsets], filled.start, filled.end)
+        span = token_span([(int(o[0]), int(o[1])) for o in encoding.offsets], filled.start, filled.end)
         return Prompt(filled, ids, self.token_texts(ids), span)
 
     def _finish(self, prompt: Prompt, generation: Generation) -> LLMTranslation:
