@@ -114,17 +114,25 @@ def _attribute(
     store: dict[str, Tensor] = {}
     with _scaled_source(model, src, alphas, store):
         f = _log_probs(model, src, tgt)  # (m+1, T)
-        x, z = store["x"], store["z"]  # (m+1, S, D): the embeddings and the path points
-        rows_ig, rows_ixg = [], []
-        for t in range(f.size(1)):
-            if should_stop():
-                model.train(was_training)
-                raise DecodeStopped
-            (grad,) = torch.autograd.grad(f[:, t].sum(), z, retain_graph=t + 1 < f.size(1))  # ∇f(αx)
-            integrand = (grad * x).sum(-1)  # (m+1, S) x · ∇f(αx)
-            rows_ig.append((weights[:, None] * integrand).sum(0))  # trapezoid over α
-            rows_ixg.append(integrand[-1])  # α = 1: x · ∇f(x)
-    model.train(was_training)
+        try:
+            return along_path(f, store["x"], store["z"], weights, should_stop)
+        finally:
+            model.train(was_training)
+
+
+def along_path(f: Tensor, x: Tensor, z: Tensor, weights: Tensor, should_stop: Callable[[], bool]) -> Attribution:
+    """Each target token's row from ``f`` (m+1, T), the log-probabilities at the path points
+    ``z`` = α·``x`` (m+1, S, D) of the source embeddings ``x``: x · ∇f(αx) at α = 1 (input ×
+    gradient) and its trapezoid over α with ``weights`` (integrated gradients). DecodeStopped
+    when ``should_stop()`` between tokens."""
+    rows_ig, rows_ixg = [], []
+    for t in range(f.size(1)):
+        if should_stop():
+            raise DecodeStopped
+        (grad,) = torch.autograd.grad(f[:, t].sum(), z, retain_graph=t + 1 < f.size(1))  # ∇f(αx)
+        integrand = (grad * x).sum(-1)  # (m+1, S) x · ∇f(αx)
+        rows_ig.append((weights[:, None] * integrand).sum(0))  # trapezoid over α
+        rows_ixg.append(integrand[-1])  # α = 1: x · ∇f(x)
     return Attribution(
         input_x_gradient=torch.stack(rows_ixg).detach(),
         integrated_gradients=torch.stack(rows_ig).detach(),

@@ -12,12 +12,13 @@ price that errs errs towards refusing).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
-from collections.abc import Callable
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.* from a script
 
 from attnscope.config import REPO_ROOT
 from attnscope.engine import limits
@@ -32,17 +33,7 @@ from attnscope.nn.decoder_only import DecoderOnlyLM
 from attnscope.nn.decoder_only_config import DecoderOnlyConfig
 from attnscope.repository import load_model_folder
 from attnscope.translator import Translator
-
-
-def timed(fn: Callable[[], object], repeats: int) -> float:
-    """Median seconds of ``fn`` over ``repeats`` runs (after one warm-up)."""
-    fn()
-    runs = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - started)
-    return statistics.median(runs)
+from bench.probe_prices import timed  # median of repeats after a warm-up
 
 
 def main() -> None:

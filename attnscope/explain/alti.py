@@ -53,10 +53,10 @@ the source rows over the source.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attnscope.explain.registry import (
     AnswerField,
@@ -69,7 +69,7 @@ from attnscope.explain.registry import (
     rounded,
 )
 from attnscope.explain.trace import Block, Trace, bias_of, transformed
-from attnscope.nn.decoder_only import DecoderOnlyLM, Layer
+from attnscope.nn.decoder_only import DecoderOnlyLM, Layer, run_catching_inputs
 
 
 @dataclass(frozen=True)
@@ -182,21 +182,9 @@ def decoder_only_alti(sentence: Sentence) -> Alti:
         raise ValueError("a decoder-only explanation needs the prompt's source span and an output")
     model = cast(DecoderOnlyLM, sentence.model)
     ids = [*sentence.source_ids, *sentence.target_ids][:-1]
-    inputs: dict[int, Tensor] = {}
-
-    def keep(i: int) -> Any:
-        def hook(_module: nn.Module, args: tuple[Tensor, ...]) -> None:
-            inputs[i] = args[0][0].detach()  # (n, D)
-
-        return hook
-
     layers = [cast(Layer, layer) for layer in model.layers]
-    handles = [layer.register_forward_pre_hook(keep(i)) for i, layer in enumerate(layers)]
-    try:
-        out = model(torch.tensor([ids], device=model.device), need_weights=True)
-    finally:
-        for handle in handles:
-            handle.remove()
+    out, caught = run_catching_inputs(model, list(layers), ids, need_weights=True)
+    inputs = [x[0] for x in caught]  # each layer's input (n, D)
     assert out.attention is not None
     (s0, s1), first = sentence.source_span, len(sentence.source_ids) - 1
     flow: Tensor | None = None

@@ -34,7 +34,7 @@ from attnscope.explain.registry import (
     register,
 )
 from attnscope.explain.trace import Trace, decoder_layer, encoder_layer
-from attnscope.nn.decoder_only import DecoderOnlyLM, Layer
+from attnscope.nn.decoder_only import DecoderOnlyLM, Layer, run_catching_inputs
 from attnscope.nn.layers import DecoderLayer, EncoderLayer
 from attnscope.nn.transformer import Transformer
 
@@ -88,13 +88,7 @@ def decoder_only_value_zeroing(sentence: Sentence) -> dict[str, Tensor]:
     model = cast(DecoderOnlyLM, sentence.model)
     ids = [*sentence.source_ids, *sentence.target_ids][:-1]
     s0, s1 = sentence.source_span
-    inputs: list[Tensor] = []
-    hooks = [layer.register_forward_pre_hook(lambda _m, args: inputs.append(args[0])) for layer in model.layers]
-    try:
-        model(torch.tensor([ids], device=model.device))
-    finally:
-        for hook in hooks:
-            hook.remove()
+    _, inputs = run_catching_inputs(model, list(model.layers), ids)  # each layer's input (1, n, D)
     n, first = len(ids), len(sentence.source_ids) - 1
     keep = torch.ones(1 + s1 - s0, n, 1, device=model.device)
     keep[torch.arange(1, 1 + s1 - s0), torch.arange(s0, s1)] = 0.0  # copy 1 + j: source token j zeroed

@@ -27,9 +27,15 @@ from dataclasses import dataclass
 from typing import cast
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from attnscope.nn.decoder_only import Attention, DecoderOnlyLM, Layer, causal_mask
+from attnscope.nn.decoder_only import (
+    Attention,
+    DecoderOnlyLM,
+    Layer,
+    causal_mask,
+    run_catching_inputs,
+)
 
 
 @dataclass
@@ -61,21 +67,9 @@ def _head_scores(attn: Attention, x: Tensor, positions: Tensor) -> tuple[Tensor,
 def anatomy(model: DecoderOnlyLM, ids: list[int], first_row: int, *, top_k: int = 0) -> LLMAnatomy:
     """The anatomy of ``ids`` (prompt + output[:-1]); ``first_row`` = prompt − 1, the query that
     chose the first output token (alternatives are given from it on)."""
-    inputs: dict[int, Tensor] = {}
-
-    def keep(layer: int):  # noqa: ANN202
-        def hook(_module: nn.Module, args: tuple[Tensor, ...]) -> None:
-            inputs[layer] = args[0].detach()  # the attention's input: the layer's normed stream
-
-        return hook
-
     attns = [cast(Layer, layer).attn for layer in model.layers]
-    handles = [attn.register_forward_pre_hook(keep(i)) for i, attn in enumerate(attns)]
-    try:
-        out = model(torch.tensor([ids], device=model.device), need_weights=True)
-    finally:
-        for handle in handles:
-            handle.remove()
+    # each attention's input: the layer's normed stream
+    out, inputs = run_catching_inputs(model, list(attns), ids, need_weights=True)
     positions = torch.arange(len(ids), device=model.device)
     parts = [_head_scores(attn, inputs[i], positions) for i, attn in enumerate(attns)]
     dot, scores = torch.stack([d for d, _ in parts]), torch.stack([s for _, s in parts])  # (L, H, n, n)

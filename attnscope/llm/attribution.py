@@ -25,8 +25,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from attnscope.attribution import Attribution, ig_path
-from attnscope.decoding.output import DecodeStopped
+from attnscope.attribution import Attribution, along_path, ig_path
 from attnscope.nn.decoder_only import DecoderOnlyLM
 
 
@@ -69,24 +68,10 @@ def _attribute(
         logits = model(batch).logits.float()[:, len(prompt) - 1 :]  # (m+1, T, V)
         wanted = torch.tensor(target, device=model.device)[None, :, None].expand(logits.size(0), -1, 1)
         f = torch.log_softmax(logits, -1).gather(-1, wanted)[..., 0]  # (m+1, T)
-        x, z = store["x"], store["z"]
-        rows_ig, rows_ixg = [], []
-        for t in range(f.size(1)):
-            if should_stop():
-                raise DecodeStopped
-            (grad,) = torch.autograd.grad(f[:, t].sum(), z, retain_graph=t + 1 < f.size(1))  # ∇f(αx)
-            integrand = (grad * x).sum(-1)  # (m+1, S)
-            rows_ig.append((weights[:, None] * integrand).sum(0))
-            rows_ixg.append(integrand[-1])
+        return along_path(f, store["x"], store["z"], weights, should_stop)
     finally:
         handle.remove()
         model.train(was_training)
-    return Attribution(
-        input_x_gradient=torch.stack(rows_ixg).detach(),
-        integrated_gradients=torch.stack(rows_ig).detach(),
-        f=f[-1].detach(),
-        f_baseline=f[0].detach(),
-    )
 
 
 def contrast_llm(

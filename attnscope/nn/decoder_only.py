@@ -245,3 +245,25 @@ class DecoderOnlyLM(nn.Module):
     @property
     def device(self) -> torch.device:
         return next(self.parameters()).device
+
+
+def run_catching_inputs(
+    model: DecoderOnlyLM, modules: list[nn.Module], ids: list[int], *, need_weights: bool = False
+) -> tuple[LMOutput, list[Tensor]]:
+    """Run one sequence ``ids`` through ``model``, catching what each of ``modules`` (its layers,
+    or their attention blocks) receives: (output, each module's first input (1, n, D), detached)."""
+    caught: dict[int, Tensor] = {}
+
+    def keep(i: int):  # noqa: ANN202
+        def hook(_module: nn.Module, args: tuple[Tensor, ...]) -> None:
+            caught[i] = args[0].detach()
+
+        return hook
+
+    handles = [module.register_forward_pre_hook(keep(i)) for i, module in enumerate(modules)]
+    try:
+        out = model(torch.tensor([ids], device=model.device), need_weights=need_weights)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return out, [caught[i] for i in range(len(modules))]

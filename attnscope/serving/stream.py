@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, cast
 
 import orjson
@@ -47,6 +47,7 @@ router = APIRouter(prefix="/api", tags=["api"])
 TOP_K = 5  # the most likely next tokens each step reports, per row
 STREAMS = Counter("attnscope_streams", "Streamed translations, by how they ended.", ["outcome"])
 _END = b""  # the queue's last item: the decode has returned (or failed)
+Decoding = Coroutine[Any, Any, list[TranslationResponse]]  # a stream's decode, awaited in a task
 
 
 class StepEvents:
@@ -162,11 +163,27 @@ async def _stream(served: ServedModel, body: TranslateRequest, service: ServiceD
         served.loaded, asked.answer, lambda: served.translator.for_languages(*asked.languages).source_ids(body.text),
         store=service.attention_store,
     )  # languages checked by service.translate before any step
+    def decode(gone: threading.Event, put: Callable[[bytes], None]) -> Decoding:
+        def on_step(step: DecodeStep) -> None:  # in the decode's thread
+            put(encoder.encode(step))
+
+        return service.translate(asked, gone=gone, log=request.scope.get("attnscope.log"), on_step=on_step)
+
+    return await _respond(service, request, decode)
+
+
+async def _respond(
+    service: ServiceDep,
+    request: Request,
+    decode: Callable[[threading.Event, Callable[[bytes], None]], Decoding],
+) -> Response:
+    """The event stream of ``decode(gone, put)`` (its steps ``put`` as encoded events, in the
+    decode's thread), or its plain JSON error when it fails before the first step."""
     events: StepBuffer | None = None
 
-    def on_step(step: DecodeStep) -> None:  # in the decode's thread
+    def put(data: bytes) -> None:
         assert events is not None
-        events.put(encoder.encode(step))
+        events.put(data)
 
     # Until the first step (in the queue, say) a client that leaves is seen here; from then on,
     # by the response: closing its body sets ``gone`` (see _events).
@@ -177,9 +194,7 @@ async def _stream(served: ServedModel, body: TranslateRequest, service: ServiceD
             send_timeout_s=service.settings.client_send_timeout_s, gone=gone,
         )  # fmt: skip
         buffer = events
-        task = asyncio.create_task(
-            service.translate(asked, gone=gone, log=request.scope.get("attnscope.log"), on_step=on_step)
-        )
+        task = asyncio.create_task(decode(gone, put))
         # Events were queued (call_soon_threadsafe) before the decode's result was: _END comes last.
         task.add_done_callback(lambda done: _ended(done, buffer))
         first = await buffer.get()
@@ -224,23 +239,12 @@ async def _llm_stream(llm: Any, body: TranslateRequest, service: ServiceDep, req
     (:class:`attnscope.llm.common.StepEvents`, the shape of an encoder-decoder's), then the
     ``answer`` ``/api/translate`` gives."""
     encoder = llm_common.step_events(llm, body, service.attention_store)  # 422/404 before the stream starts
-    events: StepBuffer | None = None
 
-    def on_step(found: Any) -> None:  # in the decode's thread: an attnscope.llm.search.SearchStep
-        assert events is not None and encoder is not None
-        data = orjson.dumps(encoder.event(found), option=orjson.OPT_SERIALIZE_NUMPY)
-        events.put(b"event: step\ndata: " + data + b"\n\n")
+    def decode(gone: threading.Event, put: Callable[[bytes], None]) -> Decoding:
+        def on_step(found: Any) -> None:  # in the decode's thread: an attnscope.llm.search.SearchStep
+            assert encoder is not None
+            put(b"event: step\ndata: " + orjson.dumps(encoder.event(found), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n\n")
 
-    async with watch_disconnect(request) as gone:
-        events = StepBuffer(
-            asyncio.get_running_loop(), max_bytes=service.settings.stream_buffer_bytes,
-            send_timeout_s=service.settings.client_send_timeout_s, gone=gone,
-        )  # fmt: skip
-        buffer = events
-        task = asyncio.create_task(llm_common.translate(service, llm, body, on_step=on_step if encoder else None, gone=gone))
-        task.add_done_callback(lambda done: _ended(done, buffer))
-        first = await buffer.get()
-    if first == _END and task.exception() is not None:  # refused before any step: the plain JSON error
-        task.result()
-    return StreamingResponse(_events(first, buffer, task, gone, service), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # fmt: skip
+        return llm_common.translate(service, llm, body, on_step=on_step if encoder else None, gone=gone)
+
+    return await _respond(service, request, decode)
