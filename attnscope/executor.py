@@ -1,6 +1,7 @@
 """One model over many batches: in this process, or on Ray actors that each hold the model once.
 
-The work is a function of a :class:`~attnscope.translator.Translator` and one batch (a picklable
+The work is a function of a :class:`~attnscope.translator.Translator` (a
+:class:`~attnscope.llm.translator.LLMTranslator` for a decoder-only folder) and one batch (a picklable
 module-level function, or a ``functools.partial`` of one holding what every batch shares);
 :func:`run_batches` returns its results in the batches' order, whichever runs them. Analysis
 (``attnscope analyze``: a batch is a chunk of sentences) and head ablation (``evaluate
@@ -27,6 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from attnscope.extras import join_ray, require
+from attnscope.llm.translator import LLMTranslator
 from attnscope.translator import Translator
 
 logger = logging.getLogger(__name__)
@@ -60,24 +62,34 @@ class Runner:
             return Translator(loaded)
         return Translator(loaded, max_source_tokens=self.max_source_tokens)
 
+    def load(self) -> Translator | LLMTranslator:
+        """The folder's model as the work takes it: :meth:`translator`, or an
+        :class:`~attnscope.llm.translator.LLMTranslator` for a decoder-only folder."""
+        from attnscope.device import resolve_device
+        from attnscope.llm.folder import is_llm_folder, load_llm_folder
+
+        if is_llm_folder(self.model):
+            return LLMTranslator(load_llm_folder(self.model, resolve_device(self.device)))
+        return self.translator()
+
 
 def run_batches(
     runner: Runner,
-    work: Callable[[Translator, B], R],
+    work: Callable[[Any, B], R],
     batches: Sequence[B],
     *,
-    translator: Translator | None = None,
+    translator: Translator | LLMTranslator | None = None,
     desc: str = "",
 ) -> list[R]:
     """``[work(translator, batch) for batch in batches]`` with ``runner``'s model: in this process
     (``translator`` if given, else loaded once), with a progress bar, or on Ray actors."""
     if runner.ray is None:
-        return _in_process(runner, work, batches, translator or runner.translator(), desc)
+        return _in_process(runner, work, batches, translator or runner.load(), desc)
     return _on_ray(runner, work, batches)
 
 
 def _in_process(
-    runner: Runner, work: Callable[[Translator, B], R], batches: Sequence[B], translator: Translator, desc: str
+    runner: Runner, work: Callable[[Any, B], R], batches: Sequence[B], translator: Translator | LLMTranslator, desc: str
 ) -> list[R]:
     import torch
     from tqdm import tqdm
@@ -96,11 +108,11 @@ def _in_process(
 class ModelActor:
     """A Ray Data actor: loads the model once, then runs ``work`` on each row's pickled batch."""
 
-    def __init__(self, runner: Runner, work: Callable[[Translator, Any], Any]) -> None:
+    def __init__(self, runner: Runner, work: Callable[[Any, Any], Any]) -> None:
         import torch
 
         torch.set_num_threads(runner.threads or 1)
-        self.translator = runner.translator()
+        self.translator = runner.load()
         self.work = work
 
     def __call__(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -113,7 +125,7 @@ def actor_gpus(ray: Any, device: str | None) -> int:
     return 1 if ray.cluster_resources().get("GPU", 0) >= 1 and (device is None or device.startswith("cuda")) else 0
 
 
-def _on_ray(runner: Runner, work: Callable[[Translator, B], R], batches: Sequence[B]) -> list[R]:
+def _on_ray(runner: Runner, work: Callable[[Any, B], R], batches: Sequence[B]) -> list[R]:
     ray = require("ray", "ray", purpose="--ray")
     require("ray.data", "ray", purpose="--ray")
     threads = runner.threads or 1

@@ -28,12 +28,14 @@ logger = logging.getLogger(__name__)
 class Item:
     """One sentence to analyse: its 0-based line in the corpus, its text, its reference (None:
     translate greedily), the index of its corpus-rarest source piece and, when alignments were
-    given, the reference links with the word spans of source and reference."""
+    given, the reference links with the word spans of source and reference. ``rare_id`` is that
+    piece's id (a decoder-only model finds it among the source's tokens in its prompt)."""
 
     line: int
     source: str
     reference: str | None
     rare: int
+    rare_id: int | None = None
     links: list[tuple[int, int]] | None = None
     source_words: list[Span] | None = None
     target_words: list[Span] | None = None
@@ -123,7 +125,8 @@ def make_items(
         if not row or too_long or (ref is not None and not ref.strip()):
             skipped += 1
             continue
-        item = Item(k, text, ref, rarest_position(row, counts))
+        rare = rarest_position(row, counts)
+        item = Item(k, text, ref, rare, rare_id=row[rare])
         if links is not None and ref is not None:
             item.links, item.source_words, item.target_words = _alignment(links[k], f"{where}:{k + 1}", text, ref, langs)
         items.append(item)

@@ -4,7 +4,8 @@ A head's role comes from the means of its statistics over the corpus, by the fir
 holds (thresholds are the constants below; docs/analysis.md explains them):
 
 1. ``sink``: it puts at least :data:`SINK` of its weight on the boundary token (``</s>``; ``<s>``
-   for decoder self-attention).
+   for decoder self-attention), or, in a decoder-only model, on the prompt's first token (the
+   attention sink, ``sink_share``).
 2. ``positional-previous`` / ``positional-same`` / ``positional-next``: self-attention only; its
    largest positional share is at least :data:`POSITIONAL` (Voita et al. 2019 call a head
    positional when it points at a neighbour in most rows).
@@ -42,8 +43,9 @@ def _value(means: Mapping[str, float | None], name: str) -> float:
 def assign_role(means: Mapping[str, float | None]) -> tuple[str, float | None]:
     """(role, the statistic that decided it) from a head's mean statistics (``eos_share``,
     ``prev_share`` ..., and ``alignment_f1``, the corpus F1; None or NaN where absent)."""
-    if _value(means, "eos_share") >= SINK:
-        return "sink", _value(means, "eos_share")
+    sink = max(_value(means, "eos_share"), _value(means, "sink_share"))
+    if sink >= SINK:
+        return "sink", sink
     positional = {"previous": "prev_share", "same": "same_share", "next": "next_share"}
     where, name = max(positional.items(), key=lambda kv: _value(means, kv[1]))
     if _value(means, name) >= POSITIONAL:

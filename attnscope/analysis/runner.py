@@ -24,11 +24,14 @@ from typing import Any
 import numpy as np
 
 from attnscope.analysis.corpus import Item, batches, read_items
+from attnscope.analysis.llm_rows import analyze_llm_batch
 from attnscope.analysis.roles import summarize
 from attnscope.analysis.rows import INT_COLUMNS, analyze_batch, to_numpy
 from attnscope.analysis.summary import SUMMARY_FILE, summary_document, write_summary
 from attnscope.executor import Runner, run_batches
 from attnscope.extras import require
+from attnscope.llm.folder import is_llm_folder, llm_folder_tokenizer
+from attnscope.llm.translator import LLMTranslator
 from attnscope.staging import check_replaceable, staged_folder
 from attnscope.translator import Translator
 
@@ -90,8 +93,11 @@ def rows_table(columns: dict[str, np.ndarray]) -> Any:
     return pa.table(arrays)
 
 
-def analyze_chunk(translator: Translator, chunk: Sequence[Item]) -> dict[str, np.ndarray]:
-    """One batch of sentences -> its analysis rows as numpy columns (the executor's unit of work)."""
+def analyze_chunk(translator: Translator | LLMTranslator, chunk: Sequence[Item]) -> dict[str, np.ndarray]:
+    """One batch of sentences -> its analysis rows as numpy columns (the executor's unit of work);
+    a decoder-only model's through :mod:`attnscope.analysis.llm_rows`."""
+    if isinstance(translator, LLMTranslator):
+        return to_numpy(analyze_llm_batch(translator, chunk))
     return to_numpy(analyze_batch(translator, chunk))
 
 
@@ -113,12 +119,16 @@ def analyze(options: AnalyzeOptions) -> dict[str, Any]:
     from attnscope.repository import read_config
     from attnscope.text.tokenizer import Tokenizer
 
-    config, meta = read_config(options.model)
     check_replaceable(options.out, kind="analysis", owns=_is_analysis)  # before the long run, not after
-    if not config.attention_kinds:
-        raise ValueError(f"{options.model} has no attention to analyse")
-    langs = (str(meta.get("source_lang", "en")), str(meta.get("target_lang", "de")))
-    tokenizer = Tokenizer.load(options.model / "tokenizer.model")
+    tokenizer: Any
+    if is_llm_folder(options.model):
+        tokenizer, langs = llm_folder_tokenizer(options.model)
+    else:
+        config, meta = read_config(options.model)
+        if not config.attention_kinds:
+            raise ValueError(f"{options.model} has no attention to analyse")
+        langs = (str(meta.get("source_lang", "en")), str(meta.get("target_lang", "de")))
+        tokenizer = Tokenizer.load(options.model / "tokenizer.model")
     items = read_items(
         tokenizer, options.corpus, references=options.references, alignments=options.alignments,
         langs=langs, limit=options.limit,

@@ -12,6 +12,11 @@ number per ``(layer, head)``; a statistic that does not apply to a kind is None 
 - ``prev_share``, ``same_share``, ``next_share``: the weight on key ``q - 1``, ``q``, ``q + 1``
   for query ``q`` (self-attention only; rows without such a key are left out of the mean).
 - ``rare_share``: the weight on the corpus-rarest source token of the sentence (source keys only).
+- ``outside_share``, ``sink_share`` (decoder-only models only, :mod:`attnscope.analysis.llm_rows`):
+  a view's rows are one slice of a causal matrix over prompt + output, so the statistics above
+  are taken on the rows renormalised over the view's keys, and these two say what the slice left
+  out: the raw weight outside the view's keys (instruction, the sink, own output) and the raw
+  weight on the prompt's first token (the "attention sink").
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from attnscope.text.tokenizer import WORD_START
 KINDS: tuple[str, ...] = ("encoder_self", "decoder_self", "cross")
 STATISTICS: tuple[str, ...] = (
     "entropy", "max_weight", "eos_share", "punct_share",
-    "prev_share", "same_share", "next_share", "rare_share",
+    "prev_share", "same_share", "next_share", "rare_share", "outside_share", "sink_share",
 )  # fmt: skip
 
 
@@ -56,26 +61,30 @@ def _diagonal_mean(attn: Tensor, offset: int) -> Tensor | None:
     """attn: (L, H, Q, K) -> (L, H) mean of ``attn[..., q, q + offset]`` over the rows that have
     that key; None when no row has it."""
     diagonal = torch.diagonal(attn, offset=offset, dim1=-2, dim2=-1)  # (L, H, n)
-    return diagonal.mean(-1) if diagonal.size(-1) else None
+    return diagonal.nanmean(-1) if diagonal.size(-1) else None
 
 
 def head_statistics(attn: Tensor, keys: Keys) -> dict[str, Tensor | None]:
     """attn: (L, H, Q, K) one sentence's attention of one kind (rows sum to one) -> each name of
-    :data:`STATISTICS` to an (L, H) float tensor, or None where it does not apply."""
+    :data:`STATISTICS` to an (L, H) float tensor, or None where it does not apply (the two
+    decoder-only shares always: they need the whole causal matrix). A row of NaN (a decoder-only
+    view's row with no weight on its keys, e.g. in a sliding-window layer) is left out of the means."""
     p = attn.float()
     if len(keys.punctuation) != p.size(-1):
         raise ValueError(f"{len(keys.punctuation)} key flags for {p.size(-1)} keys")
-    entropy = -(p * p.clamp_min(1e-30).log()).sum(-1).mean(-1)
+    entropy = -(p * p.clamp_min(1e-30).log()).sum(-1).nanmean(-1)
     punct = torch.tensor(list(keys.punctuation), dtype=p.dtype, device=p.device)
     out: dict[str, Tensor | None] = {
         "entropy": entropy,
-        "max_weight": p.amax(-1).mean(-1),
-        "eos_share": None if keys.boundary is None else p[..., keys.boundary].mean(-1),
-        "punct_share": (p * punct).sum(-1).mean(-1),
+        "max_weight": p.amax(-1).nanmean(-1),
+        "eos_share": None if keys.boundary is None else p[..., keys.boundary].nanmean(-1),
+        "punct_share": (p * punct).sum(-1).nanmean(-1),
         "prev_share": None,
         "same_share": None,
         "next_share": None,
-        "rare_share": None if keys.rare is None else p[..., keys.rare].mean(-1),
+        "rare_share": None if keys.rare is None else p[..., keys.rare].nanmean(-1),
+        "outside_share": None,
+        "sink_share": None,
     }
     if keys.positional:
         out["prev_share"] = _diagonal_mean(p, -1)

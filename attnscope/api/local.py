@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from attnscope.api import requests
 from attnscope.api.analysis import HeadAnalysis, analyze_fields
-from attnscope.api.errors import ModelNotFound, entry, from_engine, unprocessable
+from attnscope.api.errors import ModelNotFound, from_engine
 from attnscope.api.results import AttributionResult, Result
 from attnscope.api.vision import LocalVisionModel
 
@@ -281,9 +281,14 @@ class LocalLLM(LocalModel):
 
     def analyze(self, sentences: Sequence[str] | Path, references: Sequence[str] | Path | None = None,
                 alignments: Sequence[str] | Path | None = None, *, rows: bool = True) -> HeadAnalysis:  # fmt: skip
-        """Not for decoder-only models yet: :class:`~attnscope.api.errors.InvalidRequest`."""
-        raise unprocessable([entry(("body", "model"), "head analysis is not available for decoder-only models yet "
-                                   "(docs/llm.md)", "value_error")])  # fmt: skip
+        """``POST /api/analyze`` for a decoder-only model: its heads' statistics and roles over
+        its views (``cross`` = target × source, ...; docs/analysis.md), as ``attnscope analyze``."""
+        from attnscope.serving import llm_common
+
+        fields = analyze_fields(sentences, references, alignments)
+        sent = requests.body("analyze", self.id, {"rows": rows}, **fields)
+        found = _run(llm_common.analyze(self._service, self._llm, requests.validate("analyze", sent)))
+        return HeadAnalysis(found, sent)
 
     def _translate(self, body: Any) -> list[dict[str, Any]]:
         from attnscope.engine.answers import answer_json

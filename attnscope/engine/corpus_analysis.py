@@ -10,6 +10,7 @@ A corpus bigger than :data:`MAX_SENTENCES` is a job for the command (and Ray), n
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import numpy as np
@@ -17,15 +18,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.analysis import roles
 from attnscope.analysis.corpus import Item, batches, make_items
+from attnscope.analysis.llm_rows import GREEDY
 from attnscope.analysis.rows import INT_COLUMNS
 from attnscope.analysis.runner import analyze_chunk, concat
 from attnscope.engine import limits
 from attnscope.engine.errors import InvalidInput
+from attnscope.engine.limits import Cost
+from attnscope.engine.llm_route_prices import price_llm_route
 from attnscope.engine.registry import ServedModel
 from attnscope.engine.schemas import ModelId, StrictRequest, Target, Text
 from attnscope.engine.service import ModelService
+from attnscope.llm.translator import LLMTranslator
 
-__all__ = ["AnalyzeRequest", "AnalyzeResponse", "analyze_answer", "BATCH", "MAX_SENTENCES"]
+__all__ = ["AnalyzeRequest", "AnalyzeResponse", "analyze_answer", "analyze_llm_answer", "BATCH", "MAX_SENTENCES"]
 
 MAX_SENTENCES = 256
 BATCH = 32  # attnscope analyze's default --batch-size: the same batch mates, the same padding
@@ -72,17 +77,61 @@ async def analyze_answer(service: ModelService, body: AnalyzeRequest, *, gone: t
     slot of its own, so the queue bound and the deadline apply per batch, as to a translation."""
     async with service.holding(body.model) as served:
         items = _items(service, served, body)
-        columns: list[dict[str, np.ndarray]] = []
-        for chunk in batches(items, BATCH):
+        rows = await _rows(service, items, lambda chunk: analyze_chunk(served.translator, chunk), gone=gone)
+    return _answer(body, served.loaded.id, items, rows)
 
-            def job(chunk: list[Item] = chunk) -> dict[str, np.ndarray]:
-                return analyze_chunk(served.translator, chunk)
 
-            columns.append(await service.run_alone(job, gone=gone))
-    rows = concat(columns)
+async def analyze_llm_answer(
+    service: ModelService, translator: LLMTranslator, body: AnalyzeRequest, *, gone: threading.Event | None = None
+) -> dict[str, Any]:  # fmt: skip
+    """:func:`analyze_answer` for a decoder-only model (:mod:`attnscope.analysis.llm_rows`): the
+    same checks and answer; each batch is priced as the translations it runs (its prompts and
+    outputs at their bound), so a batch too big for the limits is a 422 before it runs."""
+    _check_lists(body)
+    loaded = translator.loaded
+    prompts = []
+    for k, text in enumerate(body.sentences):
+        try:
+            prompts.append(translator.prompt(text))
+        except ValueError as err:  # PromptError: empty, or over the prompt limit
+            raise InvalidInput(("body", "sentences", k), str(err)) from None
+    items = _made(loaded.tokenizer, body, (loaded.source_lang, loaded.target_lang))
+    config, prices = loaded.config, {}
+    for item in items:
+        prompt = len(prompts[item.line].ids)
+        if item.reference is not None:
+            target = len(loaded.tokenizer.encode(item.reference)) + 1
+        else:
+            target = max(1, min(GREEDY.max_new_tokens, config.max_positions - prompt))
+        prices[item.line] = price_llm_route(service.settings, "llm_translation", config, prompt, target)
+
+    def price(chunk: list[Item]) -> Cost:
+        return sum((prices[item.line] for item in chunk), Cost())
+
+    rows = await _rows(service, items, lambda chunk: analyze_chunk(translator, chunk), gone=gone, price=price)
+    return _answer(body, loaded.id, items, rows)
+
+
+async def _rows(
+    service: ModelService, items: list[Item], work: Callable[[list[Item]], dict[str, np.ndarray]], *,
+    gone: threading.Event | None, price: Callable[[list[Item]], Cost] | None = None,
+) -> dict[str, np.ndarray]:  # fmt: skip
+    """The rows of ``items``, batch after batch, each batch under its ``price`` (none: free)."""
+    columns: list[dict[str, np.ndarray]] = []
+    for chunk in batches(items, BATCH):
+
+        def job(chunk: list[Item] = chunk) -> dict[str, np.ndarray]:
+            return work(chunk)
+
+        cost = price(chunk) if price is not None else Cost()
+        columns.append(await service.run_alone(job, gone=gone, cost=cost))
+    return concat(columns)
+
+
+def _answer(body: AnalyzeRequest, model_id: str, items: list[Item], rows: dict[str, np.ndarray]) -> dict[str, Any]:
     kept = {item.line for item in items}
     return {
-        "model": served.loaded.id,
+        "model": model_id,
         "mode": "teacher-forced" if body.references is not None else "greedy",
         "sentences": len(items),
         "skipped": [k for k in range(len(body.sentences)) if k not in kept],
@@ -92,15 +141,20 @@ async def analyze_answer(service: ModelService, body: AnalyzeRequest, *, gone: t
     }
 
 
-def _items(service: ModelService, served: ServedModel, body: AnalyzeRequest) -> list[Item]:
-    """The request's sentences as analysis items; a 422 naming the field for a sentence over the
-    limits, lists of different lengths, links without references or a malformed links line."""
+def _check_lists(body: AnalyzeRequest) -> None:
+    """422 naming the field for lists of different lengths, or links without references."""
     n = len(body.sentences)
     for name, given in (("references", body.references), ("alignments", body.alignments)):
         if given is not None and len(given) != n:
             raise InvalidInput(("body", name), f"has {len(given)} lines but sentences has {n}")
     if body.alignments is not None and body.references is None:
         raise InvalidInput(("body", "alignments"), "needs references: the links point at the reference's words")
+
+
+def _items(service: ModelService, served: ServedModel, body: AnalyzeRequest) -> list[Item]:
+    """The request's sentences as analysis items; a 422 naming the field for a sentence over the
+    limits, lists of different lengths, links without references or a malformed links line."""
+    _check_lists(body)
     if not served.loaded.config.attention_kinds:
         raise InvalidInput(("body", "model"), f"{served.loaded.id} has no attention to analyse")
     for k, text in enumerate(body.sentences):
@@ -108,11 +162,13 @@ def _items(service: ModelService, served: ServedModel, body: AnalyzeRequest) -> 
     for k, text in enumerate(body.references or []):
         limits.check_text(service.settings, served, text, ("body", "references", k))
     loaded = served.loaded
+    return _made(loaded.tokenizer, body, (loaded.source_lang, loaded.target_lang))
+
+
+def _made(tokenizer: Any, body: AnalyzeRequest, langs: tuple[str, str]) -> list[Item]:
     try:
-        items = make_items(
-            loaded.tokenizer, body.sentences, references=body.references, links=body.alignments,
-            langs=(loaded.source_lang, loaded.target_lang), where="alignments",
-        )  # fmt: skip
+        items = make_items(tokenizer, body.sentences, references=body.references, links=body.alignments,
+                           langs=langs, where="alignments")  # fmt: skip
     except ValueError as err:
         raise InvalidInput(("body", "alignments"), str(err)) from None
     if not items:

@@ -122,6 +122,18 @@ def _read(folder: Path) -> tuple[DecoderOnlyConfig, dict[str, Any]]:
     return config, meta
 
 
+def llm_folder_tokenizer(folder: str | Path) -> tuple[JsonTokenizer, tuple[str, str]]:
+    """A decoder-only folder's tokenizer and (source, target) languages, without its weights (what
+    a corpus needs read before the model runs); LLMFolderError naming the file at fault."""
+    folder = Path(folder)
+    _, meta = _read(folder)
+    try:
+        tokenizer = JsonTokenizer.load(folder / TOKENIZER_JSON)
+    except Exception as err:  # noqa: BLE001 - tokenizers raises its own exception types
+        raise LLMFolderError(f"{folder}: {TOKENIZER_JSON} could not be read: {err}") from err
+    return tokenizer, (str(meta["source_lang"]), str(meta["target_lang"]))
+
+
 def load_llm_folder(folder: str | Path, device: str | torch.device = "cpu", *,
                     memory_limit: int | None | str = "available") -> LoadedLLM:  # fmt: skip
     """Load a decoder-only folder for inference; LLMFolderError naming the file at fault, or
@@ -129,10 +141,7 @@ def load_llm_folder(folder: str | Path, device: str | torch.device = "cpu", *,
     folder = Path(folder)
     config, meta = _read(folder)
     check_fits(config, available_memory() if memory_limit == "available" else memory_limit)  # type: ignore[arg-type]
-    try:
-        tokenizer = JsonTokenizer.load(folder / TOKENIZER_JSON)
-    except Exception as err:  # noqa: BLE001 - tokenizers raises its own exception types
-        raise LLMFolderError(f"{folder}: {TOKENIZER_JSON} could not be read: {err}") from err
+    tokenizer, _ = llm_folder_tokenizer(folder)
     model = DecoderOnlyLM(config)
     try:
         model.load_state_dict(load_file(str(folder / WEIGHTS_FILE)), strict=True)

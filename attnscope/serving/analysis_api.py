@@ -21,6 +21,7 @@ from attnscope.engine.corpus_analysis import AnalyzeRequest, AnalyzeResponse, an
 from attnscope.engine.schemas import ErrorResponse
 from attnscope.nn.family import geometry_of
 from attnscope.repository import read_config
+from attnscope.serving import llm_common
 from attnscope.serving.deps import ServiceDep
 from attnscope.serving.disconnect import watch_disconnect
 
@@ -90,7 +91,10 @@ async def analyze(body: AnalyzeRequest, service: ServiceDep, request: Request) -
     """Greedy translations (or, with ``references``, teacher-forced on them) of up to 256
     sentences, and per head the statistics and role ``attnscope analyze`` gives the same
     sentences: ``heads`` as its heads.parquet, ``rows`` as its rows.parquet."""
+    llm = llm_common.served_llm(request, body.model)
     async with watch_disconnect(request) as gone:
+        if llm is not None:
+            return await llm_common.analyze(service, llm, body, gone=gone)
         return await analyze_answer(service, body, gone=gone)
 
 

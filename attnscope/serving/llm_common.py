@@ -33,6 +33,7 @@ from attnscope.engine.attribution_answer import (
     ContrastRequest,
     Correlations,
 )
+from attnscope.engine.corpus_analysis import analyze_llm_answer
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.head_scores import CardAlignment, card_head_scores
 from attnscope.engine.heads import HeadRef
@@ -108,6 +109,16 @@ async def translate(
     set when the client leaves (the slot's stop)."""
     translator, requests = _checked(llm, body)
     return await _run(service, llm, translator, requests, body, on_step=on_step, gone=gone)
+
+
+async def analyze(service: ModelService, llm: LLMService, body: Any, *, gone: threading.Event | None = None
+                  ) -> dict[str, Any]:  # fmt: skip
+    """``POST /api/analyze`` for a decoder-only model (:func:`attnscope.engine.corpus_analysis.analyze_llm_answer`)."""
+    try:
+        translator = llm.get(body.model)
+    except LLMRequestError as err:
+        raise _http(err) from None
+    return await analyze_llm_answer(service, translator, body, gone=gone)
 
 
 async def align(service: ModelService, llm: LLMService, body: Any) -> TranslationResponse:
