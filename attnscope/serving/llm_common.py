@@ -319,8 +319,8 @@ async def attribution(
     """``POST /api/attribution`` for a decoder-only model: its translation (greedy or beam, the
     common defaults) or ``body.target`` teacher-forced, attributed to the source tokens of its
     prompt (:func:`attnscope.llm.attribution.attribute_llm`), beside the ``cross`` kind of the
-    same pass. ``contrast``: its foil text tokenised with the model's own tokenizer must be one
-    token (:func:`_contrast`)."""
+    same pass. ``contrast``: its foil text tokenised with the model's own tokenizer, one token or
+    the whole continuation of several (:func:`_contrast`)."""
     translate_body = TranslateRequest.model_construct(model=body.model, text=body.text, beam_size=min(body.beam_size, 8),
                                                       max_length=None, attention=["cross"])  # fmt: skip
     translator, (request,) = _checked(llm, translate_body)
@@ -374,19 +374,18 @@ def _contrast(
     translator: LLMTranslator, p: Any, target: list[int], asked: ContrastRequest, steps: int
 ) -> ContrastiveAttribution:  # fmt: skip
     """Why the output has its token at ``asked.position`` rather than ``asked.token`` (the foil
-    text, tokenised alone by the model's tokenizer: it must be one token); 422 on ``contrast``
-    for a position past the output, a foil of several tokens, or the token written there."""
+    text, tokenised alone by the model's tokenizer; a foil of several tokens is scored as the
+    whole continuation: :func:`attnscope.llm.attribution.contrast_llm`); 422 on ``contrast`` for a
+    position past the output, a foil with no tokens, or the very token written there."""
     if asked.position >= len(target):
         raise InvalidInput(("body", "contrast", "position"), f"is {asked.position}; the output has {len(target)} tokens")
     ids = translator.loaded.tokenizer.encode(asked.token)
-    if len(ids) != 1:
-        pieces = translator.token_texts(ids)
-        raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} is {len(ids)} tokens for this model "
-                           f"({pieces}), not one: contrast it with a single token")  # fmt: skip
-    if ids[0] == target[asked.position]:
+    if not ids:
+        raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} has no tokens for this model")
+    if ids == [target[asked.position]]:
         raise InvalidInput(("body", "contrast", "token"), "is the token the model wrote there: nothing to contrast")
     found = contrast_llm(translator.loaded.model, p.ids, p.source_span, target, position=asked.position,
-                         foil=ids[0], steps=steps)  # fmt: skip
+                         foil=ids, steps=steps)  # fmt: skip
     ixg, ig = normalise_rows(found.input_x_gradient)[0], normalise_rows(found.integrated_gradients)[0]
     return ContrastiveAttribution(
         position=asked.position, token=translator.token_texts([target[asked.position]])[0], foil=asked.token,

@@ -43,10 +43,26 @@ def test_contrast_equals_gradients_through_the_original(server: str, llm_sources
     assert c["difference"] == pytest.approx(float(f.detach()), abs=1e-4)
     np.testing.assert_allclose(c["input_x_gradient"], (ixg / ixg.sum()).detach().numpy(), atol=1e-4)
     assert c["completeness_gap"] < 0.05 * max(1.0, abs(c["difference"]))  # IG from the zero source sums up
+    # a foil of several tokens: the whole continuation's log-probability, teacher-forced from the
+    # same point, against the same sum through the original
     long = "Hundeschlittenrennen übermorgen"
-    status, err = post(f"{server}/api/attribution", {"model": model, "text": SOURCE, "beam_size": 1, "steps": 4,
-                                                     "contrast": {"position": 0, "token": long}})  # fmt: skip
-    assert status == 422 and err["errors"][0]["loc"] == ["body", "contrast", "token"] and "tokens" in err["errors"][0]["msg"], err
+    foils = tokenizer.encode(long)
+    assert len(foils) > 1
+    status, r = post(f"{server}/api/attribution", {"model": model, "text": SOURCE, "beam_size": 1, "steps": 4,
+                                                   "contrast": {"position": position, "token": long}})  # fmt: skip
+    assert status == 200, r
+    c = r["contrastive"]
+    ids = torch.tensor([[*prompt, *target[:position], *foils[:-1]]])
+    x = original.get_input_embeddings()(ids).detach().requires_grad_(True)
+    n = len(prompt) + position
+    log_probs = torch.log_softmax(original(inputs_embeds=x).logits[0, n - 1 :], -1)  # (k, V)
+    f = log_probs[0, target[position]] - sum(log_probs[j, t] for j, t in enumerate(foils))
+    (grad,) = torch.autograd.grad(f, x)
+    ixg = (grad * x).sum(-1)[0, s0:s1].abs()
+    assert c["foil"] == long and c["difference"] == pytest.approx(float(f.detach()), abs=1e-4)
+    np.testing.assert_allclose(c["input_x_gradient"], (ixg / ixg.sum()).detach().numpy(), atol=1e-4)
+    single = log_probs[0, target[position]] - log_probs[0, foils[0]]  # its first token alone is another number
+    assert abs(float(single) - c["difference"]) > 1e-3
     status, err = post(f"{server}/api/attribution", {"model": model, "text": SOURCE, "beam_size": 1, "steps": 4,
                                                      "contrast": {"position": 99, "token": foil_text}})  # fmt: skip
     assert status == 422 and err["errors"][0]["loc"] == ["body", "contrast", "position"], err
