@@ -61,16 +61,20 @@ class HeadAnalysis(BaseModel):
     responses={404: {"model": ErrorResponse, "description": "Unknown model, or a model without a head analysis."}},
     summary="A model's head roles and statistics over a corpus (attnscope analyze)",
 )
-async def model_analysis(model_id: str, service: ServiceDep) -> Any:
+async def model_analysis(model_id: str, service: ServiceDep, request: Request) -> Any:
     """The summary ``attnscope analyze`` wrote for this model, shipped in its folder as
     ``analysis/heads.json`` (or under the ``analysis_dir`` setting). 404 names what is missing."""
-    if model_id not in service.ids:
-        service.get(model_id)  # raises the usual 404 (with the available ids) or 503 while loading
-    folder = service.registry.folders.get(model_id, service.settings.models_dir / model_id)
+    if llm := llm_common.served_llm(request, model_id):
+        folder, shapes = llm_common.analysis_folder(llm, model_id)
+    else:
+        if model_id not in service.ids:
+            service.get(model_id)  # raises the usual 404 (with the available ids) or 503 while loading
+        folder = service.registry.folders.get(model_id, service.settings.models_dir / model_id)
+        shapes = _shapes(folder)
     path = summary_path(folder, service.settings.analysis_dir)
     try:
         document = await asyncio.to_thread(read_summary, path)
-        check_shape(document, _shapes(folder), f"{path.parent.name}/{path.name}")
+        check_shape(document, shapes, f"{path.parent.name}/{path.name}")
     except NoAnalysis as err:
         return JSONResponse(status_code=404, content={"detail": f"model {model_id!r} has no head analysis: {err}"})
     return {**document, "model": model_id}

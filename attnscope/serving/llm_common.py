@@ -18,10 +18,12 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, cast
 
 from fastapi import HTTPException, Request
 
+from attnscope.analysis.summary import summary_path
 from attnscope.attribution import normalise_rows, summary
 from attnscope.config import Settings
 from attnscope.engine.answers import words
@@ -291,13 +293,23 @@ def model_infos(llm: LLMService | None, device: str) -> tuple[list[ModelInfo], d
     return infos, dict(llm.failed)
 
 
+def analysis_folder(llm: LLMService, model_id: str) -> tuple[Path, dict[str, tuple[int, int]]]:
+    """A decoder-only model's folder and its kinds' (layers, query heads), for its shipped
+    ``analysis/heads.json`` (``GET /api/models/{id}/analysis``)."""
+    try:
+        t = llm.get(model_id)
+    except LLMRequestError as err:
+        raise _http(err) from None
+    return t.loaded.path, {kind: (t.loaded.config.layers, t.loaded.config.heads) for kind in KINDS}
+
+
 def _head_scores(t: LLMTranslator) -> tuple[CardAlignment | None, Any, list[str]]:
     """The card's head sections checked against the ``cross`` kind's (layers, query heads)."""
     shape = (t.loaded.config.layers, t.loaded.config.heads)
     return card_head_scores(t.loaded.card, {kind: shape for kind in KINDS})
 
 
-def page_cards(llm: LLMService | None) -> list[dict[str, Any]]:
+def page_cards(llm: LLMService | None, analysis_dir: Path | None = None) -> list[dict[str, Any]]:
     """The decoder-only models' cards for the pages (the Models page), as the registry's
     ``page_cards`` writes an encoder-decoder's; a folder that failed has an ``error``."""
     if llm is None:
@@ -309,7 +321,7 @@ def page_cards(llm: LLMService | None) -> list[dict[str, Any]]:
         cards.append({"architecture": "decoder_only", "score": None, "parameters": t.loaded.model.num_parameters,
                       **card, **({"alignment": t.loaded.card["alignment"]} if alignment else {}), "id": mid,
                       "source_lang": t.loaded.source_lang, "target_lang": t.loaded.target_lang,
-                      "warnings": warnings, "has_analysis": False})  # fmt: skip
+                      "warnings": warnings, "has_analysis": summary_path(t.loaded.path, analysis_dir).is_file()})  # fmt: skip
     return cards + [{"id": mid, "architecture": "decoder_only", "error": reason} for mid, reason in llm.failed.items()]
 
 

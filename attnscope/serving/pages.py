@@ -110,4 +110,4 @@ def model_cards(request: Request) -> list[dict[str, Any]]:
     for card in cards:  # whether GET /api/models/{id}/analysis has one: the pages ask only then
         folder = service.registry.folders.get(card["id"], service.settings.models_dir / card["id"])
         card["has_analysis"] = summary_path(folder, service.settings.analysis_dir).is_file()
-    return cards + llm_common.page_cards(getattr(request.app.state, "llm", None))
+    return cards + llm_common.page_cards(getattr(request.app.state, "llm", None), service.settings.analysis_dir)

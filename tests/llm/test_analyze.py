@@ -6,6 +6,7 @@ F1 equal to ``evaluate --alignment``'s for the same pairs, and the three doors g
 from __future__ import annotations
 
 import json
+import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -33,6 +34,14 @@ def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=300) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def get(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
@@ -111,7 +120,7 @@ def test_alignment_f1_is_that_of_evaluate_alignment(llm_models: Path, analysed: 
     assert all(h["role"] for h in analysed["heads"])
 
 
-def test_the_command_and_the_python_api_give_the_server_s_answer(llm_models: Path, tmp_path: Path,
+def test_the_command_and_the_python_api_give_the_server_s_answer(llm_models: Path, tmp_path: Path, server: str,
                                                                   analysed: dict[str, Any]) -> None:  # fmt: skip
     files = {}
     for name, lines in (("src", SOURCES), ("ref", TARGETS), ("links", LINKS)):
@@ -130,6 +139,18 @@ def test_the_command_and_the_python_api_give_the_server_s_answer(llm_models: Pat
             assert (h[name] is None) == (other[name] is None)
             if h[name] is not None:
                 assert h[name] == pytest.approx(other[name], abs=1e-5)
+    # shipped in the folder, the summary is served and the Models page knows it is there
+    shipped = llm_models / MODEL / "analysis" / "heads.json"
+    assert get(f"{server}/api/models/{MODEL}/analysis")[0] == 404
+    shipped.parent.mkdir()
+    shutil.copy(out / "heads.json", shipped)
+    try:
+        status, summary = get(f"{server}/api/models/{MODEL}/analysis")
+        assert status == 200, summary
+        assert {(h["kind"], h["layer"], h["head"]): h["role"] for h in summary["heads"]} == {
+            k: h["role"] for k, h in served.items()}
+    finally:
+        shutil.rmtree(shipped.parent)
     local = attnscope.load(llm_models / MODEL).analyze(SOURCES, TARGETS, LINKS, rows=False)
     mine = {(h["kind"], h["layer"], h["head"]): h for h in local.heads}
     assert mine.keys() == served.keys()
