@@ -218,13 +218,17 @@ vision)  # issue 49 goal 4: continue vision folders on the GPU, several runs sid
   mkdir -p "$out" gpu/trained
   nvidia-smi --query-gpu=name --format=csv,noheader > "$out/gpu.txt" 2>&1 || true
   pids=()
+  # side by side, each run gets its share of the cores: unbounded, every run's torch pool took all
+  # 16 and the host-side work of six runs fought over them (2.3 steps/s for the captioner)
+  threads=$(( $(nproc) / $# )); [ "$threads" -ge 1 ] || threads=1
   for run in "$@"; do
     folder=${run%%:*}; lr=${run##*:}
     kind=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['kind'])" "gpu/models/$folder/vision.json")
     dataset=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['dataset'])" "gpu/models/$folder/vision.json")
     "$PYTHON" -m attnscope.cli vision-train --model "$kind" --dataset "$dataset" --init "gpu/models/$folder" \
       --out "gpu/trained/$folder-lr$lr" --max-time "$seconds" --steps 1000000 --batch 256 --lr "$lr" \
-      --eval-every 500 --data-dir gpu/fashion-mnist --device "$DEVICE" --quiet > "$out/$folder-lr$lr.log" 2>&1 &
+      --eval-every 500 --data-dir gpu/fashion-mnist --device "$DEVICE" --threads "$threads" --quiet \
+      > "$out/$folder-lr$lr.log" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || echo "a run failed (pid $pid): see its log" >> "$out/gpu.txt"; done

@@ -27,6 +27,7 @@ from attnscope.vision.captioner import Captioner, CaptionerConfig, caption_loss
 from attnscope.vision.data import CANVAS_KINDS, Items, fixed_canvases, load_items, make_canvases
 from attnscope.vision.evaluate import caption_metrics, classifier_accuracy
 from attnscope.vision.ram import RAMConfig, RecurrentAttentionModel, ram_losses
+from attnscope.vision.scene_pool import ScenePool
 from attnscope.vision.scenes import make_scenes
 
 logger = logging.getLogger(__name__)
@@ -195,19 +196,20 @@ def _start_from(init: str | Path, kind: str, dataset: str, overrides: dict[str, 
 
 def _data(
     model: nn.Module, dataset: str, data_dir: str | Path | None, dev: torch.device, settings: TrainSettings
-) -> tuple[Items, Any, Items, torch.Generator]:
-    """(training items, the fixed validation set, test items, the training draws' generator),
-    the items on ``dev``."""
+) -> tuple[Items | ScenePool, Any, Items, torch.Generator]:
+    """(training items, or for scenes their device pool; the fixed validation set, test items,
+    the training draws' generator), the items on ``dev``."""
     train_items, val_items = split_train(load_items("train", data_dir))
     train_items, val_items = train_items.to(dev), val_items.to(dev)
     test_items = load_items("test", data_dir).to(dev)
-    # Canvases are drawn with a generator on the training device (no host-device copies, so
-    # the GPU never waits on the CPU); scenes need their layouts on the CPU for the captions.
-    generator = torch.Generator(dev if dataset != "scenes" else "cpu").manual_seed(settings.seed)
+    # Training canvases and scenes are drawn with a generator on the training device (no
+    # host-device copies, so the GPU never waits on the CPU; scenes from the layout table of
+    # attnscope.vision.scene_pool); the fixed validation and test scenes keep make_scenes.
+    generator = torch.Generator(dev).manual_seed(settings.seed)
     if dataset == "scenes":
         val_set: Any = make_scenes(val_items, settings.val_examples, torch.Generator().manual_seed(1))
-    else:
-        val_set = fixed_canvases(val_items, dataset, n=settings.val_examples, seed=1, size=_canvas(model))
+        return ScenePool(train_items), val_set, test_items, generator
+    val_set = fixed_canvases(val_items, dataset, n=settings.val_examples, seed=1, size=_canvas(model))
     return train_items, val_set, test_items, generator
 
 
@@ -223,11 +225,14 @@ def _canvas(model: nn.Module) -> int:
     return int(getattr(config, "canvas", 60))
 
 
-def _loss(model: nn.Module, dataset: str, items: Items, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    if isinstance(model, Captioner):
-        scenes = make_scenes(items, batch, generator)
-        nll, reg = caption_loss(model(scenes.images, scenes.tokens), scenes.tokens, model.config.doubly_stochastic)
+def _loss(model: nn.Module, dataset: str, items: Items | ScenePool, batch: int, generator: torch.Generator
+          ) -> dict[str, torch.Tensor]:  # fmt: skip
+    if isinstance(items, ScenePool):
+        assert isinstance(model, Captioner)
+        images, tokens = items.draw(batch, generator)
+        nll, reg = caption_loss(model(images, tokens), tokens, model.config.doubly_stochastic)
         return {"loss": nll + reg, "nll": nll.detach(), "doubly_stochastic": reg.detach()}
+    assert isinstance(items, Items)
     index = torch.randint(len(items), (batch,), generator=generator, device=generator.device)
     canvases = make_canvases(items, index, size=_canvas(model), clutter=CANVAS_KINDS[dataset], generator=generator)
     if isinstance(model, RecurrentAttentionModel):

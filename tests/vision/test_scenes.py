@@ -126,3 +126,67 @@ def test_cell_overlap(grid: int) -> None:
     if grid == 6:  # aligned: each grid cell lies in one scene cell
         assert set(overlap.flatten().tolist()) == {0.0, 1.0}
         assert overlap[0, 0] == 1 and overlap[35, 8] == 1
+
+
+# -- training scenes drawn on the device (attnscope.vision.scene_pool) --
+
+
+def test_the_layout_table_holds_every_layout_once_with_its_caption() -> None:
+    from attnscope.vision.scene_pool import all_layouts, layout_table
+
+    layouts = all_layouts()
+    sets = {frozenset((p.cls, p.row, p.col) for p in lay) for lay in layouts}
+    assert len(layouts) == len(sets) == 10 * 9 + 45 * 9 * 8 + 120 * 9 * 8 * 7
+    table = layout_table()
+    generator = torch.Generator().manual_seed(3)
+    for _ in range(300):  # any layout make_scenes draws is in the table, with make_scenes' caption
+        lay = random_layout(generator)
+        key = sorted((p.cls, p.row, p.col) for p in lay)
+        n = layouts.index([Placed(*k) for k in key])
+        ids = encode(caption_words(lay)[0])
+        assert table.tokens[n, : len(ids)].tolist() == ids and int(table.lengths[n]) == len(ids)
+        assert (table.tokens[n, len(ids) :] == 0).all()
+
+
+def test_device_scenes_paste_an_example_of_each_items_class_in_its_cell(fashion_dir: Path) -> None:
+    from attnscope.vision.scene_pool import ScenePool
+
+    items = load_items("train", fashion_dir)
+    pool = ScenePool(items)
+    images, tokens, index = pool.draw_indexed(64, torch.Generator().manual_seed(0))
+    assert images.shape == (64, 1, 84, 84) and tokens.shape[0] == 64
+    assert tokens.shape[1] == int(pool.table.lengths[index].max())
+    examples = items.images.float() / 255
+    for b in range(64):
+        n = int(index[b])
+        placed = {(int(pool.table.rows[n, k]), int(pool.table.cols[n, k])): int(pool.table.classes[n, k])
+                  for k in range(int(pool.table.count[n]))}  # fmt: skip
+        for row in range(3):
+            for col in range(3):
+                cell = images[b, 0, row * 28 : (row + 1) * 28, col * 28 : (col + 1) * 28]
+                if (row, col) not in placed:
+                    assert (cell == 0).all()
+                    continue
+                same = (examples == cell).flatten(1).all(1)  # pixel-exact copies of an example
+                assert same.any() and (items.labels[same] == placed[(row, col)]).all()
+        layout = [Placed(c, r, k) for (r, k), c in placed.items()]
+        ids = encode(caption_words(layout)[0])
+        assert tokens[b, : len(ids)].tolist() == ids and (tokens[b, len(ids) :] == 0).all()
+
+
+def test_device_scenes_follow_make_scenes_distribution(fashion_dir: Path) -> None:
+    from attnscope.vision.scene_pool import ScenePool
+
+    pool = ScenePool(load_items("train", fashion_dir))
+    _, _, index = pool.draw_indexed(30_000, torch.Generator().manual_seed(1))
+    count = pool.table.count[index]
+    for k in (1, 2, 3):  # uniform count, as random_layout draws it (±7 standard deviations)
+        assert abs(float((count == k).float().mean()) - 1 / 3) < 0.02
+    classes = pool.table.classes[index]
+    cells = pool.table.rows[index] * 3 + pool.table.cols[index]
+    placed = classes >= 0
+    class_share = torch.bincount(classes[placed], minlength=10).float() / placed.sum()
+    cell_share = torch.bincount(cells[placed], minlength=9).float() / placed.sum()
+    assert (class_share - 0.1).abs().max() < 0.01 and (cell_share - 1 / 9).abs().max() < 0.01
+    three = count == 3  # within a count, every set of classes alike: e.g. how often class 0 is in
+    assert abs(float((classes[three] == 0).any(1).float().mean()) - 0.3) < 0.02
