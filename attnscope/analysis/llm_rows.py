@@ -27,6 +27,7 @@ plays ``<s>``, then the output). Decisions (docs/analysis.md):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -52,11 +53,19 @@ from attnscope.llm.translator import LLMTranslation, LLMTranslator
 GREEDY = LLMOptions(beam_size=1, need_weights=True)
 
 
+def output_budget(translator: LLMTranslator, prompt_tokens: int) -> int:
+    """New tokens a greedy translation may write after a prompt of ``prompt_tokens``: 64, or
+    what the model's positions leave (at least one)."""
+    return max(1, min(GREEDY.max_new_tokens, translator.loaded.config.max_positions - prompt_tokens))
+
+
 def translate_item(translator: LLMTranslator, item: Item) -> LLMTranslation:
-    """Teacher-forced on the item's reference when it has one, else its greedy translation."""
+    """Teacher-forced on the item's reference when it has one, else its greedy translation
+    (within the model's positions). ValueError (PromptError) for a prompt the model cannot take."""
     if item.reference is not None:
         return translator.align(item.source, item.reference)
-    return translator.translate(item.source, GREEDY)
+    budget = output_budget(translator, len(translator.prompt(item.source).ids))
+    return translator.translate(item.source, replace(GREEDY, max_new_tokens=budget))
 
 
 def view_slices(result: LLMTranslation, kind: str) -> tuple[slice, slice]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from attnscope.analysis import roles
 from attnscope.analysis.corpus import Item, batches, make_items
-from attnscope.analysis.llm_rows import GREEDY
+from attnscope.analysis.llm_rows import output_budget
 from attnscope.analysis.rows import INT_COLUMNS
 from attnscope.analysis.runner import analyze_chunk, concat
 from attnscope.engine import limits
@@ -89,26 +89,39 @@ async def analyze_llm_answer(
     outputs at their bound), so a batch too big for the limits is a 422 before it runs."""
     _check_lists(body)
     loaded = translator.loaded
+    config = loaded.config
     prompts = []
     for k, text in enumerate(body.sentences):
         try:
             prompts.append(translator.prompt(text))
         except ValueError as err:  # PromptError: empty, or over the prompt limit
             raise InvalidInput(("body", "sentences", k), str(err)) from None
+        if len(prompts[-1].ids) >= config.max_positions:
+            raise InvalidInput(("body", "sentences", k), f"its prompt has {len(prompts[-1].ids)} tokens; the model "
+                               f"has {config.max_positions} positions")  # fmt: skip
     items = _made(loaded.tokenizer, body, (loaded.source_lang, loaded.target_lang))
-    config, prices = loaded.config, {}
+    prices = {}
     for item in items:
         prompt = len(prompts[item.line].ids)
         if item.reference is not None:
             target = len(loaded.tokenizer.encode(item.reference)) + 1
+            if prompt + target - 1 > config.max_positions:
+                raise InvalidInput(("body", "references", item.line), f"the prompt and this reference take "
+                                   f"{prompt + target - 1} positions; the model has {config.max_positions}")  # fmt: skip
         else:
-            target = max(1, min(GREEDY.max_new_tokens, config.max_positions - prompt))
+            target = output_budget(translator, prompt)
         prices[item.line] = price_llm_route(service.settings, "llm_translation", config, prompt, target)
 
     def price(chunk: list[Item]) -> Cost:
         return sum((prices[item.line] for item in chunk), Cost())
 
-    rows = await _rows(service, items, lambda chunk: analyze_chunk(translator, chunk), gone=gone, price=price)
+    def work(chunk: list[Item]) -> dict[str, np.ndarray]:
+        try:
+            return analyze_chunk(translator, chunk)
+        except ValueError as err:  # a sentence the model cannot take after all: named, not a 500
+            raise InvalidInput(("body", "sentences"), str(err)) from None
+
+    rows = await _rows(service, items, work, gone=gone, price=price)
     return _answer(body, loaded.id, items, rows)
 
 

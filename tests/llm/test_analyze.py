@@ -170,3 +170,7 @@ def test_greedy_analysis_and_bad_requests(server: str) -> None:
     status, bad = post(f"{server}/api/analyze", {"model": MODEL, "sentences": SOURCES, "references": TARGETS,
                                                   "alignments": ["0-9", "0-0"]})  # fmt: skip
     assert status == 422 and "alignments" in json.dumps(bad)
+    long = " ".join(["Hunde"] * 150)  # over analyze's 200 tokens: skipped and named, as for an encoder-decoder
+    status, a = post(f"{server}/api/analyze", {"model": MODEL, "sentences": SOURCES, "references": [TARGETS[0], long],
+                                                "rows": False})  # fmt: skip
+    assert status == 200 and a["skipped"] == [1] and a["sentences"] == 1, a
