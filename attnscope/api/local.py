@@ -272,11 +272,11 @@ class LocalLLM(LocalModel):
         """``POST /api/attribution`` for a decoder-only model: attributed to the source tokens of
         its prompt (``steps``, ``beam_size``, ``contrast={"position", "token"}``: the foil text,
         one token of the model's tokenizer or several, scored as the whole continuation)."""
-        from attnscope.serving import llm_common
+        from attnscope.serving import llm_attribution
 
         fields: dict[str, Any] = {"text": text} if target is None else {"text": text, "target": target}
         sent = requests.body("attribution", self.id, options, **fields)
-        answer = _run(llm_common.attribution(self._service, self._llm, requests.validate("attribution", sent)))
+        answer = _run(llm_attribution.attribution(self._service, self._llm, requests.validate("attribution", sent)))
         return AttributionResult(json.loads(answer.model_dump_json()), sent)
 
     def analyze(self, sentences: Sequence[str] | Path, references: Sequence[str] | Path | None = None,

@@ -13,7 +13,7 @@ from attnscope.engine.attribution_answer import (
     attribution_answer,
 )
 from attnscope.engine.schemas import ErrorResponse
-from attnscope.serving import llm_common
+from attnscope.serving import llm_attribution, llm_common
 from attnscope.serving.deps import ServiceDep
 from attnscope.serving.disconnect import watch_disconnect
 
@@ -32,5 +32,5 @@ async def attribution(body: AttributionRequest, service: ServiceDep, request: Re
     attributed to the source tokens of its prompt."""
     async with watch_disconnect(request) as gone:
         if llm := llm_common.served_llm(request, body.model):
-            return await llm_common.attribution(service, llm, body, gone=gone)
+            return await llm_attribution.attribution(service, llm, body, gone=gone)
         return await attribution_answer(service, body, gone=gone)

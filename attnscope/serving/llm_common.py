@@ -15,26 +15,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
 from fastapi import HTTPException, Request
 
 from attnscope.analysis.summary import summary_path
-from attnscope.attribution import normalise_rows, summary
 from attnscope.config import Settings
 from attnscope.engine.answers import words
 from attnscope.engine.attention_store import Recorded, kept
-from attnscope.engine.attribution_answer import (
-    AttributionRequest,
-    AttributionResponse,
-    ContrastiveAttribution,
-    ContrastRequest,
-    Correlations,
-)
 from attnscope.engine.corpus_analysis import analyze_llm_answer
 from attnscope.engine.errors import InvalidInput
 from attnscope.engine.head_scores import CardAlignment, card_head_scores
@@ -50,13 +40,11 @@ from attnscope.engine.schemas import (
     BeamTree,
     Explanations,
     ModelInfo,
-    TranslateRequest,
     TranslationResponse,
 )
 from attnscope.engine.service import ModelService
 from attnscope.explain import registry as explain_registry
 from attnscope.explain.alti import Alti
-from attnscope.llm.attribution import attribute_llm, contrast_llm
 from attnscope.llm.beamtree import TreeRecorder
 from attnscope.llm.common import (
     KINDS,
@@ -87,16 +75,16 @@ def served_llm(request: Request, model_id: str) -> LLMService | None:
     return None
 
 
-def _checked(llm: LLMService, body: Any) -> tuple[LLMTranslator, list[LLMRequest]]:
+def checked_requests(llm: LLMService, body: Any) -> tuple[LLMTranslator, list[LLMRequest]]:
     try:
         translator = llm.get(body.model)
         return translator, llm_requests(body, source_lang=translator.loaded.source_lang,
                                         target_lang=translator.loaded.target_lang)  # fmt: skip
     except LLMRequestError as err:
-        raise _http(err) from None
+        raise http_error(err) from None
 
 
-def _http(err: LLMRequestError) -> Exception:
+def http_error(err: LLMRequestError) -> Exception:
     if err.status == 422:
         return InvalidInput(("body", err.field), err.message)
     return HTTPException(status_code=err.status, detail=err.message)
@@ -109,7 +97,7 @@ async def translate(
     """One answer per text of a translate or batch body (texts decoded one after another in one
     slot); ``on_step`` hears each step of a greedy or sampled decode (the stream), ``gone`` is
     set when the client leaves (the slot's stop)."""
-    translator, requests = _checked(llm, body)
+    translator, requests = checked_requests(llm, body)
     return await _run(service, llm, translator, requests, body, on_step=on_step, gone=gone)
 
 
@@ -119,13 +107,13 @@ async def analyze(service: ModelService, llm: LLMService, body: Any, *, gone: th
     try:
         translator = llm.get(body.model)
     except LLMRequestError as err:
-        raise _http(err) from None
+        raise http_error(err) from None
     return await analyze_llm_answer(service, translator, body, gone=gone)
 
 
 async def align(service: ModelService, llm: LLMService, body: Any) -> TranslationResponse:
     """The model teacher-forced on ``body.target`` (its tokens, then the stop token)."""
-    translator, requests = _checked(llm, body)
+    translator, requests = checked_requests(llm, body)
     return (await _run(service, llm, translator, requests, body))[0]
 
 
@@ -141,7 +129,7 @@ async def _run(
             try:
                 result = llm.run(request, on_step=recorder or on_step)
             except LLMRequestError as err:
-                raise _http(err) from None
+                raise http_error(err) from None
             answers.append(_answer(service, translator, request, result, body, start, recorder=recorder))
         return answers
 
@@ -299,7 +287,7 @@ def analysis_folder(llm: LLMService, model_id: str) -> tuple[Path, dict[str, tup
     try:
         t = llm.get(model_id)
     except LLMRequestError as err:
-        raise _http(err) from None
+        raise http_error(err) from None
     return t.loaded.path, {kind: (t.loaded.config.layers, t.loaded.config.heads) for kind in KINDS}
 
 
@@ -325,93 +313,11 @@ def page_cards(llm: LLMService | None, analysis_dir: Path | None = None) -> list
     return cards + [{"id": mid, "architecture": "decoder_only", "error": reason} for mid, reason in llm.failed.items()]
 
 
-async def attribution(
-    service: ModelService, llm: LLMService, body: AttributionRequest, *, gone: threading.Event | None = None
-) -> AttributionResponse:
-    """``POST /api/attribution`` for a decoder-only model: its translation (greedy or beam, the
-    common defaults) or ``body.target`` teacher-forced, attributed to the source tokens of its
-    prompt (:func:`attnscope.llm.attribution.attribute_llm`), beside the ``cross`` kind of the
-    same pass. ``contrast``: its foil text tokenised with the model's own tokenizer, one token or
-    the whole continuation of several (:func:`_contrast`)."""
-    translate_body = TranslateRequest.model_construct(model=body.model, text=body.text, beam_size=min(body.beam_size, 8),
-                                                      max_length=None, attention=["cross"])  # fmt: skip
-    translator, (request,) = _checked(llm, translate_body)
-    if body.target is not None:
-        request = replace(request, target=body.target)
-    config, budget = translator.loaded.config, llm.budget.max_floats
-
-    def translate_job() -> LLMTranslation:
-        try:
-            return llm.run(request)
-        except LLMRequestError as err:
-            raise _http(err) from None
-
-    # the translation (or the teacher-forced pass) first, in a slot of its own under its own price,
-    # so that integrated gradients are priced on the real lengths before their job (issue 45)
-    result: LLMTranslation = await service.run_alone(translate_job, gone=gone,
-                                                     cost=request_price(service.settings, translator, [request]))  # fmt: skip
-    p, target = result.prompt, result.target_ids
-    if not target:
-        raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
-    floats = (body.steps + 1) * (len(p.ids) + len(target)) * config.vocab_size  # the logits of the path's batch
-    if floats > budget:
-        raise HTTPException(413, f"integrated gradients over {body.steps + 1} points keep {floats:,} logits, over the "
-                                 f"limit of {budget:,}: ask for fewer steps")  # fmt: skip
-    cost = price_llm_route(service.settings, "llm_attribution", config, len(p.ids), len(target), steps=body.steps)
-    if body.contrast is not None:  # a second path, up to the contrasted position
-        cost += price_llm_route(service.settings, "llm_attribution", config, len(p.ids),
-                                min(len(target), body.contrast.position + 1), steps=body.steps)  # fmt: skip
-
-    def job(should_stop: Callable[[], bool]) -> AttributionResponse:
-        attr = attribute_llm(translator.loaded.model, p.ids, p.source_span, target, steps=body.steps,
-                             should_stop=should_stop)  # fmt: skip
-        cross = result.views.target_source if result.views is not None else None
-        s = summary(attr, cross)
-        return AttributionResponse(
-            model=body.model, translation=result.text if body.target is None else body.target,
-            source_tokens=p.tokens[p.source_span[0] : p.source_span[1]], target_tokens=result.target_tokens,
-            input_x_gradient=[[round(v, 6) for v in row] for row in s["input_x_gradient"].tolist()],
-            integrated_gradients=[[round(v, 6) for v in row] for row in s["integrated_gradients"].tolist()],
-            cross_attention=None if cross is None else rounded(cross, 6).tolist(),
-            correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
-            completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
-            contrastive=None if body.contrast is None else _contrast(translator, p, target, body.contrast, body.steps),
-        )  # fmt: skip
-
-    answer: AttributionResponse = await service.run_stoppable(job, gone=gone, cost=cost)
-    return answer
-
-
-def _contrast(
-    translator: LLMTranslator, p: Any, target: list[int], asked: ContrastRequest, steps: int
-) -> ContrastiveAttribution:  # fmt: skip
-    """Why the output has its token at ``asked.position`` rather than ``asked.token`` (the foil
-    text, tokenised alone by the model's tokenizer; a foil of several tokens is scored as the
-    whole continuation: :func:`attnscope.llm.attribution.contrast_llm`); 422 on ``contrast`` for a
-    position past the output, a foil with no tokens, or the very token written there."""
-    if asked.position >= len(target):
-        raise InvalidInput(("body", "contrast", "position"), f"is {asked.position}; the output has {len(target)} tokens")
-    ids = translator.loaded.tokenizer.encode(asked.token)
-    if not ids:
-        raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} has no tokens for this model")
-    if ids == [target[asked.position]]:
-        raise InvalidInput(("body", "contrast", "token"), "is the token the model wrote there: nothing to contrast")
-    found = contrast_llm(translator.loaded.model, p.ids, p.source_span, target, position=asked.position,
-                         foil=ids, steps=steps)  # fmt: skip
-    ixg, ig = normalise_rows(found.input_x_gradient)[0], normalise_rows(found.integrated_gradients)[0]
-    return ContrastiveAttribution(
-        position=asked.position, token=translator.token_texts([target[asked.position]])[0], foil=asked.token,
-        difference=round(float(found.f[0]), 6), input_x_gradient=[round(v, 6) for v in ixg.tolist()],
-        integrated_gradients=[round(v, 6) for v in ig.tolist()],
-        completeness_gap=round(float(found.completeness_gap.abs().max()), 6),
-    )  # fmt: skip
-
-
 def step_events(llm: LLMService, body: Any, store: Any = None) -> StepEvents | None:
     """The step events of a stream ``body`` (``attnscope.serving.stream``): None for a request
     the decode will refuse (the refusal is the stream's plain JSON error) or a teacher-forced
     one; 422/404 here for what the request itself gets wrong."""
-    translator, (request,) = _checked(llm, body)
+    translator, (request,) = checked_requests(llm, body)
     if request.target is not None:
         return None
     try:
