@@ -270,8 +270,8 @@ class LocalLLM(LocalModel):
 
     def attribute(self, text: str, target: str | None = None, **options: Any) -> AttributionResult:
         """``POST /api/attribution`` for a decoder-only model: attributed to the source tokens of
-        its prompt (``steps``, ``beam_size``, ``contrast={"position", "token"}``: the foil text
-        must be one token of the model's tokenizer)."""
+        its prompt (``steps``, ``beam_size``, ``contrast={"position", "token"}``: the foil text,
+        one token of the model's tokenizer or several, scored as a whole continuation)."""
         from attnscope.serving import llm_common
 
         fields: dict[str, Any] = {"text": text} if target is None else {"text": text, "target": target}
