@@ -4,7 +4,9 @@ best head is not the default one) beside a tiny random encoder-decoder Transform
 
 Beam tree (``return_beam``, beam 3): the tree draws every node of the answer's tree, its best path
 spells the answer's target tokens, and clicking a node of that path draws that partial
-hypothesis's target × source attention: the rows of ``/api/align`` teacher-forced on the path.
+hypothesis's target × source attention: the rows of ``/api/align`` teacher-forced on the path
+(a path its text does not spell, a lone byte piece, is said so in the caption); a second beam size
+draws beside it, and "continue" re-decodes with the node's path as a forced prefix.
 Compare (LLM against the Transformer): both panels draw their own target × source heatmap, the
 rows labelled with each answer's target tokens and the columns with its source tokens (the
 LLM's: the source span of its prompt), and the LLM panel opens on its card's best head."""
@@ -150,6 +152,20 @@ def test_the_beam_tree_of_an_llm(mixed: str) -> None:
             else:  # a path its text does not spell (a lone byte): said in the caption
                 expect(note).to_contain_text("other pieces than the path's")
         assert exact, "no node of the best path was teacher-forced on its own pieces"
+        # two beam sizes side by side
+        card.locator("[data-role=beam-other]").fill("1")
+        card.locator("[data-role=beam-compare]").click()
+        expect(card.locator("[data-role=tree-other] .node.best")).not_to_have_count(0)
+        # continue from the first node: a what-if with its prefix, forced as that one token
+        first = page.evaluate("""p => import("/static/js/whatif.js").then(m => m.piecesToText(p))""", path[:1])
+        with page.expect_response("**/api/align"):
+            card.locator(f"[data-role=tree-main] .node[data-id='{tree['best'][1]}']").click()
+        expect(card.locator("[data-role=beam-plot]")).to_have_attribute("data-path", first)
+        with page.expect_response("**/api/translate") as continued:
+            card.locator("[data-role=beam-continue]").click()
+        assert continued.value.request.post_data_json["prefix"] == first
+        again = continued.value.json()
+        assert again["forced_tokens"] == 1 and again["target_tokens"][0] == path[0], again["target_tokens"][:3]
 
     drive(body)
 
