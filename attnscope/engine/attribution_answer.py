@@ -32,7 +32,7 @@ class ContrastRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     position: Annotated[int, Field(ge=0, description="Index into target_tokens.")]
-    token: str = Field(min_length=1, max_length=100, description="The foil: one vocabulary piece, e.g. an `alternatives` token.")
+    token: str = Field(min_length=1, max_length=100, description="The foil: one vocabulary piece, e.g. an `alternatives` token (for a decoder-only model any text, scored as a whole continuation).")
 
 
 class AttributionRequest(BaseModel):
@@ -69,7 +69,7 @@ class ContrastiveAttribution(BaseModel):
     position: int
     token: str = Field(description="The token the model wrote there.")
     foil: str = Field(description="The token it is contrasted with.")
-    difference: float = Field(description="log p(token) − log p(foil) at that position (the logit difference).")
+    difference: float = Field(description="log p(token) − log p(foil) at that position (the logit difference; a foil of several tokens: its whole teacher-forced log-probability).")
     input_x_gradient: list[float] = Field(description="[source token] |x·∂f/∂x| of f = the difference, normalised to sum 1.")
     integrated_gradients: list[float] = Field(description="The same for integrated gradients from the all-<pad> source.")
     completeness_gap: float = Field(description="|Σ_s IG[s] − (f(x) − f(baseline))|.")

@@ -13,14 +13,14 @@ GPT-2's learned positions (both applied after, inside the model).
   prompt unchanged), the straight path ``α·x``, trapezoid rule over ``steps`` intervals; they
   satisfy completeness, ``Σ_s a[t, s] ≈ f_t(x) − f_t(baseline)``.
 
-:func:`contrast_llm` is the contrastive attribution (why y_t rather than a foil token) in the
-same setting. The result is an :class:`attnscope.attribution.Attribution`, so the encoder-decoders'
+:func:`contrast_llm` is the contrastive attribution (why y_t rather than a foil, one token or a
+whole continuation of several) in the same setting. The result is an :class:`attnscope.attribution.Attribution`, so the encoder-decoders'
 normalisation and per-head rank correlations apply unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
@@ -76,29 +76,29 @@ def _attribute(
 
 def contrast_llm(
     model: DecoderOnlyLM, prompt: list[int], span: tuple[int, int], target: list[int], *, position: int,
-    foil: int | Sequence[int], steps: int = 16,
+    foil: int | list[int], steps: int = 16,
 ) -> Attribution:  # fmt: skip
     """Contrastive attribution (Yin & Neubig 2022, :mod:`attnscope.explain.contrastive`) of a
-    decoder-only output: f = log p(target[position]) − log p(foil) after ``prompt`` + the output
-    before ``position``, attributed to the embeddings of the prompt's source tokens ``span``,
-    input × gradient and integrated gradients from the zero source: an :class:`Attribution` of
-    one row, (1, S), ``f`` and ``f_baseline`` (1,).
+    decoder-only output: f = log p(target[position] | h) − log p(foil | h), h = ``prompt`` + the
+    output before ``position``, attributed to the embeddings of the prompt's source tokens
+    ``span``, input × gradient and integrated gradients from the zero source: an
+    :class:`Attribution` of one row, (1, S), ``f`` and ``f_baseline`` (1,).
 
-    A foil of one token gives the logit difference (the softmax's normaliser cancels); a foil of
-    k tokens is scored as the whole continuation, teacher-forced from the same point: log p(foil)
-    = Σ_j log p(foil[j] | prompt, output before ``position``, foil[:j]) (one pass over the prefix
-    and foil[:-1], whose first rows are the fact's)."""
+    A foil of several tokens (f_1 … f_K) is scored as a whole continuation, teacher-forced from
+    the same h: log p(foil | h) = Σ_k log p(f_k | h, f_<k), one forward pass over h + f_<K. Its
+    first token's term is taken with the fact's as the logit difference (softmax's normaliser
+    cancels), so a one-token foil is exactly the logit difference it always was."""
     foils = [foil] if isinstance(foil, int) else list(foil)
+    if not foils:
+        raise ValueError("the foil has no tokens")
     if not 0 <= position < len(target):
         raise ValueError(f"position {position} is outside the target's {len(target)} tokens")
     if steps < 1:
         raise ValueError("integrated gradients need at least one step")
-    if not foils:
-        raise ValueError("the foil has no tokens")
     with torch.inference_mode(False), torch.enable_grad():
         s0, s1 = span
+        at = len(prompt) + position - 1  # the step that writes ``position``
         ids = [*prompt, *target[:position], *foils[:-1]]
-        n = len(prompt) + position  # the row that writes ``position`` is n - 1
         alphas, batch, weights = ig_path(ids, steps, model.device)  # (m+1,), (m+1, n), (m+1,)
         store: dict[str, Tensor] = {}
 
@@ -113,14 +113,11 @@ def contrast_llm(
         model.eval()
         handle = model.embed.register_forward_hook(scaled)
         try:
-            logits = model(batch).logits[:, n - 1 :].float()  # (m+1, k, V) the fact's step, then the foil's
-            if len(foils) == 1:
-                f = logits[:, 0, target[position]] - logits[:, 0, foils[0]]  # (m+1,)
-            else:
-                logp = torch.log_softmax(logits, -1)
-                chosen = torch.tensor(foils, device=logp.device)
-                foil_logp = logp.gather(2, chosen.view(1, -1, 1).expand(logp.size(0), -1, 1))[..., 0].sum(-1)
-                f = logp[:, 0, target[position]] - foil_logp  # (m+1,)
+            logits = model(batch).logits[:, at:].float()  # (m+1, K, V) the fact's step, then the foil's
+            f = logits[:, 0, target[position]] - logits[:, 0, foils[0]]  # (m+1,)
+            if len(foils) > 1:  # the foil's later tokens, each after the ones before it
+                rest = torch.tensor(foils[1:], device=model.device)[None, :, None].expand(logits.size(0), -1, 1)
+                f = f - torch.log_softmax(logits[:, 1:], -1).gather(-1, rest)[..., 0].sum(-1)
             (grad,) = torch.autograd.grad(f.sum(), store["z"])
             integrand = (grad * store["x"]).sum(-1)  # (m+1, S)
         finally:

@@ -8,10 +8,10 @@ tokens), ``encoder_self`` is ``source_source`` and ``decoder_self`` is ``target_
 the last prompt token, which plays BOS, and the output but its last token). ``return_beam`` gives
 the beam tree (recorded from the search's steps: :mod:`attnscope.llm.beamtree`). A what-if ``prefix``,
 ``alternatives`` and ``return_scores`` (the anatomy: :mod:`attnscope.llm.anatomy`) are honoured.
-What a common request asks that a decoder-only model has no definition for (protect, coverage
-penalty, hard alignment, other languages than the card's) is refused with an
-:class:`LLMRequestError` naming the field, never silently ignored; the explanation methods
-(rollout, norm, value zeroing, ALTI) run through their decoder-only runners. No web and no engine here: the web layer (``attnscope.serving.llm_common``) builds the typed answer.
+The explanation methods in :data:`METHODS` (norm, rollout, value zeroing, ALTI: the registry's
+``decoder_only`` runners) are answered. What a common request asks that a decoder-only model has
+no definition for (protect, coverage penalty, hard alignment, other languages, a method outside
+:data:`METHODS`) is refused with an :class:`LLMRequestError` naming the field, never silently ignored. No web and no engine here: the web layer (``attnscope.serving.llm_common``) builds the typed answer.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ async def attribution(
     common defaults) or ``body.target`` teacher-forced, attributed to the source tokens of its
     prompt (:func:`attnscope.llm.attribution.attribute_llm`), beside the ``cross`` kind of the
     same pass. ``contrast``: its foil text tokenised with the model's own tokenizer, one token or
-    the whole continuation of several (:func:`_contrast`)."""
+    several (:func:`_foil`, :func:`_contrast`)."""
     translate_body = TranslateRequest.model_construct(model=body.model, text=body.text, beam_size=min(body.beam_size, 8),
                                                       max_length=None, attention=["cross"])  # fmt: skip
     translator, (request,) = checked_requests(llm, translate_body)
@@ -59,14 +59,16 @@ async def attribution(
     p, target = result.prompt, result.target_ids
     if not target:
         raise InvalidInput(("body", "target"), "the translation is empty: nothing to attribute")
-    floats = (body.steps + 1) * (len(p.ids) + len(target)) * config.vocab_size  # the logits of the path's batch
+    foil = None if body.contrast is None else _foil(translator, target, body.contrast)
+    longest = len(target) if body.contrast is None or foil is None else max(len(target), body.contrast.position + len(foil))
+    floats = (body.steps + 1) * (len(p.ids) + longest) * config.vocab_size  # the logits of the path's batch
     if floats > budget:
         raise HTTPException(413, f"integrated gradients over {body.steps + 1} points keep {floats:,} logits, over the "
                                  f"limit of {budget:,}: ask for fewer steps")  # fmt: skip
     cost = price_llm_route(service.settings, "llm_attribution", config, len(p.ids), len(target), steps=body.steps)
-    if body.contrast is not None:  # a second path, up to the contrasted position
+    if body.contrast is not None and foil is not None:  # a second path, up to the position and the foil
         cost += price_llm_route(service.settings, "llm_attribution", config, len(p.ids),
-                                min(len(target), body.contrast.position + 1), steps=body.steps)  # fmt: skip
+                                body.contrast.position + len(foil), steps=body.steps)  # fmt: skip
 
     def job(should_stop: Callable[[], bool]) -> AttributionResponse:
         attr = attribute_llm(translator.loaded.model, p.ids, p.source_span, target, steps=body.steps,
@@ -81,29 +83,37 @@ async def attribution(
             cross_attention=None if cross is None else rounded(cross, 6).tolist(),
             correlation=None if s["correlation"] is None else Correlations(**s["correlation"]),
             completeness_gap=round(float(attr.completeness_gap.abs().max()), 6),
-            contrastive=None if body.contrast is None else _contrast(translator, p, target, body.contrast, body.steps),
+            contrastive=None if body.contrast is None or foil is None
+            else _contrast(translator, p, target, body.contrast, foil, body.steps),
         )  # fmt: skip
 
     answer: AttributionResponse = await service.run_stoppable(job, gone=gone, cost=cost)
     return answer
 
 
-def _contrast(
-    translator: LLMTranslator, p: Any, target: list[int], asked: ContrastRequest, steps: int
-) -> ContrastiveAttribution:  # fmt: skip
-    """Why the output has its token at ``asked.position`` rather than ``asked.token`` (the foil
-    text, tokenised alone by the model's tokenizer; a foil of several tokens is scored as the
-    whole continuation: :func:`attnscope.llm.attribution.contrast_llm`); 422 on ``contrast`` for a
-    position past the output, a foil with no tokens, or the very token written there."""
+def _foil(translator: LLMTranslator, target: list[int], asked: ContrastRequest) -> list[int]:
+    """The foil's ids: ``asked.token`` tokenised alone by the model's tokenizer, one token or
+    several (scored as a whole continuation, :func:`~attnscope.llm.attribution.contrast_llm`);
+    422 on ``contrast`` for a position past the output, a foil that gives no token, or the one
+    token the model wrote there."""
     if asked.position >= len(target):
         raise InvalidInput(("body", "contrast", "position"), f"is {asked.position}; the output has {len(target)} tokens")
     ids = translator.loaded.tokenizer.encode(asked.token)
     if not ids:
-        raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} has no tokens for this model")
+        raise InvalidInput(("body", "contrast", "token"), f"{asked.token!r} gives no token for this model: nothing to contrast")
     if ids == [target[asked.position]]:
         raise InvalidInput(("body", "contrast", "token"), "is the token the model wrote there: nothing to contrast")
+    return list(ids)
+
+
+def _contrast(
+    translator: LLMTranslator, p: Any, target: list[int], asked: ContrastRequest, foil: list[int], steps: int
+) -> ContrastiveAttribution:  # fmt: skip
+    """Why the output has its token at ``asked.position`` rather than the ``foil`` ids (the text
+    ``asked.token``, :func:`_foil`): ``difference`` is log p(token) − log p(foil), the foil's
+    whole log-probability teacher-forced from the same prefix."""
     found = contrast_llm(translator.loaded.model, p.ids, p.source_span, target, position=asked.position,
-                         foil=ids, steps=steps)  # fmt: skip
+                         foil=foil, steps=steps)  # fmt: skip
     ixg, ig = normalise_rows(found.input_x_gradient)[0], normalise_rows(found.integrated_gradients)[0]
     return ContrastiveAttribution(
         position=asked.position, token=translator.token_texts([target[asked.position]])[0], foil=asked.token,

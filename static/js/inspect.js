@@ -176,7 +176,10 @@ export class Inspector {
     const view = { ...full, z: full.z.slice(0, rows), rowLabels: full.rowLabels.slice(0, rows), rowPieces: full.rowPieces.slice(0, rows) };
     gd.hidden = false;
     empty.hidden = true;
-    caption.textContent = `Cross-attention of this partial translation (teacher-forced), ${head === "avg" ? "average of heads" : `head ${head + 1}`}${layers > 1 ? `, layer ${layer + 1}` : ""}${readRows ? "; rows labelled by the word each step reads" : ""}.`;
+    // Teacher-forced on the path's text: a path that ends inside a character (a lone byte piece)
+    // or whose text the tokenizer splits otherwise is not its own pieces again; said, not hidden.
+    const same = pieces.every((p, i) => aligned.target_tokens[i] === p);
+    caption.textContent = `Cross-attention of this partial translation (teacher-forced), ${head === "avg" ? "average of heads" : `head ${head + 1}`}${layers > 1 ? `, layer ${layer + 1}` : ""}${readRows ? "; rows labelled by the word each step reads" : ""}.${same ? "" : " Its text tokenises into other pieces than the path's (it ends inside a character, or its pieces merge): the rows are that text's."}`;
     await drawHeatmap(gd, view, {
       where: `partial hypothesis · ${head === "avg" ? "average of heads" : `head ${head + 1}`}`,
       boxWidth: Math.max(240, (detail.clientWidth || 800) - 10),

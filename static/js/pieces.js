@@ -61,3 +61,24 @@ export function readablePieces(tokens) {
   }
   return labels;
 }
+
+/** `pieces` as text pieces: each run of byte pieces that spells whole UTF-8 characters becomes
+ *  those characters (the run's first piece holds them, the others ""), so that joined they are
+ *  the text the model wrote; a byte that is no part of a whole character stays as it is. */
+export function bytesAsText(pieces) {
+  const bytes = pieces.map(pieceByte);
+  const out = pieces.slice();
+  let i = 0;
+  while (i < pieces.length) {
+    const width = bytes[i] === null ? 0 : charWidth(bytes[i]);
+    const run = bytes.slice(i, i + width);
+    const char = width && run.length === width && !run.includes(null) ? decodeChar(run) : null;
+    if (char === null) {
+      i += 1;
+      continue;
+    }
+    out.splice(i, width, char, ...Array(width - 1).fill(""));
+    i += width;
+  }
+  return out;
+}

@@ -2,10 +2,11 @@
 // API's `alternatives`), choose one or type your own, and the model re-decodes from there
 // (`prefix` = the tokens before it plus the new one). The page keeps the original for contrast.
 import { el, role, setChildren } from "./dom.js";
+import { bytesAsText } from "./pieces.js";
 
-/** SentencePiece pieces -> text (▁ marks a word start). */
+/** SentencePiece pieces -> text (▁ marks a word start; byte pieces of whole characters as them). */
 export function piecesToText(pieces) {
-  return pieces.join("").replaceAll("\u2581", " ").replace(/\s+/g, " ").trim();
+  return bytesAsText(pieces).join("").replaceAll("\u2581", " ").replace(/\s+/g, " ").trim();
 }
 
 /** The prefix text for choosing `choice` (a piece, or typed text) at `index` of `tokens`. */

@@ -122,13 +122,13 @@ def test_load_runs_an_llm_folder_in_process_with_the_servers_answers(server: str
         _, remote = post(f"{server}/api/attribution", {"model": "en-de-qwen2", "text": SOURCE, "target": "Zwei Hunde.", "steps": 4})
         attributed = model.attribute(SOURCE, target="Zwei Hunde.", steps=4)
         np.testing.assert_allclose(attributed["integrated_gradients"], remote["integrated_gradients"], atol=1e-6)
-        foil = {"position": 0, "token": "Hundeschlittenrennen"}  # a foil of several tokens: its whole continuation
+        foil = {"position": 0, "token": "Hundeschlittenrennen"}  # a foil of several tokens: the server's numbers
         _, remote = post(f"{server}/api/attribution", {"model": "en-de-qwen2", "text": SOURCE, "target": "Zwei Hunde.",
                                                        "steps": 4, "contrast": foil})  # fmt: skip
-        contrasted = model.attribute(SOURCE, target="Zwei Hunde.", steps=4, contrast=foil)
-        assert contrasted["contrastive"]["difference"] == pytest.approx(remote["contrastive"]["difference"], abs=1e-6)
-        with pytest.raises(attnscope.InvalidRequest, match="position"):
-            model.attribute(SOURCE, target="Zwei Hunde.", contrast={"position": 99, "token": "Hund"})
+        local_contrast = model.attribute(SOURCE, target="Zwei Hunde.", steps=4, contrast=foil)["contrastive"]
+        assert local_contrast["difference"] == pytest.approx(remote["contrastive"]["difference"], abs=1e-6)
+        np.testing.assert_allclose(local_contrast["integrated_gradients"], remote["contrastive"]["integrated_gradients"],
+                                   atol=1e-6)  # fmt: skip
     finally:
         model.close()
 

@@ -174,7 +174,9 @@ def test_attribution_equals_gradients_through_the_original(server: str, llm_sour
     np.testing.assert_allclose(a["integrated_gradients"], normalised(ig), atol=1e-4)
     status, err = post(f"{server}/api/attribution", {"model": "en-de-llama", "text": SOURCE, "target": target,
                                                      "contrast": {"position": 0, "token": "Zwei"}})  # fmt: skip
-    assert status == 422 and err["errors"][0]["loc"] == ["body", "contrast", "token"], err  # the token written there
+    assert a["target_tokens"][0] == "Zwei"  # the foil is the token written there: nothing to contrast
+    assert status == 422 and err["errors"][0]["loc"] == ["body", "contrast", "token"], err
+    assert "wrote there" in err["errors"][0]["msg"], err
 
 
 def _events(server: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
