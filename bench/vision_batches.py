@@ -28,19 +28,9 @@ from attnscope.vision.data import load_items  # noqa: E402
 from attnscope.vision.folders import build  # noqa: E402
 from attnscope.vision.scene_pool import ScenePool  # noqa: E402
 from attnscope.vision.scenes import make_scenes  # noqa: E402
+from bench.llm_speed import timed  # noqa: E402  (one call, the device's queue drained before and after)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def synced(device: torch.device, fn) -> float:  # type: ignore[no-untyped-def]
-    """Seconds ``fn()`` takes, the device's queue drained before and after."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -77,7 +67,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(args.runs):
         for name, fn in ways.items():
-            times[name].append(synced(device, fn))
+            times[name].append(timed(fn, device))
     medians = {name: statistics.median(t) for name, t in times.items()}
     report = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {args.threads} thread(s)",

@@ -36,13 +36,11 @@ from torch import Tensor
 from attnscope.alignment.corpus import AlignedPair
 from attnscope.alignment.heads import word_attention
 from attnscope.analysis.corpus import Item
-from attnscope.analysis.rows import ALIGN_COLUMNS, COLUMNS, ID_COLUMNS
+from attnscope.analysis.rows import COLUMNS, append_kind
 from attnscope.analysis.statistics import (
     KINDS,
-    STATISTICS,
     Keys,
     alignment_counts,
-    f1,
     head_statistics,
     is_punctuation,
 )
@@ -124,26 +122,9 @@ def sentence_rows(translator: LLMTranslator, result: LLMTranslation, item: Item,
     for kind in KINDS:
         rows, keys = view_slices(result, kind)
         stats = kind_statistics(full, rows, keys, _keys(kind, translator, result, item))
-        grids = {name: (None if value is None else value.tolist()) for name, value in stats.items()}
         aligned = _alignment(translator, result, item) if kind == "cross" else None
-        layers, heads = full.shape[:2]
-        queries, width = len(range(full.size(-2))[rows]), len(range(full.size(-1))[keys])
-        for layer in range(layers):
-            for head in range(heads):
-                for name, value in zip(ID_COLUMNS, (item.line, kind, layer, head, queries, width), strict=True):
-                    columns[name].append(value)
-                for name in STATISTICS:
-                    grid = grids[name]
-                    columns[name].append(None if grid is None else grid[layer][head])
-                if aligned is None:
-                    for name in ALIGN_COLUMNS:
-                        columns[name].append(None)
-                else:
-                    correct, hypothesis, reference = aligned[0][layer][head], aligned[1], aligned[2]
-                    columns["align_correct"].append(correct)
-                    columns["align_hypothesis"].append(hypothesis)
-                    columns["align_reference"].append(reference)
-                    columns["alignment_f1"].append(f1(correct, hypothesis, reference))
+        shape = (*full.shape[:2], len(range(full.size(-2))[rows]), len(range(full.size(-1))[keys]))
+        append_kind(columns, item.line, kind, shape, stats, aligned)
 
 
 @torch.inference_mode()

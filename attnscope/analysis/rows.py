@@ -72,25 +72,35 @@ def _sentence_rows(translator: Translator, translation: Translation, item: Item,
         if attn is None:
             continue
         keys = _keys(kind, target_pieces if kind == "decoder_self" else source_pieces, translation, item)
-        stats = {name: (None if value is None else value.cpu().tolist()) for name, value in head_statistics(attn, keys).items()}
         aligned = _alignment(translator, translation, item) if kind == "cross" else None
-        layers, heads, queries, width = attn.shape
-        for layer in range(layers):
-            for head in range(heads):
-                for name, value in zip(ID_COLUMNS, (item.line, kind, layer, head, queries, width), strict=True):
-                    columns[name].append(value)
-                for name in STATISTICS:
-                    grid = stats[name]
-                    columns[name].append(None if grid is None else grid[layer][head])
-                if aligned is None:
-                    for name in ALIGN_COLUMNS:
-                        columns[name].append(None)
-                else:
-                    correct, hypothesis, reference = aligned[0][layer][head], aligned[1], aligned[2]
-                    columns["align_correct"].append(correct)
-                    columns["align_hypothesis"].append(hypothesis)
-                    columns["align_reference"].append(reference)
-                    columns["alignment_f1"].append(f1(correct, hypothesis, reference))
+        append_kind(columns, item.line, kind, tuple(attn.shape), head_statistics(attn, keys), aligned)
+
+
+def append_kind(
+    columns: dict[str, list[Any]], line: int, kind: str, shape: tuple[int, ...], stats: dict[str, Tensor | None],
+    aligned: tuple[list[list[int]], int, int] | None,
+) -> None:  # fmt: skip
+    """Append one sentence's rows of one kind to ``columns``: one per (layer, head) of ``shape``
+    ``(L, H, queries, keys)``, its ``stats`` ((L, H) tensors or None) and, for cross-attention
+    with links, ``aligned`` (per-head correct links, hypothesis and reference link counts)."""
+    grids = {name: (None if value is None else value.cpu().tolist()) for name, value in stats.items()}
+    layers, heads, queries, width = shape
+    for layer in range(layers):
+        for head in range(heads):
+            for name, value in zip(ID_COLUMNS, (line, kind, layer, head, queries, width), strict=True):
+                columns[name].append(value)
+            for name in STATISTICS:
+                grid = grids[name]
+                columns[name].append(None if grid is None else grid[layer][head])
+            if aligned is None:
+                for name in ALIGN_COLUMNS:
+                    columns[name].append(None)
+            else:
+                correct, hypothesis, reference = aligned[0][layer][head], aligned[1], aligned[2]
+                columns["align_correct"].append(correct)
+                columns["align_hypothesis"].append(hypothesis)
+                columns["align_reference"].append(reference)
+                columns["alignment_f1"].append(f1(correct, hypothesis, reference))
 
 
 def analyze_batch(translator: Translator, batch: Sequence[Item]) -> dict[str, list[Any]]:

@@ -9,6 +9,7 @@ A corpus bigger than :data:`MAX_SENTENCES` is a job for the command (and Ray), n
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -132,12 +133,8 @@ async def _rows(
     """The rows of ``items``, batch after batch, each batch under its ``price`` (none: free)."""
     columns: list[dict[str, np.ndarray]] = []
     for chunk in batches(items, BATCH):
-
-        def job(chunk: list[Item] = chunk) -> dict[str, np.ndarray]:
-            return work(chunk)
-
         cost = price(chunk) if price is not None else Cost()
-        columns.append(await service.run_alone(job, gone=gone, cost=cost))
+        columns.append(await service.run_alone(functools.partial(work, chunk), gone=gone, cost=cost))
     return concat(columns)
 
 

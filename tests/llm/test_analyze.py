@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from test_served import post
 
 import attnscope
 from attnscope.alignment.corpus import AlignedPair
@@ -28,15 +29,6 @@ MODEL = "en-de-qwen2"
 SOURCES = ["Two dogs play in the snow .", "A man reads a book ."]
 TARGETS = ["Zwei Hunde spielen im Schnee .", "Ein Mann liest ein Buch ."]
 LINKS = ["0-0 1-1 2-2 3-3 4-3 5-4 6-5", "0-0 1-1 2-2 3-3 4-4 5-5"]
-
-
-def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=300) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
 
 
 def get(url: str) -> tuple[int, dict[str, Any]]:
