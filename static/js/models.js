@@ -123,9 +123,18 @@ function importedFacts(card) {
   const stack = (s) => (s ? `${s.layers} layers × ${s.heads} heads, feed-forward ${s.ff_dim}` : null);
   const codes = Array.isArray(card.language_codes) ? card.language_codes : [];
   const checks = card.conversion_checks || {};
-  const check = (c) => (c && typeof c === "object"
-    ? `logits ±${num(c.max_logit_difference, 6)}, attention ±${num(c.max_attention_difference, 6)}, greedy ${c.greedy_equal}/${c.sentences} equal`
-    : null);
+  // Only what the import measured: a decoder-only import records the logits (and its prompt's
+  // length), an encoder-decoder's also attention and greedy outputs.
+  const check = (c) => {
+    if (!c || typeof c !== "object") return null;
+    const parts = [
+      typeof c.max_logit_difference === "number" ? `logits ±${num(c.max_logit_difference, 6)}` : null,
+      typeof c.max_attention_difference === "number" ? `attention ±${num(c.max_attention_difference, 6)}` : null,
+      typeof c.greedy_equal === "number" && typeof c.sentences === "number" ? `greedy ${c.greedy_equal}/${c.sentences} equal` : null,
+      typeof c.prompt_tokens === "number" ? `on a ${c.prompt_tokens}-token prompt` : null,
+    ].filter(Boolean);
+    return parts.length ? parts.join(", ") : null;
+  };
   const rows = [
     ["Imported from", origin.source],
     ["Family", origin.model_type ? `${origin.family} (${origin.model_type})` : origin.family],

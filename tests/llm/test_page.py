@@ -90,3 +90,23 @@ def test_the_explorer_translates_with_an_llm_and_draws_rollout(server: str) -> N
             browser.close()
 
     in_own_thread(drive)
+
+
+def test_the_models_page_shows_an_llm_card_with_only_the_checks_its_import_made(server: str) -> None:
+    """A decoder-only import records the logits' difference (and its prompt's length), not an
+    encoder-decoder's attention and greedy checks: the card says what was measured, no
+    "undefined" or "±–" in their place."""
+    from playwright.sync_api import sync_playwright
+
+    def drive() -> None:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.goto(f"{server}/models")
+            page.wait_for_function("() => document.body.innerText.includes('Check (float32)')", timeout=60_000)
+            text = page.inner_text("body")
+            assert "undefined" not in text and "±–" not in text
+            assert "-token prompt" in text and "logits ±" in text
+            browser.close()
+
+    in_own_thread(drive)
